@@ -1,0 +1,484 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * codec.c - the table-driven CBOR codec of the event model.
+ *
+ * One walker over schema.c's tables encodes a C struct to a CBOR map with
+ * small-integer keys and decodes it back in place: strings are copied into a
+ * reusable arena, byte strings point into the payload.  Unknown keys are
+ * skipped (forward compatibility); every count read from data is checked
+ * against the bytes left before memory is taken for it.
+ */
+#include "core_int.h"
+
+#include <limits.h>
+#include <string.h>
+
+#define AT(base, off, type) ((type *)(void *)((char *)(base) + (off)))
+typedef const char *cstr;
+typedef const void *cptr;
+#define CAT(base, off, type) ((const type *)(const void *)((const char *)(base) + (off)))
+
+static bool field_present(const envlog_field *f, const void *in, envlog_level level)
+{
+    if (f->full_only && level < ENVLOG_LEVEL_FULL)
+        return false;
+    if (f->present_off != SIZE_MAX && !*CAT(in, f->present_off, bool))
+        return false;
+    switch (f->type) {
+    case ENVLOG_F_TEXT: return *CAT(in, f->off, cstr) != NULL;
+    case ENVLOG_F_BYTES:
+    case ENVLOG_F_RAW: return CAT(in, f->off, envlog_bytes)->size != 0;
+    case ENVLOG_F_TEXTS:
+    case ENVLOG_F_F64S:
+    case ENVLOG_F_OBJS: return *CAT(in, f->count_off, size_t) != 0;
+    default: return true;
+    }
+}
+
+static envlog_err enc_text_checked(envlog_buf *b, const char *s, const char *what)
+{
+    size_t n = strlen(s);
+    if (!envlog_utf8_valid(s, n))
+        return envlog__fail(ENVLOG_INVALID_ARG, "%s is not valid UTF-8", what);
+    return envlog_enc_text(b, s, n);
+}
+
+static envlog_err enc_field(envlog_buf *b, const envlog_field *f, const void *in,
+                            envlog_level level)
+{
+    envlog_err e = envlog_enc_uint(b, f->key);
+    if (e)
+        return e;
+    switch ((envlog_fty)f->type) {
+    case ENVLOG_F_U64: return envlog_enc_uint(b, *CAT(in, f->off, uint64_t));
+    case ENVLOG_F_U32: return envlog_enc_uint(b, *CAT(in, f->off, uint32_t));
+    case ENVLOG_F_I64: return envlog_enc_int(b, *CAT(in, f->off, int64_t));
+    case ENVLOG_F_ENUM: {
+        int v = *CAT(in, f->off, int);
+        size_t n = 0;
+        while (f->enum_names && f->enum_names[n])
+            n++;
+        if (v < 0 || (size_t)v >= n)
+            return envlog__fail(ENVLOG_INVALID_ARG, "%s %d is out of range",
+                                f->name, v);
+        return envlog_enc_uint(b, (uint64_t)v);
+    }
+    case ENVLOG_F_F64: return envlog_enc_double(b, *CAT(in, f->off, double));
+    case ENVLOG_F_BOOL: return envlog_enc_bool(b, *CAT(in, f->off, bool));
+    case ENVLOG_F_TEXT:
+        return enc_text_checked(b, *CAT(in, f->off, cstr), f->name);
+    case ENVLOG_F_BYTES: {
+        const envlog_bytes *x = CAT(in, f->off, envlog_bytes);
+        if (!x->data)
+            return envlog__fail(ENVLOG_INVALID_ARG, "%s has a size but no data",
+                                f->name);
+        return envlog_enc_bytes(b, x->data, x->size);
+    }
+    case ENVLOG_F_RAW: {
+        const envlog_bytes *x = CAT(in, f->off, envlog_bytes);
+        if (!x->data || envlog_cbor_check_item(x->data, x->size))
+            return envlog__fail(ENVLOG_INVALID_ARG,
+                                "%s is not one well-formed CBOR item (%s)",
+                                f->name, envlog_errmsg());
+        return envlog_buf_append(b, x->data, x->size);
+    }
+    case ENVLOG_F_H128:
+        return envlog_enc_bytes(b, CAT(in, f->off, envlog_id128)->b, 16);
+    case ENVLOG_F_STAMP: {
+        const envlog_stamp *st = CAT(in, f->off, envlog_stamp);
+        if ((e = envlog_enc_array(b, 3)) ||
+            (e = envlog_enc_bytes(b, st->session.b, 16)) ||
+            (e = envlog_enc_uint(b, st->seq)))
+            return e;
+        return envlog_enc_uint(b, st->offset_ns);
+    }
+    case ENVLOG_F_TEXTS:
+    case ENVLOG_F_F64S:
+    case ENVLOG_F_OBJS: break;
+    }
+    size_t n = *CAT(in, f->count_off, size_t);
+    const void *arr = *CAT(in, f->off, cptr);
+    if (!arr)
+        return envlog__fail(ENVLOG_INVALID_ARG, "%s has %zu items but no array",
+                            f->name, n);
+    if ((e = envlog_enc_array(b, n)))
+        return e;
+    for (size_t i = 0; i < n; i++) {
+        if (f->type == ENVLOG_F_TEXTS) {
+            const char *s = ((const char *const *)arr)[i];
+            if (!s)
+                return envlog__fail(ENVLOG_INVALID_ARG, "%s[%zu] is NULL",
+                                    f->name, i);
+            e = enc_text_checked(b, s, f->name);
+        } else if (f->type == ENVLOG_F_F64S) {
+            e = envlog_enc_double(b, ((const double *)arr)[i]);
+        } else {
+            e = envlog_struct_encode(b, f->sub,
+                                     (const char *)arr + i * f->sub->size, level);
+        }
+        if (e)
+            return e;
+    }
+    return ENVLOG_OK;
+}
+
+static size_t count_fields(const envlog_schema *s, const void *in, envlog_level level)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < s->n_fields; i++)
+        n += field_present(&s->fields[i], in, level);
+    return n;
+}
+
+static envlog_err enc_fields(envlog_buf *b, const envlog_schema *s,
+                             const void *in, envlog_level level)
+{
+    for (size_t i = 0; i < s->n_fields; i++) {
+        const envlog_field *f = &s->fields[i];
+        if (!field_present(f, in, level))
+            continue;
+        envlog_err e = enc_field(b, f, in, level);
+        if (e)
+            return e;
+    }
+    return ENVLOG_OK;
+}
+
+envlog_err envlog_struct_encode(envlog_buf *b, const envlog_schema *s,
+                                const void *in, envlog_level level)
+{
+    envlog_err e = envlog_enc_map(b, count_fields(s, in, level));
+    return e ? e : enc_fields(b, s, in, level);
+}
+
+envlog_err envlog_event_encode(envlog_buf *b, envlog_kind kind,
+                               const envlog_stamp *stamp, envlog_effect effect,
+                               envlog_level level, const void *body)
+{
+    const envlog_schema *s = envlog_schema_of(kind);
+    if (!s)
+        return envlog__fail(ENVLOG_INVALID_ARG, "kind %d has no schema", kind);
+    b->len = 0;
+    envlog_err e;
+    if ((e = envlog_enc_map(b, 4 + count_fields(s, body, level))) ||
+        (e = envlog_enc_uint(b, ENVLOG_K_KIND)) ||
+        (e = envlog_enc_uint(b, (uint64_t)kind)) ||
+        (e = envlog_enc_uint(b, ENVLOG_K_SEQ)) ||
+        (e = envlog_enc_uint(b, stamp->seq)) ||
+        (e = envlog_enc_uint(b, ENVLOG_K_OFFSET)) ||
+        (e = envlog_enc_uint(b, stamp->offset_ns)) ||
+        (e = envlog_enc_uint(b, ENVLOG_K_EFFECT)) ||
+        (e = envlog_enc_uint(b, (uint64_t)effect)))
+        return e;
+    return enc_fields(b, s, body, level);
+}
+
+/* ---------------------------------------------------------------- decoding */
+
+static envlog_err bad(const envlog_field *f, const char *what)
+{
+    return envlog__fail(ENVLOG_BAD_DATA, "field %s: %s", f->name, what);
+}
+
+static envlog_err dec_text(envlog_pull *p, const envlog_field *f,
+                           envlog_arena *a, const char **out)
+{
+    envlog_tok t;
+    envlog_err e = envlog_pull_next(p, &t);
+    if (e)
+        return e;
+    if (t.type != ENVLOG_TOK_TEXT)
+        return bad(f, "expected a text string");
+    if (!envlog_utf8_valid((const char *)t.data, t.len))
+        return bad(f, "text is not valid UTF-8 or holds a NUL");
+    char *s = envlog_arena_alloc(a, t.len + 1);
+    if (!s)
+        return envlog__fail(ENVLOG_NOMEM, "decoding %s", f->name);
+    memcpy(s, t.data, t.len);
+    s[t.len] = 0;
+    *out = s;
+    return ENVLOG_OK;
+}
+
+static envlog_err dec_double(const envlog_tok *t, const envlog_field *f, double *out)
+{
+    if (t->type == ENVLOG_TOK_FLOAT)
+        *out = t->f;
+    else if (t->type == ENVLOG_TOK_UINT)
+        *out = (double)t->u;
+    else if (t->type == ENVLOG_TOK_NEGINT)
+        *out = -1.0 - (double)t->u;
+    else
+        return bad(f, "expected a number");
+    return ENVLOG_OK;
+}
+
+static envlog_err dec_h128(envlog_pull *p, const envlog_field *f, envlog_id128 *out)
+{
+    envlog_tok t;
+    envlog_err e = envlog_pull_next(p, &t);
+    if (e)
+        return e;
+    if (t.type != ENVLOG_TOK_BYTES || t.len != 16)
+        return bad(f, "expected a 16-byte string");
+    memcpy(out->b, t.data, 16);
+    return ENVLOG_OK;
+}
+
+static envlog_err dec_uint(envlog_pull *p, const envlog_field *f, uint64_t max,
+                           uint64_t *out)
+{
+    envlog_tok t;
+    envlog_err e = envlog_pull_next(p, &t);
+    if (e)
+        return e;
+    if (t.type != ENVLOG_TOK_UINT || t.u > max)
+        return bad(f, "expected an unsigned integer in range");
+    *out = t.u;
+    return ENVLOG_OK;
+}
+
+/* An array head whose count is checked against the bytes left (each item
+ * takes at least one byte) before its storage is allocated. */
+static envlog_err dec_array(envlog_pull *p, const envlog_field *f, size_t elem,
+                            envlog_arena *a, void **arr, size_t *n)
+{
+    envlog_tok t;
+    envlog_err e = envlog_pull_next(p, &t);
+    if (e)
+        return e;
+    if (t.type != ENVLOG_TOK_ARRAY)
+        return bad(f, "expected an array");
+    if (t.u > p->n - p->pos)
+        return bad(f, "array claims more items than bytes left");
+    *n = (size_t)t.u;
+    *arr = envlog_arena_alloc(a, *n * elem);
+    if (!*arr)
+        return envlog__fail(ENVLOG_NOMEM, "decoding %s", f->name);
+    memset(*arr, 0, *n * elem);
+    return ENVLOG_OK;
+}
+
+static envlog_err dec_field(envlog_pull *p, const envlog_field *f, void *out,
+                            envlog_arena *a)
+{
+    envlog_tok t;
+    envlog_err e;
+    uint64_t u = 0;
+    switch ((envlog_fty)f->type) {
+    case ENVLOG_F_U64: return dec_uint(p, f, UINT64_MAX, AT(out, f->off, uint64_t));
+    case ENVLOG_F_U32:
+        if ((e = dec_uint(p, f, UINT32_MAX, &u)))
+            return e;
+        *AT(out, f->off, uint32_t) = (uint32_t)u;
+        return ENVLOG_OK;
+    case ENVLOG_F_ENUM:
+        if ((e = dec_uint(p, f, INT_MAX, &u)))
+            return e;
+        *AT(out, f->off, int) = (int)u;
+        return ENVLOG_OK;
+    case ENVLOG_F_I64:
+        if ((e = envlog_pull_next(p, &t)))
+            return e;
+        if (t.type == ENVLOG_TOK_UINT && t.u <= INT64_MAX)
+            *AT(out, f->off, int64_t) = (int64_t)t.u;
+        else if (t.type == ENVLOG_TOK_NEGINT && t.u <= INT64_MAX)
+            *AT(out, f->off, int64_t) = -1 - (int64_t)t.u;
+        else
+            return bad(f, "expected a signed 64-bit integer");
+        return ENVLOG_OK;
+    case ENVLOG_F_F64:
+        if ((e = envlog_pull_next(p, &t)))
+            return e;
+        return dec_double(&t, f, AT(out, f->off, double));
+    case ENVLOG_F_BOOL:
+        if ((e = envlog_pull_next(p, &t)))
+            return e;
+        if (t.type != ENVLOG_TOK_BOOL)
+            return bad(f, "expected a boolean");
+        *AT(out, f->off, bool) = t.b;
+        return ENVLOG_OK;
+    case ENVLOG_F_TEXT: return dec_text(p, f, a, AT(out, f->off, const char *));
+    case ENVLOG_F_BYTES:
+        if ((e = envlog_pull_next(p, &t)))
+            return e;
+        if (t.type != ENVLOG_TOK_BYTES)
+            return bad(f, "expected a byte string");
+        AT(out, f->off, envlog_bytes)->data = t.data;
+        AT(out, f->off, envlog_bytes)->size = t.len;
+        return ENVLOG_OK;
+    case ENVLOG_F_RAW: {
+        size_t start = p->pos;
+        if ((e = envlog_pull_next(p, &t)) || (e = envlog_pull_skip_after(p, &t)))
+            return e;
+        AT(out, f->off, envlog_bytes)->data = p->p + start;
+        AT(out, f->off, envlog_bytes)->size = p->pos - start;
+        return ENVLOG_OK;
+    }
+    case ENVLOG_F_H128: return dec_h128(p, f, AT(out, f->off, envlog_id128));
+    case ENVLOG_F_STAMP: {
+        envlog_stamp *st = AT(out, f->off, envlog_stamp);
+        if ((e = envlog_pull_next(p, &t)))
+            return e;
+        if (t.type != ENVLOG_TOK_ARRAY || t.u != 3)
+            return bad(f, "expected a stamp [session, seq, offset]");
+        if ((e = dec_h128(p, f, &st->session)) ||
+            (e = dec_uint(p, f, UINT64_MAX, &st->seq)) ||
+            (e = dec_uint(p, f, UINT64_MAX, &st->offset_ns)))
+            return e;
+        if (f->present_off != SIZE_MAX)
+            *AT(out, f->present_off, bool) = true;
+        return ENVLOG_OK;
+    }
+    case ENVLOG_F_TEXTS: {
+        void *arr;
+        size_t n;
+        if ((e = dec_array(p, f, sizeof(char *), a, &arr, &n)))
+            return e;
+        for (size_t i = 0; i < n; i++)
+            if ((e = dec_text(p, f, a, (const char **)arr + i)))
+                return e;
+        *AT(out, f->off, void *) = arr;
+        *AT(out, f->count_off, size_t) = n;
+        return ENVLOG_OK;
+    }
+    case ENVLOG_F_F64S: {
+        void *arr;
+        size_t n;
+        if ((e = dec_array(p, f, sizeof(double), a, &arr, &n)))
+            return e;
+        for (size_t i = 0; i < n; i++) {
+            if ((e = envlog_pull_next(p, &t)) ||
+                (e = dec_double(&t, f, (double *)arr + i)))
+                return e;
+        }
+        *AT(out, f->off, void *) = arr;
+        *AT(out, f->count_off, size_t) = n;
+        return ENVLOG_OK;
+    }
+    case ENVLOG_F_OBJS: {
+        void *arr;
+        size_t n;
+        if ((e = dec_array(p, f, f->sub->size, a, &arr, &n)))
+            return e;
+        for (size_t i = 0; i < n; i++) {
+            if ((e = envlog_pull_next(p, &t)))
+                return e;
+            if (t.type != ENVLOG_TOK_MAP)
+                return bad(f, "expected a map");
+            if ((e = envlog_struct_decode(p, &t, f->sub,
+                                          (char *)arr + i * f->sub->size, a)))
+                return e;
+        }
+        *AT(out, f->off, void *) = arr;
+        *AT(out, f->count_off, size_t) = n;
+        return ENVLOG_OK;
+    }
+    }
+    return bad(f, "unknown field type");
+}
+
+/* Reads `pairs` key/value pairs; keys the schema knows are decoded into
+ * `out`, others are handed to `other` (which may be NULL: skip them). */
+typedef envlog_err (*other_fn)(envlog_pull *p, uint64_t key, void *ctx);
+
+static envlog_err dec_pairs(envlog_pull *p, uint64_t pairs, const envlog_schema *s,
+                            void *out, envlog_arena *a, other_fn other, void *ctx)
+{
+    if (pairs > (p->n - p->pos) / 2)
+        return envlog__fail(ENVLOG_BAD_DATA,
+                            "map claims more pairs than bytes left");
+    for (uint64_t i = 0; i < pairs; i++) {
+        envlog_tok k;
+        envlog_err e = envlog_pull_next(p, &k);
+        if (e)
+            return e;
+        if (k.type != ENVLOG_TOK_UINT) {
+            /* Not a key of ours: skip the key and its value. */
+            envlog_tok v;
+            if ((e = envlog_pull_skip_after(p, &k)) ||
+                (e = envlog_pull_next(p, &v)) ||
+                (e = envlog_pull_skip_after(p, &v)))
+                return e;
+            continue;
+        }
+        const envlog_field *f = s ? envlog_schema_field(s, k.u) : NULL;
+        if (f) {
+            e = dec_field(p, f, out, a);
+        } else if (other) {
+            e = other(p, k.u, ctx);
+        } else {
+            envlog_tok v;
+            if (!(e = envlog_pull_next(p, &v)))
+                e = envlog_pull_skip_after(p, &v);
+        }
+        if (e)
+            return e;
+    }
+    return ENVLOG_OK;
+}
+
+envlog_err envlog_struct_decode(envlog_pull *pull, const envlog_tok *t,
+                                const envlog_schema *s, void *out,
+                                envlog_arena *arena)
+{
+    if (t->type != ENVLOG_TOK_MAP)
+        return envlog__fail(ENVLOG_BAD_DATA, "%s: expected a map", s->name);
+    return dec_pairs(pull, t->u, s, out, arena, NULL, NULL);
+}
+
+static envlog_err envelope_key(envlog_pull *p, uint64_t key, void *ctx)
+{
+    envlog_record *rec = ctx;
+    envlog_tok t;
+    envlog_err e = envlog_pull_next(p, &t);
+    if (e)
+        return e;
+    if (key == ENVLOG_K_SEQ || key == ENVLOG_K_OFFSET || key == ENVLOG_K_EFFECT) {
+        if (t.type != ENVLOG_TOK_UINT || (key == ENVLOG_K_EFFECT && t.u > 1))
+            return envlog__fail(ENVLOG_BAD_DATA, "envelope key %llu: bad value",
+                                (unsigned long long)key);
+        if (key == ENVLOG_K_SEQ)
+            rec->stamp.seq = t.u;
+        else if (key == ENVLOG_K_OFFSET)
+            rec->stamp.offset_ns = t.u;
+        else
+            rec->effect = (envlog_effect)t.u;
+        return ENVLOG_OK;
+    }
+    return envlog_pull_skip_after(p, &t);
+}
+
+envlog_err envlog_event_decode(const uint8_t *data, size_t n, envlog_record *rec,
+                               envlog_arena *arena)
+{
+    envlog_pull p = {data, n, 0};
+    envlog_tok t, k, v;
+    envlog_err e;
+    memset(&rec->u, 0, sizeof rec->u);
+    rec->effect = ENVLOG_OBSERVED;
+    rec->stamp.seq = rec->stamp.offset_ns = 0;
+    rec->payload.data = data;
+    rec->payload.size = n;
+    if ((e = envlog_pull_next(&p, &t)))
+        return e;
+    if (t.type != ENVLOG_TOK_MAP || t.u == 0)
+        return envlog__fail(ENVLOG_BAD_DATA, "a record is a non-empty map");
+    /* envlog(5): the kind is the first key, so the body can be read in one
+     * pass with the right schema. */
+    if ((e = envlog_pull_next(&p, &k)) || (e = envlog_pull_next(&p, &v)))
+        return e;
+    if (k.type != ENVLOG_TOK_UINT || k.u != ENVLOG_K_KIND ||
+        v.type != ENVLOG_TOK_UINT || v.u > INT_MAX)
+        return envlog__fail(ENVLOG_BAD_DATA, "a record's first key is its kind");
+    rec->kind = (envlog_kind)v.u;
+    const envlog_schema *s = envlog_schema_of(rec->kind);
+    if (rec->kind == ENVLOG_KIND_TUNE)
+        rec->u.tune.winner = -1;
+    if ((e = dec_pairs(&p, t.u - 1, s, &rec->u, arena, envelope_key, rec)))
+        return e;
+    if (p.pos != n)
+        return envlog__fail(ENVLOG_BAD_DATA, "%zu bytes follow the record",
+                            n - p.pos);
+    return ENVLOG_OK;
+}

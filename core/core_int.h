@@ -1,0 +1,270 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * core_int.h - what the core module offers the rest of envlog.
+ *
+ * core knows nothing of files: it holds errors, allocation (with a failure
+ * hook for tests), the I/O function table every file access goes through,
+ * hashing, ids and clocks, a growable buffer, and the event model with its
+ * table-driven CBOR codec and renderers.
+ */
+#ifndef ENVLOG_CORE_INT_H
+#define ENVLOG_CORE_INT_H
+
+#include "envlog.h"
+
+#include <stdarg.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+
+/* ------------------------------------------------------------- errors */
+
+/* Records `err` with a printf-style detail for envlog_errmsg(); returns err. */
+envlog_err envlog__fail(envlog_err err, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+/* The envlog_err that an errno value stands for. */
+envlog_err envlog__errno_code(int errnum);
+/* envlog__fail() with the errno's text appended: "what: strerror(errnum)". */
+envlog_err envlog__fail_errno(int errnum, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/* ------------------------------------------------------------ allocation */
+
+void *envlog_malloc(size_t size);
+void *envlog_calloc(size_t n, size_t size);
+void *envlog_realloc(void *p, size_t size);
+void envlog_free(void *p);
+char *envlog_strdup(const char *s);
+
+/* Test hook: the next `n`-th allocation (1 = the next one) and every one after
+ * it fail until envlog_alloc_fail_reset(); returns how many allocations were
+ * made since the last reset. */
+void envlog_alloc_fail_after(long n);
+long envlog_alloc_fail_reset(void);
+
+/* -------------------------------------------------------------- I/O table */
+
+/* Every file access of envlog goes through this table, so tests can fail any
+ * call (fault injection) or simulate power loss.  Each entry behaves like the
+ * POSIX call it names: -1 and errno on failure. */
+typedef struct envlog_io {
+    int (*open)(const char *path, int flags, mode_t mode);
+    int (*openat)(int dirfd, const char *path, int flags, mode_t mode);
+    int (*close)(int fd);
+    ssize_t (*pread)(int fd, void *buf, size_t n, off_t off);
+    ssize_t (*pwrite)(int fd, const void *buf, size_t n, off_t off);
+    int (*fsync)(int fd);          /* fdatasync */
+    int (*ftruncate)(int fd, off_t len);
+    int (*fallocate)(int fd, off_t off, off_t len); /* returns an errno */
+    void *(*mmap)(size_t len, int prot, int fd); /* MAP_FAILED on error */
+    int (*munmap)(void *p, size_t len);
+    int (*msync)(void *p, size_t len);
+    int (*mkdirat)(int dirfd, const char *path, mode_t mode);
+    int (*renameat)(int olddir, const char *oldp, int newdir, const char *newp);
+    int (*unlinkat)(int dirfd, const char *path, int flags);
+    int (*flock)(int fd, int op);
+    int (*fstat)(int fd, struct stat *st);
+} envlog_io;
+
+/* The table in force (never NULL). */
+const envlog_io *envlog_io_get(void);
+/* Replaces the table; NULL restores the POSIX one.  Not thread-safe: set it
+ * before any handle is opened. */
+void envlog_io_set(const envlog_io *io);
+/* The POSIX table. */
+const envlog_io *envlog_io_posix(void);
+
+/* ---------------------------------------------------- hashing, ids, clock */
+
+uint64_t envlog_xxh64(const void *data, size_t n, uint64_t seed);
+/* A new time-ordered id: 48-bit Unix milliseconds then 80 random bits. */
+envlog_err envlog_id_new(envlog_id128 *id);
+uint64_t envlog_clock_mono_ns(void);
+uint64_t envlog_clock_unix_ns(void);
+
+/* Little-endian helpers for framing. */
+static inline void envlog_put_le16(uint8_t *p, uint16_t v)
+{
+    p[0] = (uint8_t)v;
+    p[1] = (uint8_t)(v >> 8);
+}
+static inline void envlog_put_le32(uint8_t *p, uint32_t v)
+{
+    for (int i = 0; i < 4; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
+}
+static inline uint16_t envlog_get_le16(const uint8_t *p)
+{
+    return (uint16_t)(p[0] | (p[1] << 8));
+}
+static inline uint32_t envlog_get_le32(const uint8_t *p)
+{
+    return (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) |
+           ((uint32_t)p[3] << 24);
+}
+
+/* True when `s` (of `n` bytes) is valid UTF-8 without NUL bytes. */
+bool envlog_utf8_valid(const char *s, size_t n);
+
+/* --------------------------------------------------------------- buffers */
+
+typedef struct envlog_buf {
+    uint8_t *p;
+    size_t len;
+    size_t cap;
+} envlog_buf;
+
+/* Makes room for `extra` more bytes.  @return ENVLOG_OK or ENVLOG_NOMEM. */
+envlog_err envlog_buf_reserve(envlog_buf *b, size_t extra);
+envlog_err envlog_buf_append(envlog_buf *b, const void *p, size_t n);
+void envlog_buf_free(envlog_buf *b);
+
+/* An arena for decoded strings and arrays: reset per record, never shrunk. */
+typedef struct envlog_arena {
+    struct envlog_chunk *head; /* newest chunk first */
+    size_t want;               /* bytes the last record needed in all */
+} envlog_arena;
+
+void *envlog_arena_alloc(envlog_arena *a, size_t n);
+void envlog_arena_reset(envlog_arena *a);
+void envlog_arena_free(envlog_arena *a);
+
+/* ------------------------------------------------------------ CBOR pull */
+
+typedef enum envlog_tok_type {
+    ENVLOG_TOK_UINT,
+    ENVLOG_TOK_NEGINT, /* value is -1 - u */
+    ENVLOG_TOK_BYTES,
+    ENVLOG_TOK_TEXT,
+    ENVLOG_TOK_ARRAY,
+    ENVLOG_TOK_MAP,
+    ENVLOG_TOK_TAG,
+    ENVLOG_TOK_FLOAT,
+    ENVLOG_TOK_BOOL,
+    ENVLOG_TOK_NULL,
+    ENVLOG_TOK_UNDEF,
+    ENVLOG_TOK_INDEF /* an indefinite-length item start or a break */
+} envlog_tok_type;
+
+typedef struct envlog_tok {
+    envlog_tok_type type;
+    uint64_t u;         /* integer value, tag, or container size */
+    double f;
+    bool b;
+    const uint8_t *data; /* string bytes */
+    size_t len;
+} envlog_tok;
+
+typedef struct envlog_pull {
+    const uint8_t *p;
+    size_t n;
+    size_t pos;
+} envlog_pull;
+
+/* Reads the next item head.  Strings come whole.  Indefinite-length items are
+ * refused (envlog writes none; envlog(5) says readers may refuse them).
+ * @return ENVLOG_OK, or ENVLOG_BAD_DATA at malformed or truncated data. */
+envlog_err envlog_pull_next(envlog_pull *p, envlog_tok *t);
+/* Skips one whole item whose head `t` was just read (depth-limited). */
+envlog_err envlog_pull_skip_after(envlog_pull *p, const envlog_tok *t);
+/* Checks that [data, data+n) is exactly one well-formed item. */
+envlog_err envlog_cbor_check_item(const void *data, size_t n);
+
+#define ENVLOG_CBOR_MAX_DEPTH 64
+
+/* ------------------------------------------------------------ CBOR write */
+
+envlog_err envlog_enc_uint(envlog_buf *b, uint64_t v);
+envlog_err envlog_enc_int(envlog_buf *b, int64_t v);
+envlog_err envlog_enc_double(envlog_buf *b, double v);
+envlog_err envlog_enc_bool(envlog_buf *b, bool v);
+envlog_err envlog_enc_text(envlog_buf *b, const char *s, size_t n);
+envlog_err envlog_enc_bytes(envlog_buf *b, const void *s, size_t n);
+envlog_err envlog_enc_map(envlog_buf *b, size_t n);
+envlog_err envlog_enc_array(envlog_buf *b, size_t n);
+
+/* ------------------------------------------------------- the event model */
+
+/* Envelope keys shared by every event record's map. */
+enum {
+    ENVLOG_K_KIND = 0,
+    ENVLOG_K_SEQ = 1,
+    ENVLOG_K_OFFSET = 2,
+    ENVLOG_K_EFFECT = 3,
+    ENVLOG_K_BODY0 = 4 /* the first kind-specific key */
+};
+
+typedef enum envlog_fty {
+    ENVLOG_F_U64,
+    ENVLOG_F_U32,
+    ENVLOG_F_I64,
+    ENVLOG_F_ENUM,    /* an int-sized enum, stored as uint */
+    ENVLOG_F_F64,
+    ENVLOG_F_BOOL,
+    ENVLOG_F_TEXT,    /* const char *; omitted when NULL */
+    ENVLOG_F_BYTES,   /* envlog_bytes; omitted when empty */
+    ENVLOG_F_RAW,     /* envlog_bytes holding one CBOR item, stored inline */
+    ENVLOG_F_H128,    /* envlog_id128 / envlog_hash128, 16-byte string */
+    ENVLOG_F_TEXTS,   /* const char *const *, count at count_off */
+    ENVLOG_F_F64S,    /* const double *, count at count_off */
+    ENVLOG_F_OBJS,    /* array of sub-structs, count at count_off */
+    ENVLOG_F_STAMP    /* envlog_stamp as [id, seq, offset] */
+} envlog_fty;
+
+typedef struct envlog_schema envlog_schema;
+
+typedef struct envlog_field {
+    uint8_t key;
+    uint8_t type;          /* envlog_fty */
+    uint8_t full_only;     /* written at ENVLOG_LEVEL_FULL only */
+    const char *name;      /* the JSON name */
+    size_t off;
+    size_t count_off;      /* arrays: offset of the size_t count */
+    size_t present_off;    /* optional presence flag (bool), or SIZE_MAX */
+    const envlog_schema *sub;
+    const char *const *enum_names; /* ENUM: names by value, NULL-ended */
+} envlog_field;
+
+struct envlog_schema {
+    const char *name;
+    size_t size;
+    const envlog_field *fields;
+    size_t n_fields;
+};
+
+/* The schema of an event kind, or NULL for framing and unknown kinds. */
+const envlog_schema *envlog_schema_of(envlog_kind kind);
+/* The field of `s` with key `key`, or NULL. */
+const envlog_field *envlog_schema_field(const envlog_schema *s, uint64_t key);
+
+/* Encodes an event record (envelope and body) into `b`, which is cleared
+ * first.  Fields marked full_only are left out below ENVLOG_LEVEL_FULL. */
+envlog_err envlog_event_encode(envlog_buf *b, envlog_kind kind,
+                               const envlog_stamp *stamp, envlog_effect effect,
+                               envlog_level level, const void *body);
+
+/* Decodes an event payload into `rec` (kind, effect, stamp.seq/offset and the
+ * union), with strings and arrays in `arena`.  The session id of the stamp is
+ * left to the caller.  Unknown keys are skipped; a known key of the wrong type
+ * is ENVLOG_BAD_DATA. */
+envlog_err envlog_event_decode(const uint8_t *p, size_t n, envlog_record *rec,
+                               envlog_arena *arena);
+
+/* Decodes a map of `s`-described fields from `pull` into `out`, the map head
+ * `t` having been read; used for framing records too. */
+envlog_err envlog_struct_decode(envlog_pull *pull, const envlog_tok *t,
+                                const envlog_schema *s, void *out,
+                                envlog_arena *arena);
+/* Appends `in` as a map of the fields `s` describes (text is checked to be
+ * UTF-8; a RAW field to be one CBOR item): ENVLOG_INVALID_ARG otherwise. */
+envlog_err envlog_struct_encode(envlog_buf *b, const envlog_schema *s,
+                                const void *in, envlog_level level);
+
+/* The effect a built-in record of `kind` has. */
+envlog_effect envlog_effect_of(envlog_kind kind, const void *body);
+
+/* Writes hex of `n` bytes through `fn`. */
+int envlog__write_hex(envlog_write_fn fn, void *ctx, const uint8_t *p, size_t n);
+/* Writes a JSON string literal. */
+int envlog__write_json_str(envlog_write_fn fn, void *ctx, const char *s, size_t n);
+
+#endif /* ENVLOG_CORE_INT_H */

@@ -1,0 +1,207 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * schema.c - the event model: one table of fields per record kind.
+ *
+ * The tables are the single statement of what each kind carries: the codec
+ * encodes and decodes from them, the JSON renderer takes its names from them,
+ * and man/envlog.5's CDDL mirrors them key for key.  Keys 0-3 of every event
+ * map are the envelope (kind, seq, offset, effect); body keys start at 4.
+ * A key, once given a meaning, keeps it: new fields take new keys.
+ */
+#include "core_int.h"
+
+#include <stddef.h>
+
+#define NOPRES SIZE_MAX
+#define F(k, ty, nm, st, mem)                                                  \
+    {k, ty, 0, nm, offsetof(st, mem), 0, NOPRES, NULL, NULL}
+#define FULL(k, ty, nm, st, mem)                                               \
+    {k, ty, 1, nm, offsetof(st, mem), 0, NOPRES, NULL, NULL}
+#define ARR(k, ty, nm, st, mem, cnt, sub)                                      \
+    {k, ty, 0, nm, offsetof(st, mem), offsetof(st, cnt), NOPRES, sub, NULL}
+#define FULLARR(k, ty, nm, st, mem, cnt, sub)                                  \
+    {k, ty, 1, nm, offsetof(st, mem), offsetof(st, cnt), NOPRES, sub, NULL}
+#define OPT(k, ty, nm, st, mem, pres)                                          \
+    {k, ty, 0, nm, offsetof(st, mem), 0, offsetof(st, pres), NULL, NULL}
+#define ENUM(k, nm, st, mem, names)                                             \
+    {k, ENVLOG_F_ENUM, 0, nm, offsetof(st, mem), 0, NOPRES, NULL, names}
+#define SCHEMA(var, nm, st, tab)                                               \
+    const envlog_schema var = {nm, sizeof(st), tab, sizeof tab / sizeof tab[0]}
+
+static const char *const level_names[] = {"off", "basic", "full", NULL};
+static const char *const outcome_names[] = {"compiled", "loaded", "failed", NULL};
+static const char *const table_names[] = {"tune", "kernel", NULL};
+
+static const envlog_field param_f[] = {
+    F(0, ENVLOG_F_TEXT, "name", envlog_param, name),
+    F(1, ENVLOG_F_F64, "value", envlog_param, value),
+};
+static SCHEMA(param_s, "param", envlog_param, param_f);
+
+static const envlog_field attr_f[] = {
+    F(0, ENVLOG_F_TEXT, "key", envlog_attr, key),
+    F(1, ENVLOG_F_TEXT, "value", envlog_attr, value),
+};
+static SCHEMA(attr_s, "attr", envlog_attr, attr_f);
+
+static const envlog_field trial_f[] = {
+    F(0, ENVLOG_F_TEXT, "name", envlog_trial, name),
+    F(1, ENVLOG_F_U32, "index", envlog_trial, index),
+    F(2, ENVLOG_F_U64, "samples", envlog_trial, samples),
+    F(3, ENVLOG_F_F64, "min_ns", envlog_trial, min_ns),
+    F(4, ENVLOG_F_F64, "median_ns", envlog_trial, median_ns),
+    F(5, ENVLOG_F_F64, "mean_ns", envlog_trial, mean_ns),
+    F(6, ENVLOG_F_F64, "max_ns", envlog_trial, max_ns),
+    F(7, ENVLOG_F_F64, "stddev_ns", envlog_trial, stddev_ns),
+    F(8, ENVLOG_F_TEXT, "error", envlog_trial, error),
+    FULLARR(9, ENVLOG_F_F64S, "sample_ns", envlog_trial, sample_ns, n_sample_ns, NULL),
+};
+static SCHEMA(trial_s, "trial", envlog_trial, trial_f);
+
+static const envlog_field session_f[] = {
+    F(4, ENVLOG_F_H128, "id", envlog_session_rec, id),
+    F(5, ENVLOG_F_U64, "start_unix_ns", envlog_session_rec, start_unix_ns),
+    F(6, ENVLOG_F_TEXT, "envlog_version", envlog_session_rec, envlog_version),
+    F(7, ENVLOG_F_TEXT, "runtime", envlog_session_rec, runtime),
+    F(8, ENVLOG_F_TEXT, "runtime_version", envlog_session_rec, runtime_version),
+    F(9, ENVLOG_F_TEXT, "label", envlog_session_rec, label),
+    F(10, ENVLOG_F_TEXT, "host", envlog_session_rec, host),
+    F(11, ENVLOG_F_U64, "pid", envlog_session_rec, pid),
+    F(12, ENVLOG_F_TEXT, "os", envlog_session_rec, os),
+    F(13, ENVLOG_F_TEXT, "arch", envlog_session_rec, arch),
+    ARR(14, ENVLOG_F_TEXTS, "devices", envlog_session_rec, devices, n_devices, NULL),
+    F(15, ENVLOG_F_TEXT, "process_mode", envlog_session_rec, process_mode),
+    ENUM(16, "level", envlog_session_rec, level, level_names),
+    F(17, ENVLOG_F_U64, "dropped", envlog_session_rec, dropped),
+};
+static SCHEMA(session_s, "session", envlog_session_rec, session_f);
+
+static const envlog_field tune_f[] = {
+    F(4, ENVLOG_F_TEXT, "namespace", envlog_tune, ns),
+    F(5, ENVLOG_F_TEXT, "key", envlog_tune, key),
+    F(6, ENVLOG_F_U64, "checksum", envlog_tune, checksum),
+    ARR(7, ENVLOG_F_TEXTS, "candidates", envlog_tune, candidates, n_candidates, NULL),
+    ARR(8, ENVLOG_F_OBJS, "trials", envlog_tune, trials, n_trials, &trial_s),
+    F(9, ENVLOG_F_TEXT, "policy", envlog_tune, policy),
+    ARR(10, ENVLOG_F_OBJS, "params", envlog_tune, params, n_params, &param_s),
+    F(11, ENVLOG_F_I64, "winner", envlog_tune, winner),
+    F(12, ENVLOG_F_F64, "margin", envlog_tune, margin),
+    F(13, ENVLOG_F_BOOL, "within_noise", envlog_tune, within_noise),
+    F(14, ENVLOG_F_BOOL, "short_circuit", envlog_tune, short_circuit),
+    F(15, ENVLOG_F_U64, "wall_ns", envlog_tune, wall_ns),
+    F(16, ENVLOG_F_BOOL, "stored", envlog_tune, stored),
+};
+static SCHEMA(tune_s, "tune", envlog_tune, tune_f);
+
+static const envlog_field compile_f[] = {
+    F(4, ENVLOG_F_TEXT, "namespace", envlog_compile, ns),
+    F(5, ENVLOG_F_TEXT, "name", envlog_compile, name),
+    F(6, ENVLOG_F_H128, "kernel_key", envlog_compile, kernel_key),
+    F(7, ENVLOG_F_H128, "source_hash", envlog_compile, source_hash),
+    F(8, ENVLOG_F_TEXT, "options", envlog_compile, options),
+    F(9, ENVLOG_F_TEXT, "compiler_version", envlog_compile, compiler_version),
+    F(10, ENVLOG_F_TEXT, "arch", envlog_compile, arch),
+    ENUM(11, "outcome", envlog_compile, outcome, outcome_names),
+    F(12, ENVLOG_F_U64, "duration_ns", envlog_compile, duration_ns),
+    F(13, ENVLOG_F_H128, "binary_hash", envlog_compile, binary_hash),
+    F(14, ENVLOG_F_U64, "binary_size", envlog_compile, binary_size),
+    F(15, ENVLOG_F_BYTES, "binary", envlog_compile, binary),
+    F(16, ENVLOG_F_TEXT, "log", envlog_compile, log),
+    FULL(17, ENVLOG_F_TEXT, "source", envlog_compile, source),
+    FULL(18, ENVLOG_F_BYTES, "ir", envlog_compile, ir),
+    OPT(19, ENVLOG_F_STAMP, "tune", envlog_compile, tune, has_tune),
+};
+static SCHEMA(compile_s, "compile", envlog_compile, compile_f);
+
+static const envlog_field span_f[] = {
+    F(4, ENVLOG_F_TEXT, "name", envlog_span_rec, name),
+    F(5, ENVLOG_F_U64, "id", envlog_span_rec, id),
+    F(6, ENVLOG_F_U64, "parent", envlog_span_rec, parent),
+    F(7, ENVLOG_F_U64, "open_ns", envlog_span_rec, open_ns),
+    F(8, ENVLOG_F_U64, "duration_ns", envlog_span_rec, duration_ns),
+    ARR(9, ENVLOG_F_OBJS, "attrs", envlog_span_rec, attrs, n_attrs, &attr_s),
+};
+static SCHEMA(span_s, "span", envlog_span_rec, span_f);
+
+static const envlog_field mark_f[] = {
+    F(4, ENVLOG_F_TEXT, "label", envlog_mark, label),
+    F(5, ENVLOG_F_U64, "wall_unix_ns", envlog_mark, wall_unix_ns),
+};
+static SCHEMA(mark_s, "mark", envlog_mark, mark_f);
+
+static const envlog_field import_f[] = {
+    F(4, ENVLOG_F_TEXT, "bundle", envlog_import, bundle),
+    F(5, ENVLOG_F_H128, "bundle_hash", envlog_import, bundle_hash),
+    F(6, ENVLOG_F_RAW, "manifest", envlog_import, manifest),
+    F(7, ENVLOG_F_U64, "taken", envlog_import, taken),
+    F(8, ENVLOG_F_U64, "skipped", envlog_import, skipped),
+    F(9, ENVLOG_F_U64, "rejected", envlog_import, rejected),
+};
+static SCHEMA(import_s, "import", envlog_import, import_f);
+
+static const envlog_field forget_f[] = {
+    ENUM(4, "table", envlog_forget, table, table_names),
+    F(5, ENVLOG_F_TEXT, "namespace", envlog_forget, ns),
+    F(6, ENVLOG_F_TEXT, "key", envlog_forget, key),
+    F(7, ENVLOG_F_U64, "checksum", envlog_forget, checksum),
+    F(8, ENVLOG_F_TEXT, "reason", envlog_forget, reason),
+};
+static SCHEMA(forget_s, "forget", envlog_forget, forget_f);
+
+static const envlog_field user_f[] = {
+    F(4, ENVLOG_F_TEXT, "user_kind", envlog_user, kind),
+    F(5, ENVLOG_F_RAW, "body", envlog_user, body),
+};
+static SCHEMA(user_s, "user", envlog_user, user_f);
+
+const envlog_schema *envlog_schema_of(envlog_kind kind)
+{
+    switch (kind) {
+    case ENVLOG_KIND_SESSION: return &session_s;
+    case ENVLOG_KIND_TUNE: return &tune_s;
+    case ENVLOG_KIND_COMPILE: return &compile_s;
+    case ENVLOG_KIND_SPAN: return &span_s;
+    case ENVLOG_KIND_MARK: return &mark_s;
+    case ENVLOG_KIND_IMPORT: return &import_s;
+    case ENVLOG_KIND_FORGET: return &forget_s;
+    case ENVLOG_KIND_USER: return &user_s;
+    default: return NULL;
+    }
+}
+
+const envlog_field *envlog_schema_field(const envlog_schema *s, uint64_t key)
+{
+    for (size_t i = 0; i < s->n_fields; i++)
+        if (s->fields[i].key == key)
+            return &s->fields[i];
+    return NULL;
+}
+
+const char *envlog_kind_name(envlog_kind kind)
+{
+    switch (kind) {
+    case ENVLOG_KIND_HEADER: return "header";
+    case ENVLOG_KIND_SEAL: return "seal";
+    default: break;
+    }
+    const envlog_schema *s = envlog_schema_of(kind);
+    return s ? s->name : "unknown";
+}
+
+envlog_effect envlog_effect_of(envlog_kind kind, const void *body)
+{
+    switch (kind) {
+    case ENVLOG_KIND_TUNE:
+        return ((const envlog_tune *)body)->stored ? ENVLOG_CHANGED
+                                                   : ENVLOG_OBSERVED;
+    case ENVLOG_KIND_COMPILE: {
+        const envlog_compile *c = body;
+        return c->outcome == ENVLOG_COMPILED && c->binary.size
+                   ? ENVLOG_CHANGED
+                   : ENVLOG_OBSERVED;
+    }
+    case ENVLOG_KIND_IMPORT:
+    case ENVLOG_KIND_FORGET: return ENVLOG_CHANGED;
+    default: return ENVLOG_OBSERVED;
+    }
+}

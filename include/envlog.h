@@ -1,0 +1,530 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * envlog.h - the public API of envlog.
+ *
+ * envlog records how a GPU compute environment was built: every autotune,
+ * kernel compile and timed span is appended as a CBOR event to a per-session,
+ * segmented, append-only log inside an environment directory.  This header is
+ * the whole API; what is not declared here is not API.
+ *
+ * Conventions:
+ *  - Every function that can fail returns an envlog_err; ENVLOG_OK is 0.
+ *    envlog_strerror() names a code; envlog_errmsg() gives the detail of the
+ *    calling thread's last failure (file, offset, cause).
+ *  - Handles are opaque and come in open/close pairs; every close or free
+ *    accepts NULL.
+ *  - Strings passed in are NUL-terminated UTF-8 and are copied before the
+ *    call returns: the caller keeps ownership.  Strings and arrays handed out
+ *    in a decoded record live until the next call on the handle that gave it.
+ */
+#ifndef ENVLOG_H
+#define ENVLOG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define ENVLOG_VERSION_MAJOR 0
+#define ENVLOG_VERSION_MINOR 1
+#define ENVLOG_VERSION_PATCH 0
+#define ENVLOG_VERSION_STRING "0.1.0"
+
+/* The environment directory format this library reads and writes. */
+#define ENVLOG_FORMAT_VERSION 1
+
+/* ------------------------------------------------------------------ errors */
+
+typedef enum envlog_err {
+    ENVLOG_OK = 0,
+    ENVLOG_END = 1,          /* no more records: not an error */
+    ENVLOG_TRUNCATED = 2,    /* a torn tail: good data ends at an offset */
+    ENVLOG_CORRUPT = 3,      /* damage found; see envlog_reader_damage() */
+    ENVLOG_INVALID_ARG = 4,  /* a bad argument from the caller */
+    ENVLOG_NOMEM = 5,        /* memory could not be allocated */
+    ENVLOG_IO = 6,           /* a system call failed */
+    ENVLOG_NOSPACE = 7,      /* the file system is full */
+    ENVLOG_FORMAT = 8,       /* not an environment, or an unknown format */
+    ENVLOG_BAD_DATA = 9,     /* malformed input data (CBOR, names) */
+    ENVLOG_NOT_FOUND = 10,   /* no such session, entry or file */
+    ENVLOG_BUSY = 11,        /* a lock is held by another writer */
+    ENVLOG_TOO_BIG = 12,     /* a length beyond a documented limit */
+    ENVLOG_UNAVAILABLE = 13, /* an optional component is missing */
+    ENVLOG_PERMISSION = 14,  /* access denied, or a symbolic link refused */
+    ENVLOG_STATE = 15        /* the call does not fit the handle's state */
+} envlog_err;
+
+/*! envlog_strerror() :
+ *  @return a static string naming `err`; never NULL. */
+const char *envlog_strerror(envlog_err err);
+
+/*! envlog_errmsg() :
+ *  @return the detail of the calling thread's most recent failure, such as
+ *  "sessions/0191.../00000000-0000000000000000.log: No space left on device".
+ *  The text is overwritten by the next failing call on the same thread. */
+const char *envlog_errmsg(void);
+
+/* ------------------------------------------------------------ small types */
+
+/* A 128-bit hash (XXH3-128, big-endian bytes) or session id. */
+typedef struct envlog_id128 {
+    uint8_t b[16];
+} envlog_id128;
+typedef envlog_id128 envlog_hash128;
+
+/* Bytes owned by someone else: a binary, an IR, a CBOR body. */
+typedef struct envlog_bytes {
+    const void *data;
+    size_t size;
+} envlog_bytes;
+
+/* Where a record stands in the history of its environment. */
+typedef struct envlog_stamp {
+    envlog_id128 session;
+    uint64_t seq;       /* per session, from 0, across all kinds */
+    uint64_t offset_ns; /* on the session's monotonic clock */
+} envlog_stamp;
+
+/*! envlog_id_format() : writes 32 lower-case hex digits and a NUL to `out`. */
+void envlog_id_format(const envlog_id128 *id, char out[33]);
+
+/*! envlog_id_parse() : parses 32 hex digits.
+ *  @return ENVLOG_OK, or ENVLOG_INVALID_ARG when `text` is not 32 hex digits. */
+envlog_err envlog_id_parse(const char *text, envlog_id128 *id);
+
+/*! envlog_hash128_bytes() : XXH3-128 of `size` bytes (the hash envlog uses for
+ *  sources, binaries and contents). */
+envlog_hash128 envlog_hash128_bytes(const void *data, size_t size);
+
+/* ---------------------------------------------------------- record model */
+
+typedef enum envlog_kind {
+    ENVLOG_KIND_HEADER = 1, /* framing: first record of a segment */
+    ENVLOG_KIND_SEAL = 2,   /* framing: last record of a closed segment */
+    ENVLOG_KIND_SESSION = 16,
+    ENVLOG_KIND_TUNE = 17,
+    ENVLOG_KIND_COMPILE = 18,
+    ENVLOG_KIND_SPAN = 19,
+    ENVLOG_KIND_MARK = 20,
+    ENVLOG_KIND_IMPORT = 21,
+    ENVLOG_KIND_FORGET = 22,
+    ENVLOG_KIND_USER = 23
+} envlog_kind;
+
+/*! envlog_kind_name() : "session", "tune", ...; "unknown" for others. */
+const char *envlog_kind_name(envlog_kind kind);
+
+/* CHANGED records change the cache state; OBSERVED ones only describe. */
+typedef enum envlog_effect {
+    ENVLOG_OBSERVED = 0,
+    ENVLOG_CHANGED = 1
+} envlog_effect;
+
+typedef enum envlog_level {
+    ENVLOG_LEVEL_OFF = 0,   /* nothing recorded; caches still work */
+    ENVLOG_LEVEL_BASIC = 1, /* the default */
+    ENVLOG_LEVEL_FULL = 2   /* also sources, IR and every sample */
+} envlog_level;
+
+/* A named parameter of a selection policy. */
+typedef struct envlog_param {
+    const char *name;
+    double value;
+} envlog_param;
+
+/* A key/value attribute of a span. */
+typedef struct envlog_attr {
+    const char *key;
+    const char *value;
+} envlog_attr;
+
+/* One candidate's measurement within a tune, in the order trials ran. */
+typedef struct envlog_trial {
+    const char *name;       /* the candidate's name */
+    uint32_t index;         /* its index in the tune's candidate list */
+    uint64_t samples;       /* how many samples were taken */
+    const double *sample_ns; /* every sample (recorded at FULL only) */
+    size_t n_sample_ns;
+    double min_ns, median_ns, mean_ns, max_ns, stddev_ns;
+    const char *error;      /* non-NULL when the candidate failed */
+} envlog_trial;
+
+/* One autotune: how a winner was chosen for (namespace, key, checksum). */
+typedef struct envlog_tune {
+    const char *ns;            /* table/runtime/version/device/... */
+    const char *key;           /* the tune key */
+    uint64_t checksum;         /* tune-set checksum (envlog_tune_checksum) */
+    const char *const *candidates; /* names the checksum was computed from */
+    size_t n_candidates;
+    const envlog_trial *trials; /* in the order they ran */
+    size_t n_trials;
+    const char *policy;        /* selection policy name */
+    const envlog_param *params; /* its parameters */
+    size_t n_params;
+    int64_t winner;            /* index into candidates; -1 for none */
+    double margin;             /* runner-up cost / winner cost - 1 */
+    bool within_noise;         /* the margin is within measurement noise */
+    bool short_circuit;        /* picked without measuring every candidate */
+    uint64_t wall_ns;          /* wall time of the whole tune */
+    bool stored;               /* false: an unmeasured pick, never stored */
+} envlog_tune;
+
+/*! envlog_tune_checksum() : the tune-set checksum of `n` candidate names
+ *  (XXH3-64 over each name and its terminating NUL, in order). */
+uint64_t envlog_tune_checksum(const char *const *names, size_t n);
+
+typedef enum envlog_outcome {
+    ENVLOG_COMPILED = 0, /* compiled now */
+    ENVLOG_LOADED = 1,   /* found in the cache */
+    ENVLOG_FAILED = 2    /* the compiler refused it */
+} envlog_outcome;
+
+/* One kernel compile, load or failure. */
+typedef struct envlog_compile {
+    const char *ns;            /* compiler/version/arch/... */
+    const char *name;          /* kernel name */
+    envlog_hash128 kernel_key; /* hash of the four components below */
+    envlog_hash128 source_hash;
+    const char *options;       /* compiler options, space separated */
+    const char *compiler_version;
+    const char *arch;          /* e.g. sm_90, compute_90 */
+    envlog_outcome outcome;
+    uint64_t duration_ns;
+    envlog_hash128 binary_hash;
+    uint64_t binary_size;
+    envlog_bytes binary;       /* the binary, when stored */
+    const char *log;           /* the compiler's log */
+    const char *source;        /* recorded at FULL only */
+    envlog_bytes ir;           /* intermediate code, recorded at FULL only */
+    bool has_tune;             /* the compile was asked for by a tune */
+    envlog_stamp tune;         /* that tune's stamp */
+} envlog_compile;
+
+/* A timed stretch of the caller's work. */
+typedef struct envlog_span_rec {
+    const char *name;
+    uint64_t id;        /* per session, from 1 */
+    uint64_t parent;    /* the enclosing span's id; 0 for none */
+    uint64_t open_ns;   /* session offset when it opened */
+    uint64_t duration_ns;
+    const envlog_attr *attrs;
+    size_t n_attrs;
+} envlog_span_rec;
+
+typedef struct envlog_mark {
+    const char *label;
+    uint64_t wall_unix_ns;
+} envlog_mark;
+
+typedef struct envlog_import {
+    const char *bundle;      /* bundle name */
+    envlog_hash128 bundle_hash;
+    envlog_bytes manifest;   /* the bundle's manifest, one CBOR item */
+    uint64_t taken, skipped, rejected;
+} envlog_import;
+
+typedef enum envlog_table {
+    ENVLOG_TABLE_TUNE = 0,
+    ENVLOG_TABLE_KERNEL = 1
+} envlog_table;
+
+/* A tombstone for one entry. */
+typedef struct envlog_forget {
+    envlog_table table;
+    const char *ns;
+    const char *key;          /* tune key; hex kernel key for kernels */
+    uint64_t checksum;        /* tune-set checksum; 0 for kernels */
+    const char *reason;
+} envlog_forget;
+
+/* A record of a caller-defined kind: a name and one CBOR item. */
+typedef struct envlog_user {
+    const char *kind;
+    envlog_bytes body;       /* exactly one well-formed CBOR item */
+} envlog_user;
+
+/* The session record: what a session says about itself. */
+typedef struct envlog_session_rec {
+    envlog_id128 id;
+    uint64_t start_unix_ns;
+    const char *envlog_version;
+    const char *runtime;
+    const char *runtime_version;
+    const char *label;
+    const char *host;
+    uint64_t pid;
+    const char *os;
+    const char *arch;
+    const char *const *devices; /* device fingerprints */
+    size_t n_devices;
+    const char *process_mode;
+    envlog_level level;
+    uint64_t dropped;          /* records dropped before the first flush */
+} envlog_session_rec;
+
+/* -------------------------------------------------------------- environment */
+
+typedef struct envlog_env envlog_env;
+
+/*! envlog_env_default_path() : the environment a NULL path opens:
+ *  $ENVLOG_DIR, else $XDG_CACHE_HOME/envlog/default, else
+ *  $HOME/.cache/envlog/default.
+ *  @return ENVLOG_OK, ENVLOG_TOO_BIG when it does not fit in `size`, or
+ *  ENVLOG_NOT_FOUND when none of the variables is set. */
+envlog_err envlog_env_default_path(char *out, size_t size);
+
+#define ENVLOG_OPEN_CREATE 1u   /* create the directory and its marker */
+#define ENVLOG_OPEN_READONLY 2u /* never write: for inspection tools */
+
+/*! envlog_env_open() : opens the environment at `path` (NULL: the default).
+ *  With ENVLOG_OPEN_CREATE, missing directories are created (0700) and a
+ *  format marker is written.
+ *  @return ENVLOG_OK and `*env`; ENVLOG_NOT_FOUND when it does not exist and
+ *  CREATE is not given; ENVLOG_FORMAT when the directory is not an
+ *  environment or has a format version this library does not know. */
+envlog_err envlog_env_open(const char *path, unsigned flags, envlog_env **env);
+
+/*! envlog_env_close() : closes `env`; its sessions must be ended first.
+ *  Accepts NULL. */
+void envlog_env_close(envlog_env *env);
+
+/*! envlog_env_path() : the directory `env` was opened at. */
+const char *envlog_env_path(const envlog_env *env);
+
+/* ----------------------------------------------------------------- sessions */
+
+typedef enum envlog_sync {
+    ENVLOG_SYNC_NONE = 0,   /* never fdatasync: survives a killed process */
+    ENVLOG_SYNC_CLOSE = 1,  /* default: on rotation, seal, flush and close */
+    ENVLOG_SYNC_RECORD = 2  /* after every record: survives power loss */
+} envlog_sync;
+
+typedef struct envlog_session_opts {
+    envlog_level level;        /* default ENVLOG_LEVEL_BASIC */
+    size_t pending_budget;     /* bytes held before the first CHANGED
+                                  record; 0 means 1 MiB */
+    const char *label;
+    const char *runtime;
+    const char *runtime_version;
+    const char *const *devices; /* device fingerprints */
+    size_t n_devices;
+    const char *process_mode;
+    envlog_sync sync;
+    uint64_t segment_size;     /* rotation size, a multiple of 32 KiB;
+                                  0 means 16 MiB */
+} envlog_session_opts;
+
+/*! envlog_session_opts_init() : fills `opts` with the defaults. */
+void envlog_session_opts_init(envlog_session_opts *opts);
+
+typedef struct envlog_session envlog_session;
+
+/*! envlog_session_begin() : begins a session of this process in `env`.
+ *  Nothing touches the disk until the first CHANGED record.  `opts` may be
+ *  NULL for the defaults.  The session may be used from many threads.
+ *  @return ENVLOG_OK and `*s`; ENVLOG_INVALID_ARG for a bad option;
+ *  ENVLOG_STATE when `env` was opened read-only. */
+envlog_err envlog_session_begin(envlog_env *env, const envlog_session_opts *opts,
+                                envlog_session **s);
+
+/*! envlog_session_end() : seals the last segment, syncs per the policy and
+ *  frees `s`.  Open spans are discarded.  Accepts NULL.
+ *  @return the first error met while sealing; `s` is freed regardless. */
+envlog_err envlog_session_end(envlog_session *s);
+
+/*! envlog_session_id() : the session's id.  A forked child gets a new id at
+ *  its first record. */
+envlog_id128 envlog_session_id(const envlog_session *s);
+
+/*! envlog_session_flush() : syncs what was written (held OBSERVED records
+ *  stay held).  @return ENVLOG_OK or ENVLOG_IO. */
+envlog_err envlog_session_flush(envlog_session *s);
+
+/* What envlog_session_stats() reports. */
+typedef struct envlog_session_stats {
+    uint64_t accepted;   /* records accepted (seq given) */
+    uint64_t written;    /* records handed to the kernel */
+    uint64_t held;       /* records waiting for a CHANGED record */
+    uint64_t dropped;    /* held records dropped over budget */
+    uint64_t segments;   /* segments created */
+    uint64_t bytes;      /* bytes of log written */
+    bool on_disk;        /* the session directory exists */
+} envlog_session_stats;
+
+void envlog_session_stats_get(const envlog_session *s, envlog_session_stats *st);
+
+/*
+ * Recording.  Each call assigns the next seq, stamps the record on the
+ * session's clock and, once the session is on disk, hands it to the kernel
+ * before returning, so a killed process loses nothing already recorded.
+ * `stamp`, when not NULL, receives the record's stamp.
+ *
+ * The effect of each kind is fixed: a tune with `stored`, a compile with
+ * outcome COMPILED and a binary, an import and a forget are CHANGED;
+ * everything else is OBSERVED.  A user record states its own effect.
+ *
+ * @return ENVLOG_OK; ENVLOG_INVALID_ARG (a missing name or namespace, text
+ * that is not UTF-8, a user body that is not one CBOR item, a winner out of
+ * range, a stored tune without a winner); ENVLOG_TOO_BIG (a record over
+ * 256 MiB); ENVLOG_NOSPACE or ENVLOG_IO from the file system: then the
+ * record is not recorded and nothing recorded before it is lost.
+ */
+envlog_err envlog_record_tune(envlog_session *s, const envlog_tune *t,
+                              envlog_stamp *stamp);
+envlog_err envlog_record_compile(envlog_session *s, const envlog_compile *c,
+                                 envlog_stamp *stamp);
+envlog_err envlog_record_mark(envlog_session *s, const char *label,
+                              envlog_stamp *stamp);
+envlog_err envlog_record_import(envlog_session *s, const envlog_import *im,
+                                envlog_stamp *stamp);
+envlog_err envlog_record_forget(envlog_session *s, const envlog_forget *f,
+                                envlog_stamp *stamp);
+envlog_err envlog_record_user(envlog_session *s, const char *kind,
+                              const void *cbor, size_t size,
+                              envlog_effect effect, envlog_stamp *stamp);
+
+/* A span in progress: caller-owned storage, opened and closed on one thread.
+ * Its members are private. */
+typedef struct envlog_span {
+    envlog_session *session_;
+    struct envlog_span *up_;
+    const char *name_;
+    uint64_t id_;
+    uint64_t parent_;
+    uint64_t open_ns_;
+    uint64_t pid_;
+} envlog_span;
+
+/*! envlog_span_open() : opens a span named `name` (copied on close, so it must
+ *  stay valid until then).  Its parent is the innermost span of the same
+ *  session still open on this thread.  Nothing is written until it closes.
+ *  @return ENVLOG_OK or ENVLOG_INVALID_ARG. */
+envlog_err envlog_span_open(envlog_session *s, const char *name, envlog_span *sp);
+
+/*! envlog_span_close() : closes `sp` and records it with `n` attributes.
+ *  @return as the recording calls above. */
+envlog_err envlog_span_close(envlog_span *sp, const envlog_attr *attrs, size_t n,
+                             envlog_stamp *stamp);
+
+/* ------------------------------------------------------------------ reading */
+
+typedef enum envlog_session_state {
+    ENVLOG_STATE_SEALED = 0,   /* closed cleanly */
+    ENVLOG_STATE_LIVE = 1,     /* its writer still holds the lock */
+    ENVLOG_STATE_UNSEALED = 2, /* its writer is gone; every record whole */
+    ENVLOG_STATE_TORN = 3,     /* its writer is gone mid-record: torn tail */
+    ENVLOG_STATE_DAMAGED = 4   /* damage other than a torn tail */
+} envlog_session_state;
+
+const char *envlog_session_state_name(envlog_session_state st);
+
+/* A summary of one session directory, from a full read of its segments. */
+typedef struct envlog_session_info {
+    envlog_id128 id;
+    char id_hex[33];
+    uint64_t start_unix_ns;   /* 0 when the session record is unreadable */
+    char *label;              /* "" when unknown */
+    char *host;
+    char *runtime;
+    uint64_t records;         /* event records read back */
+    uint64_t segments;
+    uint64_t bytes;           /* bytes on disk */
+    uint64_t last_seq;
+    uint64_t dropped_bytes;   /* bytes lost to damage or a torn tail */
+    envlog_session_state state;
+} envlog_session_info;
+
+/*! envlog_sessions_list() : reads every session of `env`, sorted by id (that
+ *  is, by creation).  Free the array with envlog_sessions_free().
+ *  @return ENVLOG_OK, ENVLOG_IO or ENVLOG_NOMEM. */
+envlog_err envlog_sessions_list(envlog_env *env, envlog_session_info **out,
+                                size_t *n);
+void envlog_sessions_free(envlog_session_info *infos, size_t n);
+
+/* A damaged region found while reading. */
+typedef struct envlog_damage {
+    envlog_id128 session;
+    uint32_t segment;       /* segment seq */
+    uint64_t offset;        /* where good data ends */
+    uint64_t bytes;         /* bytes dropped */
+    char reason[96];
+} envlog_damage;
+
+/* One record read back.  Valid until the next envlog_reader_next(). */
+typedef struct envlog_record {
+    envlog_kind kind;
+    envlog_effect effect;
+    envlog_stamp stamp;
+    uint32_t segment;         /* segment seq it was read from */
+    uint64_t file_offset;     /* offset of its first fragment */
+    envlog_bytes payload;     /* the CBOR map as stored */
+    union {
+        envlog_session_rec session;
+        envlog_tune tune;
+        envlog_compile compile;
+        envlog_span_rec span;
+        envlog_mark mark;
+        envlog_import import;
+        envlog_forget forget;
+        envlog_user user;
+    } u;
+} envlog_record;
+
+typedef struct envlog_reader envlog_reader;
+
+/*! envlog_reader_open() : opens session `id` of `env` for reading.
+ *  @return ENVLOG_OK, ENVLOG_NOT_FOUND, ENVLOG_PERMISSION (the session
+ *  directory is a symbolic link) or ENVLOG_IO. */
+envlog_err envlog_reader_open(envlog_env *env, const envlog_id128 *id,
+                              envlog_reader **r);
+
+/*! envlog_reader_next() : the next record of the session, in seq order.
+ *  @return ENVLOG_OK and `*rec`;
+ *    ENVLOG_CORRUPT: damage was skipped; envlog_reader_damage() says where;
+ *      calling again resumes after it;
+ *    ENVLOG_TRUNCATED: a torn tail; envlog_reader_damage() gives the offset
+ *      where good data ends; the next call returns ENVLOG_END;
+ *    ENVLOG_END: no more records;
+ *    ENVLOG_IO or ENVLOG_NOMEM. */
+envlog_err envlog_reader_next(envlog_reader *r, const envlog_record **rec);
+
+/*! envlog_reader_damage() : the damage behind the last ENVLOG_CORRUPT or
+ *  ENVLOG_TRUNCATED. */
+const envlog_damage *envlog_reader_damage(const envlog_reader *r);
+
+/*! envlog_reader_state() : after ENVLOG_END, how the session ended. */
+envlog_session_state envlog_reader_state(const envlog_reader *r);
+
+void envlog_reader_close(envlog_reader *r);
+
+/* --------------------------------------------------------------- rendering */
+
+/* Output sink for the renderers: called with pieces of text. */
+typedef int (*envlog_write_fn)(void *ctx, const char *text, size_t len);
+
+/*! envlog_record_json() : writes `rec` as one compact JSON object (no
+ *  newline): its stamp, kind, effect and every known field by name; unknown
+ *  keys appear as "k<N>".  Byte strings and hashes are lower-case hex.
+ *  @return ENVLOG_OK, ENVLOG_BAD_DATA, or ENVLOG_IO when `fn` returns
+ *  non-zero. */
+envlog_err envlog_record_json(const envlog_record *rec, envlog_write_fn fn,
+                              void *ctx);
+
+/*! envlog_record_text() : writes a one-line human summary of `rec`. */
+envlog_err envlog_record_text(const envlog_record *rec, envlog_write_fn fn,
+                              void *ctx);
+
+/*! envlog_cbor_diag() : writes the CBOR item in `data` in diagnostic
+ *  notation (RFC 8949 section 8).
+ *  @return ENVLOG_OK, ENVLOG_BAD_DATA for malformed or trailing data. */
+envlog_err envlog_cbor_diag(const void *data, size_t size, envlog_write_fn fn,
+                            void *ctx);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* ENVLOG_H */
