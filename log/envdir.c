@@ -1,0 +1,335 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * envdir.c - the environment directory: its format marker, its layout, and
+ * the small file-system helpers the rest of the log module shares.
+ *
+ * Layout: FORMAT (the marker), sessions/<id>/ (one per session that changed
+ * something), snapshot/ and LOCK (compaction).  Everything below the root is
+ * opened relative to a directory descriptor with O_NOFOLLOW, so nothing is
+ * ever read or written through a symbolic link planted inside.
+ */
+#include "log_int.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define MARKER "FORMAT"
+#define MARKER_PREFIX "envlog environment format "
+
+envlog_err envlog_env_default_path(char *out, size_t size)
+{
+    const char *d = getenv("ENVLOG_DIR");
+    int n;
+    if (d && *d)
+        n = snprintf(out, size, "%s", d);
+    else if ((d = getenv("XDG_CACHE_HOME")) && *d)
+        n = snprintf(out, size, "%s/envlog/default", d);
+    else if ((d = getenv("HOME")) && *d)
+        n = snprintf(out, size, "%s/.cache/envlog/default", d);
+    else
+        return envlog__fail(ENVLOG_NOT_FOUND,
+                            "no environment: set ENVLOG_DIR or HOME");
+    if (n < 0 || (size_t)n >= size)
+        return envlog__fail(ENVLOG_TOO_BIG, "environment path too long");
+    return ENVLOG_OK;
+}
+
+envlog_err envlog_open_dir(int dirfd, const char *name, int *fd)
+{
+    *fd = envlog_io_get()->openat(dirfd, name, O_RDONLY | O_DIRECTORY, 0);
+    if (*fd < 0) {
+        int err = errno;
+        if (err == ENOTDIR || err == ELOOP) {
+            struct stat st;
+            if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+                S_ISLNK(st.st_mode))
+                return envlog__fail(ENVLOG_PERMISSION,
+                                    "%s is a symbolic link; refused", name);
+        }
+        return envlog__fail_errno(err, "opening directory %s", name);
+    }
+    return ENVLOG_OK;
+}
+
+envlog_err envlog_dir_sync(int fd, const char *what)
+{
+    if (envlog_io_get()->fsync(fd))
+        return envlog__fail_errno(errno, "syncing directory of %s", what);
+    return ENVLOG_OK;
+}
+
+envlog_err envlog_read_file(int dirfd, const char *name, uint64_t max,
+                            envlog_buf *out)
+{
+    const envlog_io *io = envlog_io_get();
+    out->len = 0;
+    int fd = io->openat(dirfd, name, O_RDONLY, 0);
+    if (fd < 0)
+        return envlog__fail_errno(errno, "opening %s", name);
+    struct stat st;
+    envlog_err e = ENVLOG_OK;
+    if (io->fstat(fd, &st)) {
+        e = envlog__fail_errno(errno, "stat %s", name);
+    } else if (!S_ISREG(st.st_mode)) {
+        e = envlog__fail(ENVLOG_BAD_DATA, "%s is not a regular file", name);
+    } else if ((uint64_t)st.st_size > max) {
+        e = envlog__fail(ENVLOG_TOO_BIG, "%s is %" PRIu64 " bytes, over %" PRIu64,
+                         name, (uint64_t)st.st_size, max);
+    } else if (!(e = envlog_buf_reserve(out, (size_t)st.st_size + 1))) {
+        size_t want = (size_t)st.st_size;
+        while (out->len < want) {
+            ssize_t r = io->pread(fd, out->p + out->len, want - out->len,
+                                  (off_t)out->len);
+            if (r < 0 && errno == EINTR)
+                continue;
+            if (r < 0) {
+                e = envlog__fail_errno(errno, "reading %s", name);
+                break;
+            }
+            if (r == 0)
+                break; /* shrank while read: use what is there */
+            out->len += (size_t)r;
+        }
+    }
+    io->close(fd);
+    return e;
+}
+
+bool envlog_session_dir_live(int fd)
+{
+    const envlog_io *io = envlog_io_get();
+    if (io->flock(fd, LOCK_SH | LOCK_NB) == 0) {
+        io->flock(fd, LOCK_UN);
+        return false;
+    }
+    return errno == EWOULDBLOCK;
+}
+
+static int seg_cmp(const void *a, const void *b)
+{
+    const envlog_seg_name *x = a, *y = b;
+    return x->segment < y->segment ? -1 : x->segment > y->segment;
+}
+
+envlog_err envlog_list_segments(int dirfd, envlog_seg_name **out, size_t *n)
+{
+    *out = NULL;
+    *n = 0;
+    int fd = dup(dirfd);
+    if (fd < 0)
+        return envlog__fail_errno(errno, "listing segments");
+    DIR *d = fdopendir(fd);
+    if (!d) {
+        close(fd);
+        return envlog__fail_errno(errno, "listing segments");
+    }
+    rewinddir(d);
+    size_t cap = 0;
+    envlog_err e = ENVLOG_OK;
+    struct dirent *de;
+    while ((de = readdir(d))) {
+        uint32_t seg;
+        uint64_t first;
+        char tail[8];
+        if (strlen(de->d_name) != 29 ||
+            sscanf(de->d_name, "%8" SCNu32 "-%16" SCNu64 "%4s", &seg, &first,
+                   tail) != 3 ||
+            strcmp(tail, ".log"))
+            continue;
+        char canon[40];
+        envlog_seg_name_format(canon, seg, first);
+        if (strcmp(canon, de->d_name))
+            continue;
+        if (*n == cap) {
+            cap = cap ? cap * 2 : 8;
+            envlog_seg_name *p = envlog_realloc(*out, cap * sizeof **out);
+            if (!p) {
+                e = envlog__fail(ENVLOG_NOMEM, "listing segments");
+                break;
+            }
+            *out = p;
+        }
+        (*out)[*n].segment = seg;
+        (*out)[*n].first_seq = first;
+        memcpy((*out)[*n].name, canon, sizeof canon);
+        (*n)++;
+    }
+    closedir(d);
+    if (e) {
+        envlog_free(*out);
+        *out = NULL;
+        *n = 0;
+        return e;
+    }
+    if (*n)
+        qsort(*out, *n, sizeof **out, seg_cmp);
+    return ENVLOG_OK;
+}
+
+/* ------------------------------------------------------------ environment */
+
+static envlog_err mkdir_p(const char *path)
+{
+    char buf[4096];
+    size_t n = strlen(path);
+    if (n == 0 || n >= sizeof buf)
+        return envlog__fail(ENVLOG_INVALID_ARG, "bad environment path");
+    memcpy(buf, path, n + 1);
+    for (size_t i = 1; i <= n; i++) {
+        if (buf[i] != '/' && buf[i] != 0)
+            continue;
+        char c = buf[i];
+        buf[i] = 0;
+        if (envlog_io_get()->mkdirat(AT_FDCWD, buf, 0700) && errno != EEXIST)
+            return envlog__fail_errno(errno, "creating %s", buf);
+        buf[i] = c;
+    }
+    return ENVLOG_OK;
+}
+
+static envlog_err write_marker(int dirfd)
+{
+    const envlog_io *io = envlog_io_get();
+    char text[64];
+    int len = snprintf(text, sizeof text, MARKER_PREFIX "%d\n", ENVLOG_FORMAT_VERSION);
+    io->unlinkat(dirfd, MARKER ".tmp", 0);
+    int fd = io->openat(dirfd, MARKER ".tmp", O_WRONLY | O_CREAT | O_EXCL, 0600);
+    if (fd < 0)
+        return envlog__fail_errno(errno, "creating " MARKER);
+    envlog_err e = ENVLOG_OK;
+    ssize_t w = io->pwrite(fd, text, (size_t)len, 0);
+    if (w != len)
+        e = envlog__fail_errno(w < 0 ? errno : ENOSPC, "writing " MARKER);
+    else if (io->fsync(fd))
+        e = envlog__fail_errno(errno, "syncing " MARKER);
+    io->close(fd);
+    if (!e && io->renameat(dirfd, MARKER ".tmp", dirfd, MARKER))
+        e = envlog__fail_errno(errno, "renaming " MARKER);
+    if (!e)
+        e = envlog_dir_sync(dirfd, MARKER);
+    if (e)
+        io->unlinkat(dirfd, MARKER ".tmp", 0);
+    return e;
+}
+
+static bool dir_is_empty(int dirfd)
+{
+    int fd = dup(dirfd);
+    if (fd < 0)
+        return false;
+    DIR *d = fdopendir(fd);
+    if (!d) {
+        close(fd);
+        return false;
+    }
+    bool empty = true;
+    struct dirent *de;
+    while ((de = readdir(d)))
+        if (strcmp(de->d_name, ".") && strcmp(de->d_name, "..") &&
+            strcmp(de->d_name, MARKER ".tmp"))
+            empty = false;
+    closedir(d);
+    return empty;
+}
+
+static envlog_err check_marker(envlog_env *env, unsigned flags)
+{
+    envlog_buf b = {0};
+    envlog_err e = envlog_read_file(env->dirfd, MARKER, 4096, &b);
+    if (e == ENVLOG_NOT_FOUND) {
+        if (!(flags & ENVLOG_OPEN_CREATE) || env->readonly || !dir_is_empty(env->dirfd))
+            return envlog__fail(ENVLOG_FORMAT,
+                                "%s is not an envlog environment (no " MARKER
+                                " marker)", env->path);
+        return write_marker(env->dirfd);
+    }
+    if (e) {
+        envlog_buf_free(&b);
+        return e;
+    }
+    b.p[b.len] = 0;
+    int version = 0;
+    size_t pl = strlen(MARKER_PREFIX);
+    if (b.len <= pl || memcmp(b.p, MARKER_PREFIX, pl) ||
+        sscanf((const char *)b.p + pl, "%d", &version) != 1 || version < 1)
+        e = envlog__fail(ENVLOG_FORMAT, "%s/" MARKER " is not an envlog format marker",
+                         env->path);
+    else if (version != ENVLOG_FORMAT_VERSION)
+        e = envlog__fail(ENVLOG_FORMAT,
+                         "%s has environment format %d; this envlog reads format %d",
+                         env->path, version, ENVLOG_FORMAT_VERSION);
+    envlog_buf_free(&b);
+    return e;
+}
+
+envlog_err envlog_env_open(const char *path, unsigned flags, envlog_env **out)
+{
+    char def[4096];
+    envlog_err e;
+    *out = NULL;
+    if (!path) {
+        if ((e = envlog_env_default_path(def, sizeof def)))
+            return e;
+        path = def;
+    }
+    if (!*path)
+        return envlog__fail(ENVLOG_INVALID_ARG, "empty environment path");
+    envlog_env *env = envlog_calloc(1, sizeof *env);
+    if (!env)
+        return envlog__fail(ENVLOG_NOMEM, "opening environment");
+    env->dirfd = env->sessions_fd = -1;
+    env->readonly = flags & ENVLOG_OPEN_READONLY;
+    if (!(env->path = envlog_strdup(path))) {
+        e = envlog__fail(ENVLOG_NOMEM, "opening environment");
+        goto fail;
+    }
+    if ((flags & ENVLOG_OPEN_CREATE) && !env->readonly && (e = mkdir_p(path)))
+        goto fail;
+    env->dirfd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (env->dirfd < 0) {
+        e = envlog__fail_errno(errno, "opening environment %s", path);
+        goto fail;
+    }
+    if ((e = check_marker(env, flags)))
+        goto fail;
+    if (!env->readonly && envlog_io_get()->mkdirat(env->dirfd, "sessions", 0700) &&
+        errno != EEXIST) {
+        e = envlog__fail_errno(errno, "creating %s/sessions", path);
+        goto fail;
+    }
+    e = envlog_open_dir(env->dirfd, "sessions", &env->sessions_fd);
+    if (e == ENVLOG_NOT_FOUND && env->readonly)
+        e = ENVLOG_OK; /* an environment with no session yet */
+    if (e)
+        goto fail;
+    *out = env;
+    return ENVLOG_OK;
+fail:
+    envlog_env_close(env);
+    return e;
+}
+
+void envlog_env_close(envlog_env *env)
+{
+    if (!env)
+        return;
+    if (env->sessions_fd >= 0)
+        close(env->sessions_fd);
+    if (env->dirfd >= 0)
+        close(env->dirfd);
+    envlog_free(env->path);
+    envlog_free(env);
+}
+
+const char *envlog_env_path(const envlog_env *env)
+{
+    return env->path;
+}

@@ -1,0 +1,162 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * log_int.h - the log module: block framing, segment writer and reader, the
+ * environment directory and the session recorder.
+ *
+ * The framing follows LevelDB's log format: 32 KiB blocks, 7-byte fragment
+ * headers (checksum u32, length u16, type u8), zero-padded block tails.  The
+ * same framing carries session segments, snapshots and bundles, so one reader
+ * serves them all.  log knows files; it does not know what a tune means.
+ */
+#ifndef ENVLOG_LOG_INT_H
+#define ENVLOG_LOG_INT_H
+
+#include "core_int.h"
+
+#include <pthread.h>
+
+#define ENVLOG_BLOCK 32768u
+#define ENVLOG_FRAG_HDR 7u
+#define ENVLOG_SEGMENT_DEFAULT (16u << 20)
+#define ENVLOG_SEGMENT_MAX (1u << 30)
+#define ENVLOG_RECORD_MAX (256u << 20)
+#define ENVLOG_PREALLOC_STEP (1u << 20)
+#define ENVLOG_MAGIC "envlog-log"
+#define ENVLOG_LOG_VERSION 1
+
+enum { ENVLOG_FRAG_FULL = 1, ENVLOG_FRAG_FIRST = 2, ENVLOG_FRAG_MIDDLE = 3,
+       ENVLOG_FRAG_LAST = 4 };
+
+/* The HEADER record: the first record of every segment. */
+typedef struct envlog_seg_header {
+    uint64_t kind;          /* ENVLOG_KIND_HEADER */
+    const char *magic;      /* ENVLOG_MAGIC */
+    uint64_t version;       /* ENVLOG_LOG_VERSION */
+    envlog_id128 id;        /* session (or snapshot) id */
+    uint64_t segment;       /* segment seq */
+    uint64_t first_seq;     /* seq of the first event record */
+    uint64_t prev_chain;    /* chain value at the end of the previous segment */
+    const char *content;    /* "session", "snapshot" or "bundle" */
+} envlog_seg_header;
+
+/* The SEAL record: the last record of a cleanly closed segment. */
+typedef struct envlog_seg_seal {
+    uint64_t kind;          /* ENVLOG_KIND_SEAL */
+    uint64_t count;         /* event records in the segment */
+    uint64_t last_seq;
+    uint64_t chain;
+} envlog_seg_seal;
+
+extern const envlog_schema envlog_seg_header_schema;
+extern const envlog_schema envlog_seg_seal_schema;
+
+/* The checksum seed of a segment: XXH3-64 of its id and segment seq. */
+uint64_t envlog_seg_seed(const envlog_id128 *id, uint32_t segment);
+/* Bytes a record of `n` bytes takes when framed starting at `pos`. */
+uint64_t envlog_framed_size(uint64_t pos, uint64_t n);
+/* The chain value after a fragment with checksum `csum`. */
+uint64_t envlog_chain_next(uint64_t chain, uint32_t csum);
+/* The kind of an encoded record (its first key), or -1. */
+int envlog_payload_kind(const uint8_t *p, size_t n);
+
+/* Frames `n` bytes at `*pos` into `dst` (zeroed beyond what was written
+ * before); updates *pos and *chain (when chain is not NULL). */
+void envlog_frame_write(uint8_t *dst, uint64_t *pos, uint64_t seed,
+                        const uint8_t *p, size_t n, uint64_t *chain);
+
+/* --------------------------------------------------------- segment writer */
+
+typedef struct envlog_segw {
+    int fd;
+    uint8_t *map;
+    uint64_t map_len;     /* mapped (rotation size, or more for a huge record) */
+    uint64_t alloc_len;   /* preallocated so far (the file's size) */
+    uint64_t pos;         /* next byte to write */
+    uint64_t seed;
+    uint64_t chain;
+    uint32_t segment;
+    uint64_t first_seq;
+    uint64_t count;
+    uint64_t last_seq;
+    envlog_sync sync;
+    char name[40];
+} envlog_segw;
+
+/* Creates segment `segment` in `dirfd`, writes its HEADER and (unless the
+ * policy is NONE) syncs the file and the directory. */
+envlog_err envlog_segw_create(envlog_segw *w, int dirfd, const envlog_id128 *id,
+                              uint32_t segment, uint64_t first_seq,
+                              uint64_t prev_chain, uint64_t size,
+                              const char *content, envlog_sync sync);
+/* True when a record of `n` bytes and the SEAL after it fit. */
+bool envlog_segw_fits(const envlog_segw *w, size_t n);
+/* Appends an event record.  @return ENVLOG_OK, ENVLOG_NOSPACE or ENVLOG_IO;
+ * on failure nothing was written. */
+envlog_err envlog_segw_append(envlog_segw *w, const uint8_t *p, size_t n,
+                              uint64_t seq);
+envlog_err envlog_segw_sync(envlog_segw *w);
+/* Writes the SEAL, syncs (unless NONE), trims the preallocation, closes. */
+envlog_err envlog_segw_seal(envlog_segw *w);
+/* Forgets the segment without writing (a forked child's copy). */
+void envlog_segw_abandon(envlog_segw *w);
+/* The mapping size for a segment that must hold a record of `n` bytes. */
+uint64_t envlog_segw_size_for(uint64_t rotation, size_t n);
+
+/* --------------------------------------------------------- frame reader */
+
+typedef enum envlog_fr_status {
+    ENVLOG_FR_RECORD,  /* a whole record */
+    ENVLOG_FR_END,     /* clean end: end of file or zero fill */
+    ENVLOG_FR_BAD,     /* damage skipped: [bad_off, bad_off + bad_len) */
+    ENVLOG_FR_TAIL     /* nothing valid after bad_off: a torn or damaged end */
+} envlog_fr_status;
+
+typedef struct envlog_frame_reader {
+    const uint8_t *p;
+    size_t n;
+    uint64_t seed;
+    size_t pos;
+    envlog_buf rec;         /* reassembly of fragmented records */
+    uint64_t chain;
+    /* out */
+    const uint8_t *out;
+    size_t out_len;
+    size_t rec_off;         /* offset of the record's first fragment */
+    size_t bad_off, bad_len;
+    char why[64];
+} envlog_frame_reader;
+
+void envlog_frame_reader_init(envlog_frame_reader *fr, const uint8_t *p,
+                              size_t n, uint64_t seed, uint64_t chain);
+envlog_fr_status envlog_frame_reader_next(envlog_frame_reader *fr);
+void envlog_frame_reader_free(envlog_frame_reader *fr);
+
+/* --------------------------------------------------------- environment */
+
+struct envlog_env {
+    char *path;
+    int dirfd;
+    int sessions_fd;
+    bool readonly;
+};
+
+/* Opens `name` under `dirfd` as a directory, refusing symbolic links. */
+envlog_err envlog_open_dir(int dirfd, const char *name, int *fd);
+/* Syncs a directory (unless policy is NONE). */
+envlog_err envlog_dir_sync(int fd, const char *what);
+/* Reads a whole regular file under `dirfd` of at most `max` bytes. */
+envlog_err envlog_read_file(int dirfd, const char *name, uint64_t max,
+                            envlog_buf *out);
+/* True while a writer holds the lock of session directory `fd`. */
+bool envlog_session_dir_live(int fd);
+
+/* The segments of a session directory, sorted by segment seq. */
+typedef struct envlog_seg_name {
+    uint32_t segment;
+    uint64_t first_seq;
+    char name[40];
+} envlog_seg_name;
+envlog_err envlog_list_segments(int dirfd, envlog_seg_name **out, size_t *n);
+void envlog_seg_name_format(char out[40], uint32_t segment, uint64_t first_seq);
+
+#endif /* ENVLOG_LOG_INT_H */

@@ -1,0 +1,172 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * segw.c - the segment writer.
+ *
+ * A segment is preallocated (posix_fallocate, so a full disk is an error at
+ * allocation, never a SIGBUS) and mapped shared: framing a record is a
+ * memcpy into the page cache, which hands it to the kernel before the
+ * recording call returns, so a killed process loses nothing it recorded.
+ * Zero-filled preallocation is safe because a zero header means "no more
+ * data".  Sealing writes the SEAL record and trims the file to its data.
+ */
+#include "log_int.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+/* The largest SEAL payload: a 4-pair map of small ints and three u64. */
+#define SEAL_MAX 40
+
+void envlog_seg_name_format(char out[40], uint32_t segment, uint64_t first_seq)
+{
+    snprintf(out, 40, "%08" PRIu32 "-%016" PRIu64 ".log", segment, first_seq);
+}
+
+uint64_t envlog_segw_size_for(uint64_t rotation, size_t n)
+{
+    /* HEADER (< 128 bytes) + the record + SEAL, rounded up to blocks. */
+    uint64_t need = 128 + envlog_framed_size(128, n) + 64;
+    need = (need + ENVLOG_BLOCK - 1) / ENVLOG_BLOCK * ENVLOG_BLOCK;
+    return need > rotation ? need : rotation;
+}
+
+static envlog_err prealloc(envlog_segw *w, uint64_t upto)
+{
+    if (upto <= w->alloc_len)
+        return ENVLOG_OK;
+    uint64_t to = w->alloc_len + ENVLOG_PREALLOC_STEP;
+    if (to < upto)
+        to = upto;
+    if (to > w->map_len)
+        to = w->map_len;
+    int rc = envlog_io_get()->fallocate(w->fd, (off_t)w->alloc_len,
+                                        (off_t)(to - w->alloc_len));
+    if (rc)
+        return envlog__fail_errno(rc, "preallocating %s", w->name);
+    w->alloc_len = to;
+    return ENVLOG_OK;
+}
+
+static envlog_err write_framing(envlog_segw *w, const envlog_schema *s,
+                                const void *rec)
+{
+    uint8_t tmp[256];
+    envlog_buf b = {tmp, 0, sizeof tmp};
+    envlog_err e = envlog_struct_encode(&b, s, rec, ENVLOG_LEVEL_BASIC);
+    if (e)
+        return e;
+    if (b.p != tmp) {
+        envlog_buf_free(&b);
+        return envlog__fail(ENVLOG_INVALID_ARG, "framing record too large");
+    }
+    uint64_t need = w->pos + envlog_framed_size(w->pos, b.len);
+    if (need > w->map_len)
+        return envlog__fail(ENVLOG_INVALID_ARG, "segment full");
+    if ((e = prealloc(w, need)))
+        return e;
+    envlog_frame_write(w->map, &w->pos, w->seed, b.p, b.len, NULL);
+    return ENVLOG_OK;
+}
+
+envlog_err envlog_segw_create(envlog_segw *w, int dirfd, const envlog_id128 *id,
+                              uint32_t segment, uint64_t first_seq,
+                              uint64_t prev_chain, uint64_t size,
+                              const char *content, envlog_sync sync)
+{
+    const envlog_io *io = envlog_io_get();
+    memset(w, 0, sizeof *w);
+    w->fd = -1;
+    w->segment = segment;
+    w->first_seq = first_seq;
+    w->last_seq = first_seq ? first_seq - 1 : 0;
+    w->chain = prev_chain;
+    w->seed = envlog_seg_seed(id, segment);
+    w->map_len = size;
+    w->sync = sync;
+    envlog_seg_name_format(w->name, segment, first_seq);
+    w->fd = io->openat(dirfd, w->name, O_RDWR | O_CREAT | O_EXCL, 0600);
+    if (w->fd < 0)
+        return envlog__fail_errno(errno, "creating segment %s", w->name);
+    envlog_err e = prealloc(w, ENVLOG_BLOCK < size ? ENVLOG_BLOCK : size);
+    if (e)
+        goto fail;
+    w->map = io->mmap((size_t)w->map_len, PROT_READ | PROT_WRITE, w->fd);
+    if (w->map == MAP_FAILED) {
+        w->map = NULL;
+        e = envlog__fail_errno(errno, "mapping segment %s", w->name);
+        goto fail;
+    }
+    envlog_seg_header h = {ENVLOG_KIND_HEADER, ENVLOG_MAGIC, ENVLOG_LOG_VERSION,
+                           *id, segment, first_seq, prev_chain, content};
+    if ((e = write_framing(w, &envlog_seg_header_schema, &h)))
+        goto fail;
+    if (sync != ENVLOG_SYNC_NONE) {
+        if ((e = envlog_segw_sync(w)) || (e = envlog_dir_sync(dirfd, w->name)))
+            goto fail;
+    }
+    return ENVLOG_OK;
+fail:
+    envlog_segw_abandon(w);
+    io->unlinkat(dirfd, w->name, 0);
+    return e;
+}
+
+bool envlog_segw_fits(const envlog_segw *w, size_t n)
+{
+    uint64_t end = w->pos + envlog_framed_size(w->pos, n);
+    return end + envlog_framed_size(end, SEAL_MAX) <= w->map_len;
+}
+
+envlog_err envlog_segw_append(envlog_segw *w, const uint8_t *p, size_t n,
+                              uint64_t seq)
+{
+    uint64_t end = w->pos + envlog_framed_size(w->pos, n);
+    envlog_err e = prealloc(w, end);
+    if (e)
+        return e;
+    envlog_frame_write(w->map, &w->pos, w->seed, p, n, &w->chain);
+    w->count++;
+    w->last_seq = seq;
+    if (w->sync == ENVLOG_SYNC_RECORD)
+        return envlog_segw_sync(w);
+    return ENVLOG_OK;
+}
+
+envlog_err envlog_segw_sync(envlog_segw *w)
+{
+    if (w->fd >= 0 && envlog_io_get()->fsync(w->fd))
+        return envlog__fail_errno(errno, "syncing segment %s", w->name);
+    return ENVLOG_OK;
+}
+
+envlog_err envlog_segw_seal(envlog_segw *w)
+{
+    const envlog_io *io = envlog_io_get();
+    if (w->fd < 0)
+        return ENVLOG_OK;
+    envlog_seg_seal s = {ENVLOG_KIND_SEAL, w->count, w->last_seq, w->chain};
+    envlog_err e = write_framing(w, &envlog_seg_seal_schema, &s);
+    if (!e && w->sync != ENVLOG_SYNC_NONE)
+        e = envlog_segw_sync(w);
+    /* Trim the zero preallocation; the data before pos stays as written. */
+    if (!e && io->ftruncate(w->fd, (off_t)w->pos))
+        e = envlog__fail_errno(errno, "trimming segment %s", w->name);
+    envlog_segw_abandon(w);
+    return e;
+}
+
+void envlog_segw_abandon(envlog_segw *w)
+{
+    const envlog_io *io = envlog_io_get();
+    if (w->map)
+        io->munmap(w->map, (size_t)w->map_len);
+    if (w->fd >= 0)
+        io->close(w->fd);
+    w->map = NULL;
+    w->fd = -1;
+}
