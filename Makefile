@@ -14,7 +14,7 @@ WERROR  ?= -Werror
 CFLAGS  ?= -O2 -g
 WARN    := -std=c11 -Wall -Wextra -Wshadow -Wcast-qual -Wstrict-prototypes \
            -Wmissing-prototypes -Wundef -Wvla -Wformat=2 -Wwrite-strings $(WERROR)
-CPPFLAGS_ALL := -D_GNU_SOURCE -Iinclude -Icore -Ilog $(CPPFLAGS)
+CPPFLAGS_ALL := -D_GNU_SOURCE -Iinclude -Icore -Ilog -Ireplay $(CPPFLAGS)
 CFLAGS_ALL   := $(WARN) -fPIC -pthread $(CFLAGS)
 LDLIBS_ALL   := -lcbor -lxxhash -lzstd -lpthread -ldl -lm $(LDLIBS)
 
@@ -61,7 +61,8 @@ deps:
 
 $(B)/%.o: %.c $(wildcard include/*.h core/*.h log/*.h) | deps
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS_ALL) $(CFLAGS_ALL) -c $< -o $@
+	@echo "  CC  $<"
+	@$(CC) $(CPPFLAGS_ALL) $(CFLAGS_ALL) -c $< -o $@
 
 $(STATIC): $(LIB_OBJ)
 	@rm -f $@

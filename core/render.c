@@ -121,6 +121,11 @@ int envlog__write_json_str(envlog_write_fn fn, void *ctx, const char *s, size_t 
     return o.failed ? -1 : 0;
 }
 
+envlog_err envlog_json_string(const char *s, envlog_write_fn fn, void *ctx)
+{
+    return envlog__write_json_str(fn, ctx, s, strlen(s)) ? ENVLOG_IO : ENVLOG_OK;
+}
+
 /* The shortest %g that reads back as the same double. */
 static void fmt_double(double v, char *buf, size_t size)
 {
@@ -456,7 +461,9 @@ envlog_err envlog_record_text(const envlog_record *rec, envlog_write_fn fn, void
             putf(&o, "%s%s", i ? "," : " devices=", s->devices[i]);
         if (s->process_mode)
             putf(&o, " mode=%s", s->process_mode);
-        putf(&o, " level=%d dropped=%" PRIu64, (int)s->level, s->dropped);
+        static const char *const lv[] = {"off", "basic", "full"};
+        putf(&o, " level=%s dropped=%" PRIu64,
+             (unsigned)s->level < 3 ? lv[s->level] : "?", s->dropped);
         break;
     case ENVLOG_KIND_TUNE: text_tune(&o, &rec->u.tune); break;
     case ENVLOG_KIND_COMPILE: text_compile(&o, &rec->u.compile); break;

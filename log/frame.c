@@ -244,8 +244,10 @@ envlog_fr_status envlog_frame_reader_next(envlog_frame_reader *fr)
         }
         size_t len;
         int type = valid_frag(fr, at, &len);
-        if (!in_rec)
+        if (!in_rec) {
             start = at;
+            fr->chain_start = fr->chain;
+        }
         if (type == 0) {
             bool zero = fr->n - at >= ENVLOG_FRAG_HDR
                             ? all_zero(fr->p + at, ENVLOG_FRAG_HDR)

@@ -117,7 +117,8 @@ typedef struct envlog_frame_reader {
     uint64_t seed;
     size_t pos;
     envlog_buf rec;         /* reassembly of fragmented records */
-    uint64_t chain;
+    uint64_t chain;         /* over every fragment read */
+    uint64_t chain_start;   /* chain before the last record's fragments */
     /* out */
     const uint8_t *out;
     size_t out_len;

@@ -126,7 +126,9 @@ envlog_err envlog_segw_append(envlog_segw *w, const uint8_t *p, size_t n,
                               uint64_t seq)
 {
     uint64_t end = w->pos + envlog_framed_size(w->pos, n);
-    envlog_err e = prealloc(w, end);
+    /* Room for the SEAL is taken now, so sealing never needs the disk to
+     * have space left. */
+    envlog_err e = prealloc(w, end + envlog_framed_size(end, SEAL_MAX));
     if (e)
         return e;
     envlog_frame_write(w->map, &w->pos, w->seed, p, n, &w->chain);

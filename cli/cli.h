@@ -1,0 +1,55 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * cli.h - what the envlog command's files share.  The command uses only the
+ * public headers; this file holds its own plumbing: options, exit codes,
+ * output helpers and the command table.
+ */
+#ifndef ENVLOG_CLI_H
+#define ENVLOG_CLI_H
+
+#include "envlog.h"
+
+#include <stdbool.h>
+#include <stdio.h>
+
+enum {
+    EXIT_OK = 0,
+    EXIT_DAMAGE = 1, /* damage or a difference found */
+    EXIT_USAGE = 2,  /* usage or system error */
+    EXIT_INPUT = 3   /* invalid input */
+};
+
+typedef struct cli {
+    const char *dir; /* -C DIR, or NULL for the default */
+    bool json;
+    int argc;        /* the command's own arguments, argv[0] = its name */
+    char **argv;
+} cli;
+
+typedef struct cli_cmd {
+    const char *name;
+    const char *summary;
+    const char *usage; /* full --help text */
+    int (*run)(cli *c);
+} cli_cmd;
+
+/* Prints "envlog: error: ..." to stderr; returns `code`. */
+int cli_error(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* The exit code for a library error, after printing it with its detail. */
+int cli_fail(envlog_err e, const char *what);
+/* Opens the environment read-only (inspection) or for writing. */
+int cli_open_env(cli *c, bool write, envlog_env **env);
+/* True when argv[i] is -h or --help. */
+bool cli_wants_help(const cli *c);
+int cli_usage(const cli_cmd *cmd, FILE *to, int code);
+/* A writer for the library's renderers, to a FILE *. */
+int cli_fwrite(void *ctx, const char *text, size_t len);
+/* Formats Unix ns as an ISO 8601 UTC time with milliseconds. */
+void cli_time(uint64_t unix_ns, char out[32]);
+/* Resolves SESSION (a full id or a unique prefix) among `env`'s sessions. */
+int cli_resolve_session(envlog_env *env, const char *arg, envlog_id128 *id);
+
+extern const cli_cmd cli_cmd_sessions;
+extern const cli_cmd cli_cmd_cat;
+
+#endif /* ENVLOG_CLI_H */

@@ -1,0 +1,471 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * reader.c - reading a session back, and the summary of every session.
+ *
+ * The reader walks a session's segments in order and checks what framing
+ * alone cannot: each HEADER against the file name and the previous segment
+ * (segment seq, first seq, chain value), each SEAL against what was read,
+ * and seq continuity.  A torn tail (a partial record at the end of an
+ * unsealed last segment whose writer is gone) is ENVLOG_TRUNCATED; any other
+ * damage is ENVLOG_CORRUPT with its place, and reading resumes after it.  A
+ * damaged record is never handed out.
+ */
+#include "log_int.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define FILE_MAX ((uint64_t)ENVLOG_SEGMENT_MAX + ENVLOG_RECORD_MAX + (1u << 20))
+
+struct envlog_reader {
+    envlog_id128 id;
+    char name[33];
+    int dirfd;
+    bool live;
+    envlog_seg_name *segs;
+    size_t n_segs, cur;
+    bool seg_open, seg_sealed, seg_header;
+    uint64_t seg_count;
+    envlog_buf file;
+    envlog_frame_reader fr;
+    uint64_t chain;        /* across segments: events only */
+    uint32_t expect_seg;
+    bool have_seq;
+    uint64_t last_seq;
+    uint64_t dropped;      /* from the session record */
+    envlog_record rec;
+    envlog_arena arena;
+    bool pending;          /* rec is ready, held back behind a damage report */
+    envlog_damage dmg;
+    bool damaged, torn, done;
+    uint64_t damaged_bytes;
+};
+
+const char *envlog_session_state_name(envlog_session_state st)
+{
+    switch (st) {
+    case ENVLOG_STATE_SEALED: return "sealed";
+    case ENVLOG_STATE_LIVE: return "live";
+    case ENVLOG_STATE_UNSEALED: return "unsealed";
+    case ENVLOG_STATE_TORN: return "torn";
+    case ENVLOG_STATE_DAMAGED: return "damaged";
+    }
+    return "unknown";
+}
+
+envlog_err envlog_reader_open(envlog_env *env, const envlog_id128 *id,
+                              envlog_reader **out)
+{
+    *out = NULL;
+    if (!env || !id)
+        return envlog__fail(ENVLOG_INVALID_ARG, "no environment or session id");
+    if (env->sessions_fd < 0)
+        return envlog__fail(ENVLOG_NOT_FOUND, "%s has no sessions", env->path);
+    envlog_reader *r = envlog_calloc(1, sizeof *r);
+    if (!r)
+        return envlog__fail(ENVLOG_NOMEM, "opening a reader");
+    r->id = *id;
+    r->dirfd = -1;
+    envlog_id_format(id, r->name);
+    envlog_err e = envlog_open_dir(env->sessions_fd, r->name, &r->dirfd);
+    if (e == ENVLOG_NOT_FOUND)
+        e = envlog__fail(ENVLOG_NOT_FOUND, "no session %s in %s", r->name, env->path);
+    if (!e) {
+        r->live = envlog_session_dir_live(r->dirfd);
+        e = envlog_list_segments(r->dirfd, &r->segs, &r->n_segs);
+    }
+    if (e) {
+        envlog_reader_close(r);
+        return e;
+    }
+    *out = r;
+    return ENVLOG_OK;
+}
+
+void envlog_reader_close(envlog_reader *r)
+{
+    if (!r)
+        return;
+    if (r->dirfd >= 0)
+        close(r->dirfd);
+    envlog_free(r->segs);
+    envlog_buf_free(&r->file);
+    envlog_frame_reader_free(&r->fr);
+    envlog_arena_free(&r->arena);
+    envlog_free(r);
+}
+
+const envlog_damage *envlog_reader_damage(const envlog_reader *r)
+{
+    return &r->dmg;
+}
+
+envlog_session_state envlog_reader_state(const envlog_reader *r)
+{
+    if (r->damaged)
+        return ENVLOG_STATE_DAMAGED;
+    if (r->torn)
+        return ENVLOG_STATE_TORN;
+    if (r->live)
+        return ENVLOG_STATE_LIVE;
+    if (r->n_segs && r->cur >= r->n_segs && r->seg_sealed)
+        return ENVLOG_STATE_SEALED;
+    return ENVLOG_STATE_UNSEALED;
+}
+
+static envlog_err report(envlog_reader *r, uint64_t off, uint64_t bytes,
+                         const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+static envlog_err report(envlog_reader *r, uint64_t off, uint64_t bytes,
+                         const char *fmt, ...)
+{
+    va_list ap;
+    r->dmg.session = r->id;
+    r->dmg.segment = r->cur < r->n_segs ? r->segs[r->cur].segment : 0;
+    r->dmg.offset = off;
+    r->dmg.bytes = bytes;
+    va_start(ap, fmt);
+    vsnprintf(r->dmg.reason, sizeof r->dmg.reason, fmt, ap);
+    va_end(ap);
+    r->damaged = true;
+    r->damaged_bytes += bytes;
+    return envlog__fail(ENVLOG_CORRUPT, "session %s segment %" PRIu32
+                        " offset %" PRIu64 ": %s (%" PRIu64 " bytes dropped)",
+                        r->name, r->dmg.segment, off, r->dmg.reason, bytes);
+}
+
+static envlog_err open_segment(envlog_reader *r)
+{
+    const envlog_seg_name *sn = &r->segs[r->cur];
+    envlog_err e = envlog_read_file(r->dirfd, sn->name, FILE_MAX, &r->file);
+    r->seg_open = true;
+    r->seg_sealed = r->seg_header = false;
+    r->seg_count = 0;
+    envlog_frame_reader_free(&r->fr);
+    envlog_frame_reader_init(&r->fr, r->file.p, e ? 0 : r->file.len,
+                             envlog_seg_seed(&r->id, sn->segment), r->chain);
+    if (e == ENVLOG_NOMEM || e == ENVLOG_IO)
+        return e;
+    if (e)
+        return report(r, 0, 0, "unreadable segment: %s", envlog_errmsg());
+    if (sn->segment != r->expect_seg) {
+        uint32_t want = r->expect_seg;
+        r->expect_seg = sn->segment + 1;
+        return report(r, 0, 0, "segment %" PRIu32 " missing before segment %" PRIu32,
+                      want, sn->segment);
+    }
+    r->expect_seg = sn->segment + 1;
+    return ENVLOG_OK;
+}
+
+static envlog_err check_header(envlog_reader *r, const uint8_t *p, size_t n)
+{
+    const envlog_seg_name *sn = &r->segs[r->cur];
+    envlog_seg_header h = {0};
+    envlog_pull pl = {p, n, 0};
+    envlog_tok t;
+    envlog_arena_reset(&r->arena);
+    envlog_err e = envlog_pull_next(&pl, &t);
+    if (!e)
+        e = envlog_struct_decode(&pl, &t, &envlog_seg_header_schema, &h, &r->arena);
+    r->seg_header = true;
+    if (e)
+        return report(r, r->fr.rec_off, n, "undecodable segment header");
+    if (!h.magic || strcmp(h.magic, ENVLOG_MAGIC))
+        return report(r, r->fr.rec_off, n, "bad magic in segment header");
+    if (h.version != ENVLOG_LOG_VERSION)
+        return report(r, r->fr.rec_off, n, "log format version %" PRIu64 " unknown",
+                      h.version);
+    if (memcmp(h.id.b, r->id.b, 16) || h.segment != sn->segment ||
+        h.first_seq != sn->first_seq)
+        return report(r, r->fr.rec_off, n, "segment header does not match its file name");
+    if (h.prev_chain != r->chain) {
+        /* Carry on from what this segment says, so one break is reported
+         * once, not for every segment after it. */
+        r->fr.chain = r->fr.chain_start = r->chain = h.prev_chain;
+        return report(r, r->fr.rec_off, 0,
+                      "chain broken: a segment before this one is missing or altered");
+    }
+    return ENVLOG_OK;
+}
+
+static envlog_err check_seal(envlog_reader *r, const uint8_t *p, size_t n)
+{
+    envlog_seg_seal s = {0};
+    envlog_pull pl = {p, n, 0};
+    envlog_tok t;
+    envlog_err e = envlog_pull_next(&pl, &t);
+    if (!e)
+        e = envlog_struct_decode(&pl, &t, &envlog_seg_seal_schema, &s, NULL);
+    r->seg_sealed = true;
+    if (e)
+        return report(r, r->fr.rec_off, n, "undecodable seal");
+    if (s.count != r->seg_count || (r->seg_count && s.last_seq != r->last_seq))
+        return report(r, r->fr.rec_off, 0,
+                      "seal counts %" PRIu64 " records to seq %" PRIu64
+                      ", read %" PRIu64 " to seq %" PRIu64,
+                      s.count, s.last_seq, r->seg_count, r->last_seq);
+    if (s.chain != r->fr.chain_start)
+        return report(r, r->fr.rec_off, 0, "seal chain value does not match the records");
+    return ENVLOG_OK;
+}
+
+/* An event record whose frame was whole: decode it and check its seq. */
+static envlog_err take_event(envlog_reader *r, const uint8_t *p, size_t n)
+{
+    envlog_arena_reset(&r->arena);
+    envlog_err e = envlog_event_decode(p, n, &r->rec, &r->arena);
+    if (e == ENVLOG_NOMEM)
+        return e;
+    if (e)
+        return report(r, r->fr.rec_off, n, "undecodable record: %s", envlog_errmsg());
+    r->rec.stamp.session = r->id;
+    r->rec.segment = r->segs[r->cur].segment;
+    r->rec.file_offset = r->fr.rec_off;
+    uint64_t seq = r->rec.stamp.seq;
+    r->seg_count++;
+    if (r->rec.kind == ENVLOG_KIND_SESSION && seq == 0)
+        r->dropped = r->rec.u.session.dropped;
+    if (r->have_seq && seq <= r->last_seq)
+        return report(r, r->fr.rec_off, n,
+                      "seq %" PRIu64 " after seq %" PRIu64 "; record dropped",
+                      seq, r->last_seq);
+    bool gap = r->have_seq ? seq != r->last_seq + 1 &&
+                                 !(r->last_seq == 0 && seq == r->dropped + 1)
+                           : seq != r->segs[r->cur].first_seq;
+    uint64_t from = r->have_seq ? r->last_seq + 1 : r->segs[r->cur].first_seq;
+    r->have_seq = true;
+    r->last_seq = seq;
+    if (gap) {
+        r->pending = true;
+        return report(r, r->fr.rec_off, 0,
+                      "records %" PRIu64 " to %" PRIu64 " are missing", from, seq - 1);
+    }
+    return ENVLOG_OK;
+}
+
+envlog_err envlog_reader_next(envlog_reader *r, const envlog_record **rec)
+{
+    envlog_err e;
+    *rec = NULL;
+    if (r->pending) {
+        r->pending = false;
+        *rec = &r->rec;
+        return ENVLOG_OK;
+    }
+    while (!r->done) {
+        if (!r->seg_open) {
+            if (r->cur >= r->n_segs) {
+                r->done = true;
+                break;
+            }
+            if ((e = open_segment(r)))
+                return e;
+        }
+        bool last = r->cur + 1 == r->n_segs;
+        envlog_fr_status st = envlog_frame_reader_next(&r->fr);
+        if (st == ENVLOG_FR_RECORD) {
+            const uint8_t *p = r->fr.out;
+            size_t n = r->fr.out_len;
+            int kind = envlog_payload_kind(p, n);
+            bool framing = kind == ENVLOG_KIND_HEADER || kind == ENVLOG_KIND_SEAL;
+            if (framing)
+                r->fr.chain = r->fr.chain_start;
+            if (r->seg_sealed)
+                return report(r, r->fr.rec_off, n, "record after the seal");
+            if (kind == ENVLOG_KIND_HEADER) {
+                if (r->seg_header)
+                    return report(r, r->fr.rec_off, n, "second segment header");
+                if ((e = check_header(r, p, n)))
+                    return e;
+                continue;
+            }
+            if (!r->seg_header) {
+                r->seg_header = true;
+                if (r->fr.rec_off == 0) /* a header in the clear would be here */
+                    return report(r, 0, 0, "segment does not start with a header");
+            }
+            if (kind == ENVLOG_KIND_SEAL) {
+                if ((e = check_seal(r, p, n)))
+                    return e;
+                continue;
+            }
+            if ((e = take_event(r, p, n)))
+                return e;
+            *rec = &r->rec;
+            return ENVLOG_OK;
+        }
+        if (st == ENVLOG_FR_BAD)
+            return report(r, r->fr.bad_off, r->fr.bad_len, "%s", r->fr.why);
+        if (st == ENVLOG_FR_TAIL && last && !r->seg_sealed) {
+            r->seg_open = false;
+            r->cur++;
+            r->chain = r->fr.chain;
+            if (r->live)
+                continue; /* the writer is mid-record: not damage */
+            r->torn = true;
+            r->dmg.session = r->id;
+            r->dmg.segment = r->segs[r->cur - 1].segment;
+            r->dmg.offset = r->fr.bad_off;
+            r->dmg.bytes = r->fr.bad_len;
+            snprintf(r->dmg.reason, sizeof r->dmg.reason, "torn tail");
+            r->damaged_bytes += r->fr.bad_len;
+            return envlog__fail(ENVLOG_TRUNCATED,
+                                "session %s segment %" PRIu32 ": torn tail at offset %"
+                                PRIu64 " (%" PRIu64 " bytes)", r->name,
+                                r->dmg.segment, r->dmg.offset, r->dmg.bytes);
+        }
+        if (st == ENVLOG_FR_TAIL) {
+            e = report(r, r->fr.bad_off, r->fr.bad_len, "%s at the end of the segment",
+                       r->fr.why);
+            r->seg_open = false;
+            r->chain = r->fr.chain;
+            r->cur++;
+            return e;
+        }
+        /* ENVLOG_FR_END */
+        bool unsealed = !r->seg_sealed && !last;
+        uint64_t size = r->file.len;
+        r->seg_open = false;
+        r->chain = r->fr.chain;
+        if (unsealed) {
+            e = report(r, size, 0, "segment not sealed but followed by another");
+            r->cur++;
+            return e;
+        }
+        r->cur++;
+    }
+    return ENVLOG_END;
+}
+
+/* ------------------------------------------------------------- summaries */
+
+static int info_cmp(const void *a, const void *b)
+{
+    const envlog_session_info *x = a, *y = b;
+    return memcmp(x->id.b, y->id.b, 16);
+}
+
+static envlog_err summarize(envlog_env *env, const envlog_id128 *id,
+                            envlog_session_info *in)
+{
+    envlog_reader *r;
+    memset(in, 0, sizeof *in);
+    in->id = *id;
+    envlog_id_format(id, in->id_hex);
+    envlog_err e = envlog_reader_open(env, id, &r);
+    if (e == ENVLOG_NOMEM || e == ENVLOG_IO)
+        return e;
+    if (e) {
+        in->state = ENVLOG_STATE_DAMAGED;
+        goto strings;
+    }
+    const envlog_record *rec;
+    while ((e = envlog_reader_next(r, &rec)) != ENVLOG_END) {
+        if (e == ENVLOG_NOMEM || e == ENVLOG_IO)
+            break;
+        if (e != ENVLOG_OK)
+            continue;
+        in->records++;
+        in->last_seq = rec->stamp.seq;
+        if (rec->kind == ENVLOG_KIND_SESSION && !in->label) {
+            const envlog_session_rec *s = &rec->u.session;
+            in->start_unix_ns = s->start_unix_ns;
+            if (!(in->label = envlog_strdup(s->label ? s->label : "")) ||
+                !(in->host = envlog_strdup(s->host ? s->host : "")) ||
+                !(in->runtime = envlog_strdup(s->runtime ? s->runtime : ""))) {
+                e = envlog__fail(ENVLOG_NOMEM, "summarizing sessions");
+                break;
+            }
+        }
+    }
+    if (e == ENVLOG_END)
+        e = ENVLOG_OK;
+    in->segments = r->n_segs;
+    in->dropped_bytes = r->damaged_bytes;
+    in->state = envlog_reader_state(r);
+    for (size_t i = 0; i < r->n_segs; i++) {
+        struct stat st;
+        if (fstatat(r->dirfd, r->segs[i].name, &st, AT_SYMLINK_NOFOLLOW) == 0)
+            in->bytes += (uint64_t)st.st_size;
+    }
+    envlog_reader_close(r);
+    if (e)
+        return e;
+strings:
+    if ((!in->label && !(in->label = envlog_strdup(""))) ||
+        (!in->host && !(in->host = envlog_strdup(""))) ||
+        (!in->runtime && !(in->runtime = envlog_strdup(""))))
+        return envlog__fail(ENVLOG_NOMEM, "summarizing sessions");
+    return ENVLOG_OK;
+}
+
+void envlog_sessions_free(envlog_session_info *infos, size_t n)
+{
+    if (!infos)
+        return;
+    for (size_t i = 0; i < n; i++) {
+        envlog_free(infos[i].label);
+        envlog_free(infos[i].host);
+        envlog_free(infos[i].runtime);
+    }
+    envlog_free(infos);
+}
+
+envlog_err envlog_sessions_list(envlog_env *env, envlog_session_info **out, size_t *n)
+{
+    *out = NULL;
+    *n = 0;
+    if (env->sessions_fd < 0)
+        return ENVLOG_OK;
+    int fd = dup(env->sessions_fd);
+    DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+    if (!d) {
+        if (fd >= 0)
+            close(fd);
+        return envlog__fail_errno(errno, "listing %s/sessions", env->path);
+    }
+    rewinddir(d);
+    envlog_id128 *ids = NULL;
+    size_t cap = 0, k = 0;
+    envlog_err e = ENVLOG_OK;
+    struct dirent *de;
+    while ((de = readdir(d))) {
+        envlog_id128 id;
+        if (envlog_id_parse(de->d_name, &id))
+            continue;
+        if (k == cap) {
+            cap = cap ? 2 * cap : 16;
+            envlog_id128 *p = envlog_realloc(ids, cap * sizeof *ids);
+            if (!p) {
+                e = envlog__fail(ENVLOG_NOMEM, "listing sessions");
+                break;
+            }
+            ids = p;
+        }
+        ids[k++] = id;
+    }
+    closedir(d);
+    envlog_session_info *infos = NULL;
+    if (!e && k && !(infos = envlog_calloc(k, sizeof *infos)))
+        e = envlog__fail(ENVLOG_NOMEM, "listing sessions");
+    size_t done = 0;
+    for (; !e && done < k; done++)
+        e = summarize(env, &ids[done], &infos[done]);
+    envlog_free(ids);
+    if (e) {
+        envlog_sessions_free(infos, done);
+        return e;
+    }
+    if (k)
+        qsort(infos, k, sizeof *infos, info_cmp);
+    *out = infos;
+    *n = k;
+    return ENVLOG_OK;
+}

@@ -1,0 +1,640 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * session.c - the session recorder.
+ *
+ * A session is one process's use of one environment.  Records are encoded
+ * under the session's mutex (so seq is the order of acceptance), then either
+ * held in memory - until the first CHANGED record, within a byte budget, the
+ * oldest dropped first - or framed straight into the mapped segment.  The
+ * first CHANGED record creates the session directory and writes the session
+ * record, the held records in order, then itself: a session that only
+ * observes leaves no byte behind.  A forked child never writes into its
+ * parent's session: at its first record it starts one of its own.
+ */
+#include "log_int.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/utsname.h>
+#include <unistd.h>
+
+#define BUDGET_DEFAULT (1u << 20)
+#define HELD_HDR 12
+
+struct envlog_session {
+    envlog_env *env;
+    pthread_mutex_t mu;
+    /* options, owned copies */
+    envlog_level level;
+    size_t budget;
+    envlog_sync sync;
+    uint64_t seg_size;
+    char *label, *runtime, *runtime_version, *process_mode;
+    char **devices;
+    size_t n_devices;
+    char host[256];
+    struct utsname uts;
+    /* identity */
+    pid_t pid;
+    envlog_id128 id;
+    uint64_t start_mono, start_unix;
+    uint64_t next_seq;
+    uint64_t next_span;
+    /* disk */
+    bool on_disk;
+    int dirfd;
+    envlog_segw seg;
+    envlog_buf scratch;
+    /* held records: [u32 len][payload] from held_head to held.len */
+    envlog_buf held;
+    size_t held_head;
+    size_t held_bytes;
+    uint64_t held_count;
+    uint64_t dropped;
+    envlog_session_stats st;
+    /* the process's list of sessions, for fork handling */
+    struct envlog_session *next_live, *prev_live;
+};
+
+/* ---------------------------------------------------------- fork safety */
+
+static pthread_mutex_t live_mu = PTHREAD_MUTEX_INITIALIZER;
+static envlog_session *live_head;
+static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
+
+/* Every session's mutex is taken across fork, so the child never inherits
+ * one locked mid-record by a thread that does not exist in it. */
+static void fork_prepare(void)
+{
+    pthread_mutex_lock(&live_mu);
+    for (envlog_session *s = live_head; s; s = s->next_live)
+        pthread_mutex_lock(&s->mu);
+}
+
+static void fork_parent(void)
+{
+    for (envlog_session *s = live_head; s; s = s->next_live)
+        pthread_mutex_unlock(&s->mu);
+    pthread_mutex_unlock(&live_mu);
+}
+
+static void atfork_register(void)
+{
+    pthread_atfork(fork_prepare, fork_parent, fork_parent);
+}
+
+static void live_add(envlog_session *s)
+{
+    pthread_once(&atfork_once, atfork_register);
+    pthread_mutex_lock(&live_mu);
+    s->next_live = live_head;
+    if (live_head)
+        live_head->prev_live = s;
+    live_head = s;
+    pthread_mutex_unlock(&live_mu);
+}
+
+static void live_remove(envlog_session *s)
+{
+    pthread_mutex_lock(&live_mu);
+    if (s->prev_live)
+        s->prev_live->next_live = s->next_live;
+    else
+        live_head = s->next_live;
+    if (s->next_live)
+        s->next_live->prev_live = s->prev_live;
+    pthread_mutex_unlock(&live_mu);
+}
+
+/* ------------------------------------------------------------- lifecycle */
+
+void envlog_session_opts_init(envlog_session_opts *o)
+{
+    memset(o, 0, sizeof *o);
+    o->level = ENVLOG_LEVEL_BASIC;
+    o->pending_budget = BUDGET_DEFAULT;
+    o->sync = ENVLOG_SYNC_CLOSE;
+    o->segment_size = ENVLOG_SEGMENT_DEFAULT;
+}
+
+static envlog_err dup_opt(char **dst, const char *src, const char *what)
+{
+    *dst = NULL;
+    if (!src)
+        return ENVLOG_OK;
+    if (!envlog_utf8_valid(src, strlen(src)))
+        return envlog__fail(ENVLOG_INVALID_ARG, "session %s is not valid UTF-8", what);
+    if (!(*dst = envlog_strdup(src)))
+        return envlog__fail(ENVLOG_NOMEM, "session %s", what);
+    return ENVLOG_OK;
+}
+
+/* A fresh identity: new id, new clock origin, seq 0 reserved for the
+ * session record. */
+static envlog_err identity_new(envlog_session *s)
+{
+    envlog_err e = envlog_id_new(&s->id);
+    if (e)
+        return e;
+    s->pid = getpid();
+    s->start_mono = envlog_clock_mono_ns();
+    s->start_unix = envlog_clock_unix_ns();
+    s->next_seq = 1;
+    s->next_span = 1;
+    s->held.len = s->held_head = s->held_bytes = 0;
+    s->held_count = s->dropped = 0;
+    s->on_disk = false;
+    s->dirfd = -1;
+    memset(&s->st, 0, sizeof s->st);
+    return ENVLOG_OK;
+}
+
+static void session_free(envlog_session *s)
+{
+    envlog_free(s->label);
+    envlog_free(s->runtime);
+    envlog_free(s->runtime_version);
+    envlog_free(s->process_mode);
+    for (size_t i = 0; i < s->n_devices; i++)
+        envlog_free(s->devices[i]);
+    envlog_free(s->devices);
+    envlog_buf_free(&s->scratch);
+    envlog_buf_free(&s->held);
+    pthread_mutex_destroy(&s->mu);
+    envlog_free(s);
+}
+
+envlog_err envlog_session_begin(envlog_env *env, const envlog_session_opts *opts,
+                                envlog_session **out)
+{
+    envlog_session_opts def;
+    envlog_err e;
+    *out = NULL;
+    if (!env)
+        return envlog__fail(ENVLOG_INVALID_ARG, "no environment");
+    if (env->readonly)
+        return envlog__fail(ENVLOG_STATE, "environment %s is open read-only",
+                            env->path);
+    if (!opts) {
+        envlog_session_opts_init(&def);
+        opts = &def;
+    }
+    if (opts->level > ENVLOG_LEVEL_FULL)
+        return envlog__fail(ENVLOG_INVALID_ARG, "unknown level %d", (int)opts->level);
+    if (opts->sync > ENVLOG_SYNC_RECORD)
+        return envlog__fail(ENVLOG_INVALID_ARG, "unknown sync policy %d",
+                            (int)opts->sync);
+    uint64_t seg = opts->segment_size ? opts->segment_size : ENVLOG_SEGMENT_DEFAULT;
+    if (seg % ENVLOG_BLOCK || seg > ENVLOG_SEGMENT_MAX)
+        return envlog__fail(ENVLOG_INVALID_ARG,
+                            "segment size %llu is not a multiple of 32 KiB up to 1 GiB",
+                            (unsigned long long)seg);
+    if (opts->n_devices && !opts->devices)
+        return envlog__fail(ENVLOG_INVALID_ARG, "n_devices without devices");
+    envlog_session *s = envlog_calloc(1, sizeof *s);
+    if (!s)
+        return envlog__fail(ENVLOG_NOMEM, "beginning a session");
+    pthread_mutex_init(&s->mu, NULL);
+    s->env = env;
+    s->level = opts->level;
+    s->budget = opts->pending_budget ? opts->pending_budget : BUDGET_DEFAULT;
+    s->sync = opts->sync;
+    s->seg_size = seg;
+    s->seg.fd = -1;
+    if ((e = dup_opt(&s->label, opts->label, "label")) ||
+        (e = dup_opt(&s->runtime, opts->runtime, "runtime")) ||
+        (e = dup_opt(&s->runtime_version, opts->runtime_version, "runtime version")) ||
+        (e = dup_opt(&s->process_mode, opts->process_mode, "process mode")))
+        goto fail;
+    if (opts->n_devices) {
+        if (!(s->devices = envlog_calloc(opts->n_devices, sizeof(char *)))) {
+            e = envlog__fail(ENVLOG_NOMEM, "session devices");
+            goto fail;
+        }
+        for (; s->n_devices < opts->n_devices; s->n_devices++)
+            if ((e = dup_opt(&s->devices[s->n_devices], opts->devices[s->n_devices],
+                             "device")))
+                goto fail;
+            else if (!s->devices[s->n_devices]) {
+                e = envlog__fail(ENVLOG_INVALID_ARG, "device %zu is NULL", s->n_devices);
+                goto fail;
+            }
+    }
+    if (gethostname(s->host, sizeof s->host - 1))
+        strcpy(s->host, "unknown");
+    if (!envlog_utf8_valid(s->host, strlen(s->host)))
+        strcpy(s->host, "unknown");
+    if (uname(&s->uts)) {
+        strcpy(s->uts.sysname, "unknown");
+        strcpy(s->uts.machine, "unknown");
+    }
+    if ((e = identity_new(s)))
+        goto fail;
+    live_add(s);
+    *out = s;
+    return ENVLOG_OK;
+fail:
+    session_free(s);
+    return e;
+}
+
+/* The child of a fork drops its copy of the parent's state; the parent's
+ * directory lock stays with the parent's descriptor. */
+static envlog_err fork_check(envlog_session *s)
+{
+    if (s->pid == getpid())
+        return ENVLOG_OK;
+    if (s->on_disk) {
+        envlog_segw_abandon(&s->seg);
+        close(s->dirfd);
+    }
+    return identity_new(s);
+}
+
+static envlog_err close_disk(envlog_session *s)
+{
+    envlog_err e = ENVLOG_OK;
+    if (!s->on_disk)
+        return ENVLOG_OK;
+    e = envlog_segw_seal(&s->seg);
+    if (!e && s->sync != ENVLOG_SYNC_NONE)
+        e = envlog_dir_sync(s->dirfd, "session directory");
+    close(s->dirfd); /* releases the writer's lock */
+    s->dirfd = -1;
+    s->on_disk = false;
+    return e;
+}
+
+envlog_err envlog_session_end(envlog_session *s)
+{
+    if (!s)
+        return ENVLOG_OK;
+    live_remove(s);
+    pthread_mutex_lock(&s->mu);
+    envlog_err e = ENVLOG_OK;
+    if (s->pid == getpid())
+        e = close_disk(s);
+    else if (s->on_disk) {
+        envlog_segw_abandon(&s->seg);
+        close(s->dirfd);
+    }
+    pthread_mutex_unlock(&s->mu);
+    session_free(s);
+    return e;
+}
+
+envlog_id128 envlog_session_id(const envlog_session *s)
+{
+    return s->id;
+}
+
+void envlog_session_stats_get(const envlog_session *s, envlog_session_stats *st)
+{
+    envlog_session *m = (envlog_session *)(uintptr_t)s;
+    pthread_mutex_lock(&m->mu);
+    *st = s->st;
+    st->held = s->held_count;
+    st->dropped = s->dropped;
+    st->on_disk = s->on_disk;
+    pthread_mutex_unlock(&m->mu);
+}
+
+envlog_err envlog_session_flush(envlog_session *s)
+{
+    pthread_mutex_lock(&s->mu);
+    envlog_err e = fork_check(s);
+    if (!e && s->on_disk) {
+        e = envlog_segw_sync(&s->seg);
+        if (!e)
+            e = envlog_dir_sync(s->dirfd, "session directory");
+    }
+    pthread_mutex_unlock(&s->mu);
+    return e;
+}
+
+/* -------------------------------------------------------------- writing */
+
+/* Writes one encoded record, rotating first when it does not fit.  A failed
+ * rotation leaves no segment open; the next record tries again. */
+static envlog_err put_record(envlog_session *s, const uint8_t *p, size_t n,
+                             uint64_t seq)
+{
+    envlog_err e;
+    if (s->seg.fd >= 0 && !envlog_segw_fits(&s->seg, n) &&
+        (e = envlog_segw_seal(&s->seg)))
+        return e;
+    if (s->seg.fd < 0) {
+        envlog_segw next;
+        if ((e = envlog_segw_create(&next, s->dirfd, &s->id, s->seg.segment + 1,
+                                    seq, s->seg.chain,
+                                    envlog_segw_size_for(s->seg_size, n),
+                                    "session", s->sync)))
+            return e;
+        s->seg = next;
+        s->st.segments++;
+    }
+    uint64_t before = s->seg.pos;
+    if ((e = envlog_segw_append(&s->seg, p, n, seq)))
+        return e;
+    s->st.written++;
+    s->st.bytes += s->seg.pos - before;
+    return ENVLOG_OK;
+}
+
+static envlog_err write_session_record(envlog_session *s)
+{
+    envlog_session_rec r = {
+        .id = s->id,
+        .start_unix_ns = s->start_unix,
+        .envlog_version = ENVLOG_VERSION_STRING,
+        .runtime = s->runtime,
+        .runtime_version = s->runtime_version,
+        .label = s->label,
+        .host = s->host,
+        .pid = (uint64_t)s->pid,
+        .os = s->uts.sysname,
+        .arch = s->uts.machine,
+        .devices = (const char *const *)s->devices,
+        .n_devices = s->n_devices,
+        .process_mode = s->process_mode,
+        .level = s->level,
+        .dropped = s->dropped,
+    };
+    envlog_stamp st = {s->id, 0, 0};
+    envlog_buf b = {0};
+    envlog_err e = envlog_event_encode(&b, ENVLOG_KIND_SESSION, &st,
+                                       ENVLOG_OBSERVED, s->level, &r);
+    if (!e)
+        e = put_record(s, b.p, b.len, 0);
+    envlog_buf_free(&b);
+    return e;
+}
+
+/* The first CHANGED record: directory, lock, segment 0, session record and
+ * the held records.  On failure everything created is removed again and the
+ * held records stay held. */
+static envlog_err go_disk(envlog_session *s)
+{
+    const envlog_io *io = envlog_io_get();
+    char name[33];
+    envlog_err e;
+    envlog_id_format(&s->id, name);
+    if (s->env->sessions_fd < 0)
+        return envlog__fail(ENVLOG_STATE, "environment has no sessions directory");
+    if (io->mkdirat(s->env->sessions_fd, name, 0700))
+        return envlog__fail_errno(errno, "creating session directory %s", name);
+    if ((e = envlog_open_dir(s->env->sessions_fd, name, &s->dirfd)))
+        goto rmdir;
+    if (io->flock(s->dirfd, LOCK_EX | LOCK_NB)) {
+        e = envlog__fail_errno(errno, "locking session %s", name);
+        goto closedir;
+    }
+    if (s->sync != ENVLOG_SYNC_NONE &&
+        (e = envlog_dir_sync(s->env->sessions_fd, name)))
+        goto closedir;
+    if ((e = envlog_segw_create(&s->seg, s->dirfd, &s->id, 0, 0, 0,
+                                envlog_segw_size_for(s->seg_size, s->scratch.len),
+                                "session", s->sync)))
+        goto closedir;
+    s->on_disk = true;
+    s->st.segments = 1;
+    if ((e = write_session_record(s)))
+        goto undo;
+    for (size_t at = s->held_head; at < s->held.len;) {
+        uint32_t len = envlog_get_le32(s->held.p + at);
+        uint64_t seq;
+        memcpy(&seq, s->held.p + at + 4, 8);
+        if ((e = put_record(s, s->held.p + at + HELD_HDR, len, seq)))
+            goto undo;
+        at += HELD_HDR + len;
+    }
+    s->held.len = s->held_head = s->held_bytes = 0;
+    s->held_count = 0;
+    return ENVLOG_OK;
+undo:
+    /* Remove every segment written so far: the session never reached the
+     * disk as far as any reader is concerned. */
+    {
+        envlog_seg_name *segs;
+        size_t n;
+        envlog_segw_abandon(&s->seg);
+        if (envlog_list_segments(s->dirfd, &segs, &n) == ENVLOG_OK) {
+            for (size_t i = 0; i < n; i++)
+                io->unlinkat(s->dirfd, segs[i].name, 0);
+            envlog_free(segs);
+        }
+        s->on_disk = false;
+        s->st.segments = 0;
+        s->st.written = s->st.bytes = 0;
+    }
+closedir:
+    close(s->dirfd);
+    s->dirfd = -1;
+rmdir:
+    io->unlinkat(s->env->sessions_fd, name, AT_REMOVEDIR);
+    return e;
+}
+
+/* Holds an OBSERVED record in memory, dropping the oldest over budget.  The
+ * budget counts payload bytes; each entry is [u32 len][u64 seq][payload]. */
+static envlog_err hold(envlog_session *s, const uint8_t *p, size_t n, uint64_t seq)
+{
+    if (n > s->budget) {
+        s->dropped++;
+        return ENVLOG_OK;
+    }
+    while (s->held_bytes + n > s->budget) {
+        uint32_t len = envlog_get_le32(s->held.p + s->held_head);
+        s->held_head += HELD_HDR + len;
+        s->held_bytes -= len;
+        s->held_count--;
+        s->dropped++;
+    }
+    if (s->held_head && s->held.cap - s->held.len < HELD_HDR + n) {
+        memmove(s->held.p, s->held.p + s->held_head, s->held.len - s->held_head);
+        s->held.len -= s->held_head;
+        s->held_head = 0;
+    }
+    envlog_err e = envlog_buf_reserve(&s->held, HELD_HDR + n);
+    if (e)
+        return e;
+    envlog_put_le32(s->held.p + s->held.len, (uint32_t)n);
+    memcpy(s->held.p + s->held.len + 4, &seq, 8);
+    memcpy(s->held.p + s->held.len + HELD_HDR, p, n);
+    s->held.len += HELD_HDR + n;
+    s->held_bytes += n;
+    s->held_count++;
+    return ENVLOG_OK;
+}
+
+/* The one path every record takes. */
+static envlog_err submit(envlog_session *s, envlog_kind kind, const void *body,
+                         envlog_effect effect, envlog_stamp *stamp)
+{
+    if (!s)
+        return envlog__fail(ENVLOG_INVALID_ARG, "no session");
+    pthread_mutex_lock(&s->mu);
+    envlog_err e = fork_check(s);
+    if (e)
+        goto out;
+    envlog_stamp st = {s->id, s->next_seq, envlog_clock_mono_ns() - s->start_mono};
+    if (s->level == ENVLOG_LEVEL_OFF) {
+        s->next_seq++;
+        s->st.accepted++;
+        goto stamped;
+    }
+    if ((e = envlog_event_encode(&s->scratch, kind, &st, effect, s->level, body)))
+        goto out;
+    if (s->scratch.len > ENVLOG_RECORD_MAX) {
+        e = envlog__fail(ENVLOG_TOO_BIG, "a %s record of %zu bytes is over the %u limit",
+                         envlog_kind_name(kind), s->scratch.len, ENVLOG_RECORD_MAX);
+        goto out;
+    }
+    if (!s->on_disk) {
+        if (effect == ENVLOG_OBSERVED) {
+            if ((e = hold(s, s->scratch.p, s->scratch.len, st.seq)))
+                goto out;
+            goto accepted;
+        }
+        if ((e = go_disk(s)))
+            goto out;
+    }
+    if ((e = put_record(s, s->scratch.p, s->scratch.len, st.seq)))
+        goto out;
+accepted:
+    s->next_seq++;
+    s->st.accepted++;
+stamped:
+    if (stamp)
+        *stamp = st;
+out:
+    pthread_mutex_unlock(&s->mu);
+    return e;
+}
+
+envlog_err envlog_record_tune(envlog_session *s, const envlog_tune *t,
+                              envlog_stamp *stamp)
+{
+    if (!t || !t->ns || !t->key)
+        return envlog__fail(ENVLOG_INVALID_ARG, "a tune needs a namespace and a key");
+    if (t->winner < -1 || (t->winner >= 0 && (size_t)t->winner >= t->n_candidates))
+        return envlog__fail(ENVLOG_INVALID_ARG,
+                            "winner %lld is not one of %zu candidates",
+                            (long long)t->winner, t->n_candidates);
+    if (t->stored && t->winner < 0)
+        return envlog__fail(ENVLOG_INVALID_ARG, "a stored tune needs a winner");
+    for (size_t i = 0; i < t->n_trials; i++)
+        if (t->trials && t->trials[i].index >= t->n_candidates)
+            return envlog__fail(ENVLOG_INVALID_ARG,
+                                "trial %zu names candidate %u of %zu", i,
+                                t->trials[i].index, t->n_candidates);
+    return submit(s, ENVLOG_KIND_TUNE, t, envlog_effect_of(ENVLOG_KIND_TUNE, t), stamp);
+}
+
+envlog_err envlog_record_compile(envlog_session *s, const envlog_compile *c,
+                                 envlog_stamp *stamp)
+{
+    if (!c || !c->ns || !c->name)
+        return envlog__fail(ENVLOG_INVALID_ARG, "a compile needs a namespace and a name");
+    return submit(s, ENVLOG_KIND_COMPILE, c,
+                  envlog_effect_of(ENVLOG_KIND_COMPILE, c), stamp);
+}
+
+envlog_err envlog_record_mark(envlog_session *s, const char *label,
+                              envlog_stamp *stamp)
+{
+    if (!label)
+        return envlog__fail(ENVLOG_INVALID_ARG, "a mark needs a label");
+    envlog_mark m = {label, envlog_clock_unix_ns()};
+    return submit(s, ENVLOG_KIND_MARK, &m, ENVLOG_OBSERVED, stamp);
+}
+
+envlog_err envlog_record_import(envlog_session *s, const envlog_import *im,
+                                envlog_stamp *stamp)
+{
+    if (!im || !im->bundle)
+        return envlog__fail(ENVLOG_INVALID_ARG, "an import needs a bundle name");
+    return submit(s, ENVLOG_KIND_IMPORT, im, ENVLOG_CHANGED, stamp);
+}
+
+envlog_err envlog_record_forget(envlog_session *s, const envlog_forget *f,
+                                envlog_stamp *stamp)
+{
+    if (!f || !f->ns || !f->key)
+        return envlog__fail(ENVLOG_INVALID_ARG, "a forget needs a namespace and a key");
+    return submit(s, ENVLOG_KIND_FORGET, f, ENVLOG_CHANGED, stamp);
+}
+
+envlog_err envlog_record_user(envlog_session *s, const char *kind,
+                              const void *cbor, size_t size,
+                              envlog_effect effect, envlog_stamp *stamp)
+{
+    if (!kind || !*kind)
+        return envlog__fail(ENVLOG_INVALID_ARG, "a user record needs a kind name");
+    if (!cbor || !size)
+        return envlog__fail(ENVLOG_INVALID_ARG, "a user record needs a CBOR body");
+    if (effect != ENVLOG_OBSERVED && effect != ENVLOG_CHANGED)
+        return envlog__fail(ENVLOG_INVALID_ARG, "unknown effect %d", (int)effect);
+    envlog_user u = {kind, {cbor, size}};
+    return submit(s, ENVLOG_KIND_USER, &u, effect, stamp);
+}
+
+/* ----------------------------------------------------------------- spans */
+
+static _Thread_local envlog_span *span_top;
+
+envlog_err envlog_span_open(envlog_session *s, const char *name, envlog_span *sp)
+{
+    if (!s || !name || !sp)
+        return envlog__fail(ENVLOG_INVALID_ARG, "a span needs a session and a name");
+    pthread_mutex_lock(&s->mu);
+    envlog_err e = fork_check(s);
+    if (!e) {
+        sp->id_ = s->next_span++;
+        sp->open_ns_ = envlog_clock_mono_ns() - s->start_mono;
+        sp->pid_ = (uint64_t)s->pid;
+    }
+    pthread_mutex_unlock(&s->mu);
+    if (e)
+        return e;
+    sp->session_ = s;
+    sp->name_ = name;
+    sp->parent_ = 0;
+    for (envlog_span *p = span_top; p; p = p->up_)
+        if (p->session_ == s) {
+            sp->parent_ = p->id_;
+            break;
+        }
+    sp->up_ = span_top;
+    span_top = sp;
+    return ENVLOG_OK;
+}
+
+envlog_err envlog_span_close(envlog_span *sp, const envlog_attr *attrs, size_t n,
+                             envlog_stamp *stamp)
+{
+    if (!sp || !sp->session_)
+        return envlog__fail(ENVLOG_INVALID_ARG, "span is not open");
+    for (envlog_span **pp = &span_top; *pp; pp = &(*pp)->up_)
+        if (*pp == sp) {
+            *pp = sp->up_;
+            break;
+        }
+    envlog_session *s = sp->session_;
+    sp->session_ = NULL;
+    if (sp->pid_ != (uint64_t)getpid())
+        return envlog__fail(ENVLOG_STATE,
+                            "span %s was opened by the parent process", sp->name_);
+    if (n && !attrs)
+        return envlog__fail(ENVLOG_INVALID_ARG, "span attributes missing");
+    for (size_t i = 0; i < n; i++)
+        if (!attrs[i].key || !attrs[i].value)
+            return envlog__fail(ENVLOG_INVALID_ARG, "span attribute %zu is NULL", i);
+    uint64_t now = envlog_clock_mono_ns() - s->start_mono;
+    envlog_span_rec r = {sp->name_, sp->id_, sp->parent_, sp->open_ns_,
+                         now - sp->open_ns_, attrs, n};
+    return submit(s, ENVLOG_KIND_SPAN, &r, ENVLOG_OBSERVED, stamp);
+}
