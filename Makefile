@@ -1,20 +1,23 @@
 # SPDX-License-Identifier: MIT
 # envlog - plain GNU make.  `make help` lists the targets.
 
-PREFIX     ?= /usr/local
-LIBDIR     ?= $(PREFIX)/lib
-INCLUDEDIR ?= $(PREFIX)/include
-BINDIR     ?= $(PREFIX)/bin
-MANDIR     ?= $(PREFIX)/share/man
+PREFIX       ?= /usr/local
+LIBDIR       ?= $(PREFIX)/lib
+INCLUDEDIR   ?= $(PREFIX)/include
+BINDIR       ?= $(PREFIX)/bin
+MANDIR       ?= $(PREFIX)/share/man
 PKGCONFIGDIR ?= $(LIBDIR)/pkgconfig
-DESTDIR    ?=
+DESTDIR      ?=
 
 CC      ?= cc
 WERROR  ?= -Werror
 CFLAGS  ?= -O2 -g
 WARN    := -std=c11 -Wall -Wextra -Wshadow -Wcast-qual -Wstrict-prototypes \
            -Wmissing-prototypes -Wundef -Wvla -Wformat=2 -Wwrite-strings $(WERROR)
-CPPFLAGS_ALL := -D_GNU_SOURCE -Iinclude -Icore -Ilog -Ireplay $(CPPFLAGS)
+# The library's modules see each other's internal headers; the command and
+# the examples see only include/.
+LIB_CPPFLAGS := -D_GNU_SOURCE -Iinclude -Icore -Ilog -Ireplay -Icuda $(CPPFLAGS)
+PUB_CPPFLAGS := -D_GNU_SOURCE -Iinclude $(CPPFLAGS)
 CFLAGS_ALL   := $(WARN) -fPIC -pthread $(CFLAGS)
 LDLIBS_ALL   := -lcbor -lxxhash -lzstd -lpthread -ldl -lm $(LDLIBS)
 
@@ -22,27 +25,27 @@ VERSION := 0.1.0
 SOMAJOR := 0
 B       ?= build
 
-CORE_SRC := $(wildcard core/*.c)
-LOG_SRC  := $(wildcard log/*.c)
-LIB_SRC  := $(CORE_SRC) $(LOG_SRC)
-CLI_SRC  := $(wildcard cli/*.c)
-
+LIB_SRC := $(wildcard core/*.c log/*.c replay/*.c cuda/*.c)
+CLI_SRC := $(wildcard cli/*.c)
 LIB_OBJ := $(LIB_SRC:%.c=$(B)/%.o)
 CLI_OBJ := $(CLI_SRC:%.c=$(B)/%.o)
+HEADERS := $(wildcard include/*.h core/*.h log/*.h replay/*.h cuda/*.h)
 
 STATIC := $(B)/libenvlog.a
 SHARED := $(B)/libenvlog.so.$(VERSION)
 BIN    := $(B)/envlog
 
-DEB_PKGS := libcbor-dev libxxhash-dev libzstd-dev check pkg-config python3-cbor2 zstd
+DEB_PKGS := libcbor-dev libxxhash-dev libzstd-dev check pkg-config \
+            python3-cbor2 zstd
 
 .PHONY: all deps check demo bench install uninstall clean asan ubsan \
-        checksymbols help unit golden interop
+        checksymbols help
 
 all: $(STATIC) $(SHARED) $(BIN)
 
 help:
-	@echo "targets: all deps check demo bench install uninstall clean asan ubsan checksymbols"
+	@echo "make [all|deps|check|demo|bench|install|uninstall|clean|asan|ubsan|checksymbols|fuzz]"
+	@echo "  PREFIX=$(PREFIX) LIBDIR INCLUDEDIR BINDIR MANDIR DESTDIR; CFLAGS are respected"
 
 # Installs what a fresh Debian machine lacks when run as root; otherwise says
 # exactly what to run.
@@ -53,30 +56,87 @@ deps:
 	if [ -n "$$missing" ]; then \
 	  if [ "$$(id -u)" = 0 ]; then \
 	    echo "envlog: installing$$missing"; \
-	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null || exit 1; \
+	    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing) >/dev/null || \
+	      { echo "envlog: apt-get install$$missing failed" >&2; exit 1; }; \
 	  else \
-	    echo "envlog: missing packages; run: sudo apt-get install$$missing" >&2; exit 1; \
+	    echo "envlog: missing Debian packages; run: sudo apt-get install$$missing" >&2; exit 1; \
 	  fi; \
 	fi
 
-$(B)/%.o: %.c $(wildcard include/*.h core/*.h log/*.h) | deps
+$(B)/.deps-ok:
+	@$(MAKE) --no-print-directory deps
+	@mkdir -p $(B) && touch $@
+
+$(B)/cli/%.o: cli/%.c $(HEADERS) | $(B)/.deps-ok
 	@mkdir -p $(dir $@)
 	@echo "  CC  $<"
-	@$(CC) $(CPPFLAGS_ALL) $(CFLAGS_ALL) -c $< -o $@
+	@$(CC) $(PUB_CPPFLAGS) $(CFLAGS_ALL) -c $< -o $@
+
+$(B)/%.o: %.c $(HEADERS) | $(B)/.deps-ok
+	@mkdir -p $(dir $@)
+	@echo "  CC  $<"
+	@$(CC) $(LIB_CPPFLAGS) $(CFLAGS_ALL) -c $< -o $@
 
 $(STATIC): $(LIB_OBJ)
 	@rm -f $@
-	$(AR) rcs $@ $^
+	@echo "  AR  $@"
+	@$(AR) rcs $@ $^
 
 $(SHARED): $(LIB_OBJ)
-	$(CC) -shared -Wl,-soname,libenvlog.so.$(SOMAJOR) $(LDFLAGS) -o $@ $^ $(LDLIBS_ALL)
-	ln -sf libenvlog.so.$(VERSION) $(B)/libenvlog.so.$(SOMAJOR)
-	ln -sf libenvlog.so.$(VERSION) $(B)/libenvlog.so
+	@echo "  LD  $@"
+	@$(CC) -shared -Wl,-soname,libenvlog.so.$(SOMAJOR) $(CFLAGS_ALL) $(LDFLAGS) -o $@ $^ $(LDLIBS_ALL)
+	@ln -sf libenvlog.so.$(VERSION) $(B)/libenvlog.so.$(SOMAJOR)
+	@ln -sf libenvlog.so.$(VERSION) $(B)/libenvlog.so
 
 $(BIN): $(CLI_OBJ) $(STATIC)
-	$(CC) $(CFLAGS_ALL) $(LDFLAGS) -o $@ $(CLI_OBJ) $(STATIC) $(LDLIBS_ALL)
+	@echo "  LD  $@"
+	@$(CC) $(CFLAGS_ALL) $(LDFLAGS) -o $@ $(CLI_OBJ) $(STATIC) $(LDLIBS_ALL)
+
+# Every exported symbol carries the envlog_ prefix.
+checksymbols: $(STATIC)
+	@bad=$$(nm -g --defined-only $(STATIC) | awk 'NF==3 && $$2 ~ /[TDBR]/ {print $$3}' | grep -v '^envlog_' || true); \
+	if [ -n "$$bad" ]; then echo "envlog: exported symbols without the envlog_ prefix:" >&2; echo "$$bad" >&2; exit 1; fi; \
+	echo "checksymbols: every exported symbol has the envlog_ prefix"
+
+envlog.pc: Makefile
+	@printf 'prefix=%s\nlibdir=%s\nincludedir=%s\n\nName: envlog\nDescription: %s\nVersion: %s\nLibs: -L$${libdir} -lenvlog\nLibs.private: %s\nRequires.private: libcbor libxxhash libzstd\nCflags: -I$${includedir}\n' \
+	  '$(PREFIX)' '$(LIBDIR)' '$(INCLUDEDIR)' 'Records how a GPU compute environment was built' \
+	  '$(VERSION)' '-lpthread -ldl -lm' > $@
+
+install: all envlog.pc
+	install -d $(DESTDIR)$(LIBDIR) $(DESTDIR)$(INCLUDEDIR) $(DESTDIR)$(BINDIR) \
+	  $(DESTDIR)$(PKGCONFIGDIR) $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(MANDIR)/man3 \
+	  $(DESTDIR)$(MANDIR)/man5
+	install -m 644 $(STATIC) $(DESTDIR)$(LIBDIR)/
+	install -m 755 $(SHARED) $(DESTDIR)$(LIBDIR)/
+	ln -sf libenvlog.so.$(VERSION) $(DESTDIR)$(LIBDIR)/libenvlog.so.$(SOMAJOR)
+	ln -sf libenvlog.so.$(VERSION) $(DESTDIR)$(LIBDIR)/libenvlog.so
+	install -m 644 include/envlog*.h $(DESTDIR)$(INCLUDEDIR)/
+	install -m 755 $(BIN) $(DESTDIR)$(BINDIR)/
+	install -m 644 envlog.pc $(DESTDIR)$(PKGCONFIGDIR)/
+	for m in man/*.1; do [ -f $$m ] && install -m 644 $$m $(DESTDIR)$(MANDIR)/man1/ || true; done
+	for m in man/*.3; do [ -f $$m ] && install -m 644 $$m $(DESTDIR)$(MANDIR)/man3/ || true; done
+	for m in man/*.5; do [ -f $$m ] && install -m 644 $$m $(DESTDIR)$(MANDIR)/man5/ || true; done
+
+uninstall:
+	rm -f $(DESTDIR)$(LIBDIR)/libenvlog.a $(DESTDIR)$(LIBDIR)/libenvlog.so* \
+	  $(DESTDIR)$(BINDIR)/envlog $(DESTDIR)$(PKGCONFIGDIR)/envlog.pc \
+	  $(DESTDIR)$(INCLUDEDIR)/envlog.h $(DESTDIR)$(INCLUDEDIR)/envlog_cuda.h
+	rm -f $(DESTDIR)$(MANDIR)/man1/envlog*.1 $(DESTDIR)$(MANDIR)/man3/envlog*.3 \
+	  $(DESTDIR)$(MANDIR)/man5/envlog*.5
+
+# Sanitizer builds: the same suite, in their own build directories.
+SAN_FLAGS := -O1 -g -fno-omit-frame-pointer -fno-sanitize-recover=all
+asan:
+	$(MAKE) B=build-asan CFLAGS="$(SAN_FLAGS) -fsanitize=address,undefined" \
+	  LDFLAGS="-fsanitize=address,undefined" check
+ubsan:
+	$(MAKE) B=build-ubsan CFLAGS="$(SAN_FLAGS) -fsanitize=undefined" \
+	  LDFLAGS="-fsanitize=undefined" check
 
 clean:
-	rm -rf build build-asan build-ubsan
+	rm -rf build build-asan build-ubsan envlog.pc
 
 -include tests/tests.mk
+-include examples/examples.mk
+-include bench/bench.mk

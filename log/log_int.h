@@ -160,4 +160,16 @@ typedef struct envlog_seg_name {
 envlog_err envlog_list_segments(int dirfd, envlog_seg_name **out, size_t *n);
 void envlog_seg_name_format(char out[40], uint32_t segment, uint64_t first_seq);
 
+/* --------------------------------------------------------- session hook */
+
+/* Called under the session's lock after each record is accepted (also at
+ * level OFF, so caches still work), with the caller's body struct: the
+ * replay module keeps a state current this way without log knowing it. */
+typedef void (*envlog_session_hook)(void *ctx, envlog_kind kind,
+                                    const envlog_stamp *stamp,
+                                    envlog_effect effect, const void *body);
+void envlog_session_set_hook(envlog_session *s, envlog_session_hook fn, void *ctx);
+/* The environment a session records into. */
+envlog_env *envlog_session_env(const envlog_session *s);
+
 #endif /* ENVLOG_LOG_INT_H */

@@ -55,6 +55,8 @@ struct envlog_session {
     uint64_t held_count;
     uint64_t dropped;
     envlog_session_stats st;
+    envlog_session_hook hook;
+    void *hook_ctx;
     /* the process's list of sessions, for fork handling */
     struct envlog_session *next_live, *prev_live;
 };
@@ -286,6 +288,19 @@ envlog_err envlog_session_end(envlog_session *s)
     return e;
 }
 
+void envlog_session_set_hook(envlog_session *s, envlog_session_hook fn, void *ctx)
+{
+    pthread_mutex_lock(&s->mu);
+    s->hook = fn;
+    s->hook_ctx = ctx;
+    pthread_mutex_unlock(&s->mu);
+}
+
+envlog_env *envlog_session_env(const envlog_session *s)
+{
+    return s->env;
+}
+
 envlog_id128 envlog_session_id(const envlog_session *s)
 {
     return s->id;
@@ -508,6 +523,8 @@ accepted:
     s->next_seq++;
     s->st.accepted++;
 stamped:
+    if (s->hook)
+        s->hook(s->hook_ctx, kind, &st, effect, body);
     if (stamp)
         *stamp = st;
 out:
