@@ -137,6 +137,10 @@ ubsan:
 clean:
 	rm -rf build build-asan build-ubsan envlog.pc
 
--include tests/tests.mk
--include examples/examples.mk
--include bench/bench.mk
+# Each mk/*.mk fragment adds its test targets to CHECK_TARGETS, its demo
+# steps to DEMO_TARGETS and its programs to BENCH_TARGETS.
+CHECK_TARGETS :=
+include $(sort $(wildcard mk/*.mk))
+
+check: all $(CHECK_TARGETS)
+	@echo "envlog: all checks passed"

@@ -90,6 +90,7 @@ static const envlog_field tune_f[] = {
     F(14, ENVLOG_F_BOOL, "short_circuit", envlog_tune, short_circuit),
     F(15, ENVLOG_F_U64, "wall_ns", envlog_tune, wall_ns),
     F(16, ENVLOG_F_BOOL, "stored", envlog_tune, stored),
+    F(17, ENVLOG_F_BOOL, "imported", envlog_tune, imported),
 };
 static SCHEMA(tune_s, "tune", envlog_tune, tune_f);
 
@@ -110,6 +111,7 @@ static const envlog_field compile_f[] = {
     FULL(17, ENVLOG_F_TEXT, "source", envlog_compile, source),
     FULL(18, ENVLOG_F_BYTES, "ir", envlog_compile, ir),
     OPT(19, ENVLOG_F_STAMP, "tune", envlog_compile, tune, has_tune),
+    F(20, ENVLOG_F_BOOL, "imported", envlog_compile, imported),
 };
 static SCHEMA(compile_s, "compile", envlog_compile, compile_f);
 

@@ -170,6 +170,7 @@ typedef struct envlog_tune {
     bool short_circuit;        /* picked without measuring every candidate */
     uint64_t wall_ns;          /* wall time of the whole tune */
     bool stored;               /* false: an unmeasured pick, never stored */
+    bool imported;             /* copied from a bundle (written by import) */
 } envlog_tune;
 
 /*! envlog_tune_checksum() : the tune-set checksum of `n` candidate names
@@ -201,6 +202,7 @@ typedef struct envlog_compile {
     envlog_bytes ir;           /* intermediate code, recorded at FULL only */
     bool has_tune;             /* the compile was asked for by a tune */
     envlog_stamp tune;         /* that tune's stamp */
+    bool imported;             /* copied from a bundle (written by import) */
 } envlog_compile;
 
 /* A timed stretch of the caller's work. */
@@ -264,6 +266,10 @@ typedef struct envlog_session_rec {
     envlog_level level;
     uint64_t dropped;          /* records dropped before the first flush */
 } envlog_session_rec;
+
+/* Output sink for the renderers: called with pieces of text; returns
+ * non-zero to report a write failure. */
+typedef int (*envlog_write_fn)(void *ctx, const char *text, size_t len);
 
 /* -------------------------------------------------------------- environment */
 
@@ -500,10 +506,183 @@ envlog_session_state envlog_reader_state(const envlog_reader *r);
 
 void envlog_reader_close(envlog_reader *r);
 
-/* --------------------------------------------------------------- rendering */
+/* ------------------------------------------------------------------- replay */
 
-/* Output sink for the renderers: called with pieces of text. */
-typedef int (*envlog_write_fn)(void *ctx, const char *text, size_t len);
+/*
+ * Replay folds every session of an environment, in one total order, into the
+ * cache state: a winner per (namespace, key, tune-set checksum) and a binary
+ * per (namespace, kernel key).  The order is (session start + offset,
+ * session id, seq), independent of how files are listed, so the same logs
+ * always fold to the same state.  Rules: between two local values the first
+ * stands; a local value replaces an imported one; an imported value never
+ * replaces anything; a forget removes one entry; a tune with stored = false
+ * makes no entry.  Every entry keeps the stamp of the record that set it.
+ */
+
+typedef enum envlog_origin {
+    ENVLOG_LOCAL = 0,
+    ENVLOG_IMPORTED = 1
+} envlog_origin;
+
+/* Why an entry stands (or does not). */
+typedef enum envlog_rule {
+    ENVLOG_RULE_FIRST_LOCAL = 0,      /* the first local value */
+    ENVLOG_RULE_LOCAL_OVER_IMPORTED = 1, /* a local value replaced an imported one */
+    ENVLOG_RULE_IMPORTED = 2,         /* imported, nothing local since */
+    ENVLOG_RULE_FORGOTTEN = 3,        /* removed by a forget */
+    ENVLOG_RULE_NOT_STORED = 4,       /* a tune whose pick was not stored */
+    ENVLOG_RULE_KEPT_FIRST = 5,       /* a later local value that lost to the first */
+    ENVLOG_RULE_IMPORT_IGNORED = 6    /* an imported value that replaced nothing */
+} envlog_rule;
+
+const char *envlog_rule_name(envlog_rule rule);
+
+typedef struct envlog_replay_opts {
+    /* Fold only records up to a point: by time (session start + offset at
+     * most until_unix_ns), or up to and including a stamp in the total
+     * order. */
+    bool until_time;
+    uint64_t until_unix_ns;
+    bool until_stamp;
+    envlog_id128 until_session;
+    uint64_t until_seq;
+    /* Called for each damaged region or torn tail met; replay goes on. */
+    void (*on_damage)(void *ctx, const envlog_damage *d, bool torn);
+    /* Called now and then with records folded so far and the total bytes of
+     * log to read (for a progress bar). */
+    void (*on_progress)(void *ctx, uint64_t bytes_done, uint64_t bytes_total);
+    void *ctx;
+} envlog_replay_opts;
+
+/* A record as replay hands it out: the record and its session's summary. */
+typedef struct envlog_replay_rec {
+    const envlog_record *rec;
+    const envlog_session_rec *session; /* NULL when unreadable */
+    uint64_t unix_ns;                  /* session start + offset */
+} envlog_replay_rec;
+
+/*! envlog_replay_each() : calls `fn` for every record of `env` in the total
+ *  order (within the limits of `opts`, which may be NULL).  `fn` returns
+ *  non-zero to stop.
+ *  @return ENVLOG_OK (damage is reported through opts->on_damage, not as an
+ *  error); ENVLOG_IO, ENVLOG_NOMEM; ENVLOG_STATE when `fn` stopped it. */
+envlog_err envlog_replay_each(envlog_env *env, const envlog_replay_opts *opts,
+                              int (*fn)(void *ctx, const envlog_replay_rec *r),
+                              void *ctx);
+
+typedef struct envlog_state envlog_state;
+
+/* A standing autotune entry. */
+typedef struct envlog_tune_entry {
+    const char *ns;
+    const char *key;
+    uint64_t checksum;
+    const char *winner;         /* the winning candidate's name */
+    int64_t winner_index;
+    const char *const *candidates;
+    size_t n_candidates;
+    double margin;
+    bool within_noise;
+    envlog_origin origin;
+    envlog_rule rule;
+    envlog_stamp stamp;         /* the record that set it */
+} envlog_tune_entry;
+
+/* A standing kernel entry. */
+typedef struct envlog_kernel_entry {
+    const char *ns;
+    const char *name;
+    envlog_hash128 kernel_key;
+    envlog_hash128 source_hash;
+    const char *options;
+    const char *compiler_version;
+    const char *arch;
+    envlog_hash128 binary_hash;
+    envlog_bytes binary;
+    envlog_origin origin;
+    envlog_rule rule;
+    envlog_stamp stamp;
+} envlog_kernel_entry;
+
+/*! envlog_state_open() : folds `env` (up to opts' limits; opts may be NULL)
+ *  into a new state owned by the caller.  It does not follow later records.
+ *  @return ENVLOG_OK; ENVLOG_IO, ENVLOG_NOMEM. */
+envlog_err envlog_state_open(envlog_env *env, const envlog_replay_opts *opts,
+                             envlog_state **st);
+void envlog_state_close(envlog_state *st);
+
+/*! envlog_env_state() : the environment's live state: folded at the first
+ *  call, then kept current by every session begun on `env`, so a lookup sees
+ *  this process's records at once.  Owned by `env`; valid until
+ *  envlog_env_close().  Safe to use from many threads. */
+envlog_err envlog_env_state(envlog_env *env, envlog_state **st);
+
+/*! envlog_state_winner() : the standing winner of (ns, key, checksum).
+ *  Strings in `out` stay valid until the state is closed.
+ *  @return ENVLOG_OK or ENVLOG_NOT_FOUND. */
+envlog_err envlog_state_winner(envlog_state *st, const char *ns, const char *key,
+                               uint64_t checksum, envlog_tune_entry *out);
+
+/*! envlog_state_kernel() : the standing binary of (ns, kernel key).
+ *  @return ENVLOG_OK or ENVLOG_NOT_FOUND. */
+envlog_err envlog_state_kernel(envlog_state *st, const char *ns,
+                               const envlog_hash128 *kernel_key,
+                               envlog_kernel_entry *out);
+
+/* An entry near a missed lookup, and how it differs. */
+typedef struct envlog_near {
+    envlog_table table;
+    const char *ns;
+    const char *key;
+    uint64_t checksum;
+    envlog_origin origin;
+    envlog_stamp stamp;
+    char differs[256];  /* e.g. "namespace component 4: sm_80 here, sm_90 asked" */
+} envlog_near;
+
+/*! envlog_state_explain() : for a lookup of (table, ns, key, checksum) that
+ *  missed, the standing entries with the same key under another namespace or
+ *  checksum, each saying which components differ (for kernels `key` is the
+ *  kernel key in hex and entries with the same kernel name also count).
+ *  Free with envlog_near_free().  @return ENVLOG_OK or ENVLOG_NOMEM. */
+envlog_err envlog_state_explain(envlog_state *st, envlog_table table,
+                                const char *ns, const char *key,
+                                uint64_t checksum, const char *const *candidates,
+                                size_t n_candidates, envlog_near **out, size_t *n);
+void envlog_near_free(envlog_near *near);
+
+/* What envlog_state_each() hands out: exactly one of tune or kernel. */
+typedef struct envlog_entry {
+    envlog_table table;
+    const envlog_tune_entry *tune;
+    const envlog_kernel_entry *kernel;
+} envlog_entry;
+
+/*! envlog_state_each() : every standing entry in canonical order (table,
+ *  namespace, key, checksum), for dumps and diffs.  `fn` returns non-zero to
+ *  stop.  @return ENVLOG_OK, ENVLOG_NOMEM, or ENVLOG_STATE when stopped. */
+envlog_err envlog_state_each(envlog_state *st,
+                             int (*fn)(void *ctx, const envlog_entry *e),
+                             void *ctx);
+
+typedef struct envlog_state_stats {
+    uint64_t tunes;        /* standing tune entries */
+    uint64_t kernels;      /* standing kernel entries */
+    uint64_t user_records; /* user records carried through */
+    uint64_t records;      /* records folded */
+    uint64_t sessions;     /* sessions folded */
+    uint64_t damaged;      /* damaged regions and torn tails met */
+    uint64_t last_change_unix_ns; /* time of the last CHANGED record */
+} envlog_state_stats;
+
+void envlog_state_stats_get(envlog_state *st, envlog_state_stats *out);
+
+/*! envlog_state_dump() : the canonical dump of the state: one JSON object
+ *  per line, entries in canonical order, then user records in total order.
+ *  The same logs always give byte-identical output. */
+envlog_err envlog_state_dump(envlog_state *st, envlog_write_fn fn, void *ctx);
+
+/* --------------------------------------------------------------- rendering */
 
 /*! envlog_record_json() : writes `rec` as one compact JSON object (no
  *  newline): its stamp, kind, effect and every known field by name; unknown

@@ -286,6 +286,7 @@ envlog_err envlog_env_open(const char *path, unsigned flags, envlog_env **out)
     if (!env)
         return envlog__fail(ENVLOG_NOMEM, "opening environment");
     env->dirfd = env->sessions_fd = -1;
+    pthread_mutex_init(&env->state_mu, NULL);
     env->readonly = flags & ENVLOG_OPEN_READONLY;
     if (!(env->path = envlog_strdup(path))) {
         e = envlog__fail(ENVLOG_NOMEM, "opening environment");
@@ -321,6 +322,9 @@ void envlog_env_close(envlog_env *env)
 {
     if (!env)
         return;
+    if (env->state_free)
+        env->state_free(env->state);
+    pthread_mutex_destroy(&env->state_mu);
     if (env->sessions_fd >= 0)
         close(env->sessions_fd);
     if (env->dirfd >= 0)

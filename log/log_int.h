@@ -134,11 +134,22 @@ void envlog_frame_reader_free(envlog_frame_reader *fr);
 
 /* --------------------------------------------------------- environment */
 
+/* The environment's live state hook (set by replay, see log/session.c). */
+typedef void (*envlog_session_hook)(void *ctx, envlog_kind kind,
+                                    const envlog_stamp *stamp,
+                                    envlog_effect effect, const void *body);
+
 struct envlog_env {
     char *path;
     int dirfd;
     int sessions_fd;
     bool readonly;
+    /* The live state replay keeps for this handle: folded once, then fed by
+     * every session's records through state_hook. */
+    pthread_mutex_t state_mu;
+    void *state;
+    envlog_session_hook state_hook;
+    void (*state_free)(void *state);
 };
 
 /* Opens `name` under `dirfd` as a directory, refusing symbolic links. */
@@ -165,9 +176,6 @@ void envlog_seg_name_format(char out[40], uint32_t segment, uint64_t first_seq);
 /* Called under the session's lock after each record is accepted (also at
  * level OFF, so caches still work), with the caller's body struct: the
  * replay module keeps a state current this way without log knowing it. */
-typedef void (*envlog_session_hook)(void *ctx, envlog_kind kind,
-                                    const envlog_stamp *stamp,
-                                    envlog_effect effect, const void *body);
 void envlog_session_set_hook(envlog_session *s, envlog_session_hook fn, void *ctx);
 /* The environment a session records into. */
 envlog_env *envlog_session_env(const envlog_session *s);

@@ -525,6 +525,9 @@ accepted:
 stamped:
     if (s->hook)
         s->hook(s->hook_ctx, kind, &st, effect, body);
+    envlog_session_hook live = __atomic_load_n(&s->env->state_hook, __ATOMIC_ACQUIRE);
+    if (live)
+        live(s->env->state, kind, &st, effect, body);
     if (stamp)
         *stamp = st;
 out:

@@ -1,0 +1,308 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * order.c - every record of an environment in one total order.
+ *
+ * Within a session records are read in seq order and their offsets never
+ * decrease (both are taken under the session's lock), so the total order
+ * (session start + offset, session id, seq) is a k-way merge of the
+ * sessions' readers, whatever order the directory lists them in.
+ */
+#include "replay_int.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <errno.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+typedef struct cursor {
+    envlog_reader *r;
+    envlog_id128 id;
+    const envlog_record *rec;
+    envlog_session_rec session; /* a copy; strings below */
+    bool have_session;
+    envlog_arena arena;         /* the session record's strings */
+    uint64_t start_ns;
+    uint64_t key_ns;            /* start + offset of rec */
+} cursor;
+
+int envlog_order_cmp(uint64_t a_ns, const envlog_id128 *a_id, uint64_t a_seq,
+                     uint64_t b_ns, const envlog_id128 *b_id, uint64_t b_seq)
+{
+    if (a_ns != b_ns)
+        return a_ns < b_ns ? -1 : 1;
+    int c = memcmp(a_id->b, b_id->b, 16);
+    if (c)
+        return c < 0 ? -1 : 1;
+    return a_seq < b_seq ? -1 : a_seq > b_seq;
+}
+
+static int cur_cmp(const cursor *a, const cursor *b)
+{
+    return envlog_order_cmp(a->key_ns, &a->id, a->rec->stamp.seq, b->key_ns, &b->id,
+                            b->rec->stamp.seq);
+}
+
+typedef struct merge {
+    envlog_env *env;
+    const envlog_replay_opts *opts;
+    cursor *cur;
+    size_t n;
+    cursor **heap;
+    size_t hn;
+    uint64_t bytes_total, bytes_done;
+} merge;
+
+/* Copies the session record so it outlives the reader's next record. */
+static envlog_err keep_session(cursor *c, const envlog_session_rec *s)
+{
+    c->session = *s;
+    const char **strs[] = {&c->session.envlog_version, &c->session.runtime,
+                           &c->session.runtime_version, &c->session.label,
+                           &c->session.host, &c->session.os, &c->session.arch,
+                           &c->session.process_mode};
+    for (size_t i = 0; i < sizeof strs / sizeof strs[0]; i++) {
+        if (!*strs[i])
+            continue;
+        size_t n = strlen(*strs[i]) + 1;
+        char *d = envlog_arena_alloc(&c->arena, n);
+        if (!d)
+            return envlog__fail(ENVLOG_NOMEM, "keeping a session record");
+        memcpy(d, *strs[i], n);
+        *strs[i] = d;
+    }
+    const char **devs = NULL;
+    if (s->n_devices &&
+        !(devs = envlog_arena_alloc(&c->arena, s->n_devices * sizeof(char *))))
+        return envlog__fail(ENVLOG_NOMEM, "keeping a session record");
+    for (size_t i = 0; i < s->n_devices; i++) {
+        size_t n = strlen(s->devices[i]) + 1;
+        char *d = envlog_arena_alloc(&c->arena, n);
+        if (!d)
+            return envlog__fail(ENVLOG_NOMEM, "keeping a session record");
+        memcpy(d, s->devices[i], n);
+        devs[i] = d;
+    }
+    c->session.devices = devs;
+    c->have_session = true;
+    c->start_ns = s->start_unix_ns;
+    return ENVLOG_OK;
+}
+
+/* Advances a cursor to its next record; rec is NULL at the end. */
+static envlog_err advance(merge *m, cursor *c)
+{
+    for (;;) {
+        envlog_err e = envlog_reader_next(c->r, &c->rec);
+        if (e == ENVLOG_END) {
+            c->rec = NULL;
+            return ENVLOG_OK;
+        }
+        if (e == ENVLOG_CORRUPT || e == ENVLOG_TRUNCATED) {
+            if (m->opts && m->opts->on_damage)
+                m->opts->on_damage(m->opts->ctx, envlog_reader_damage(c->r),
+                                   e == ENVLOG_TRUNCATED);
+            continue;
+        }
+        if (e)
+            return e;
+        m->bytes_done += c->rec->payload.size;
+        if (c->rec->kind == ENVLOG_KIND_SESSION && !c->have_session &&
+            (e = keep_session(c, &c->rec->u.session)))
+            return e;
+        c->key_ns = c->start_ns + c->rec->stamp.offset_ns;
+        return ENVLOG_OK;
+    }
+}
+
+static void heap_down(merge *m, size_t i)
+{
+    for (;;) {
+        size_t l = 2 * i + 1, r = l + 1, s = i;
+        if (l < m->hn && cur_cmp(m->heap[l], m->heap[s]) < 0)
+            s = l;
+        if (r < m->hn && cur_cmp(m->heap[r], m->heap[s]) < 0)
+            s = r;
+        if (s == i)
+            return;
+        cursor *t = m->heap[i];
+        m->heap[i] = m->heap[s];
+        m->heap[s] = t;
+        i = s;
+    }
+}
+
+static uint64_t dir_bytes(envlog_env *env, const char *name)
+{
+    int fd;
+    uint64_t total = 0;
+    if (envlog_open_dir(env->sessions_fd, name, &fd))
+        return 0;
+    envlog_seg_name *segs;
+    size_t n;
+    if (envlog_list_segments(fd, &segs, &n) == ENVLOG_OK) {
+        for (size_t i = 0; i < n; i++) {
+            struct stat st;
+            if (fstatat(fd, segs[i].name, &st, AT_SYMLINK_NOFOLLOW) == 0)
+                total += (uint64_t)st.st_size;
+        }
+        envlog_free(segs);
+    }
+    close(fd);
+    return total;
+}
+
+/* Opens a cursor per session directory. */
+static envlog_err open_all(merge *m)
+{
+    if (m->env->sessions_fd < 0)
+        return ENVLOG_OK;
+    int fd = dup(m->env->sessions_fd);
+    DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+    if (!d) {
+        if (fd >= 0)
+            close(fd);
+        return envlog__fail_errno(errno, "listing sessions of %s", m->env->path);
+    }
+    rewinddir(d);
+    size_t cap = 0;
+    envlog_err e = ENVLOG_OK;
+    struct dirent *de;
+    while ((de = readdir(d))) {
+        envlog_id128 id;
+        if (envlog_id_parse(de->d_name, &id))
+            continue;
+        if (m->n == cap) {
+            cap = cap ? cap * 2 : 16;
+            cursor *p = envlog_realloc(m->cur, cap * sizeof *p);
+            if (!p) {
+                e = envlog__fail(ENVLOG_NOMEM, "opening sessions");
+                break;
+            }
+            m->cur = p;
+        }
+        cursor *c = &m->cur[m->n];
+        memset(c, 0, sizeof *c);
+        c->id = id;
+        /* Ids begin with their creation time in ms: the start time to use
+         * when the session record itself is unreadable. */
+        for (int i = 0; i < 6; i++)
+            c->start_ns = c->start_ns << 8 | id.b[i];
+        c->start_ns *= 1000000u;
+        e = envlog_reader_open(m->env, &id, &c->r);
+        if (e == ENVLOG_NOMEM || e == ENVLOG_IO)
+            break;
+        if (e) {
+            /* A session that cannot be opened (a symbolic link, say) is
+             * damage to report, not a reason to stop. */
+            if (m->opts && m->opts->on_damage) {
+                envlog_damage dm = {.session = id};
+                snprintf(dm.reason, sizeof dm.reason, "%.95s", envlog_errmsg());
+                m->opts->on_damage(m->opts->ctx, &dm, false);
+            }
+            e = ENVLOG_OK;
+            continue;
+        }
+        m->bytes_total += dir_bytes(m->env, de->d_name);
+        m->n++;
+    }
+    closedir(d);
+    return e;
+}
+
+static void close_all(merge *m)
+{
+    for (size_t i = 0; i < m->n; i++) {
+        envlog_reader_close(m->cur[i].r);
+        envlog_arena_free(&m->cur[i].arena);
+    }
+    envlog_free(m->cur);
+    envlog_free(m->heap);
+}
+
+/* The position (time) of stamp `until` in the total order. */
+static envlog_err stamp_position(merge *m, uint64_t *ns)
+{
+    const envlog_replay_opts *o = m->opts;
+    for (size_t i = 0; i < m->n; i++) {
+        if (memcmp(m->cur[i].id.b, o->until_session.b, 16))
+            continue;
+        cursor tmp = {0};
+        envlog_err e = envlog_reader_open(m->env, &o->until_session, &tmp.r);
+        if (e)
+            return e;
+        tmp.start_ns = m->cur[i].start_ns;
+        tmp.id = o->until_session;
+        merge quiet = {0};
+        while (!(e = advance(&quiet, &tmp)) && tmp.rec) {
+            if (tmp.rec->stamp.seq == o->until_seq) {
+                *ns = tmp.key_ns;
+                break;
+            }
+        }
+        bool found = !e && tmp.rec;
+        envlog_reader_close(tmp.r);
+        envlog_arena_free(&tmp.arena);
+        if (e)
+            return e;
+        if (found)
+            return ENVLOG_OK;
+        break;
+    }
+    char hex[33];
+    envlog_id_format(&o->until_session, hex);
+    return envlog__fail(ENVLOG_NOT_FOUND, "no record %s:%llu", hex,
+                        (unsigned long long)o->until_seq);
+}
+
+envlog_err envlog_replay_each(envlog_env *env, const envlog_replay_opts *opts,
+                              int (*fn)(void *ctx, const envlog_replay_rec *r),
+                              void *ctx)
+{
+    merge m = {.env = env, .opts = opts};
+    envlog_err e = open_all(&m);
+    uint64_t until_ns = 0;
+    if (!e && opts && opts->until_stamp)
+        e = stamp_position(&m, &until_ns);
+    if (!e && m.n && !(m.heap = envlog_calloc(m.n, sizeof *m.heap)))
+        e = envlog__fail(ENVLOG_NOMEM, "replay");
+    for (size_t i = 0; !e && i < m.n; i++) {
+        if ((e = advance(&m, &m.cur[i])))
+            break;
+        if (m.cur[i].rec)
+            m.heap[m.hn++] = &m.cur[i];
+    }
+    for (size_t i = m.hn; !e && i-- > 0;)
+        heap_down(&m, i);
+    uint64_t last_progress = 0;
+    while (!e && m.hn) {
+        cursor *c = m.heap[0];
+        if (opts && opts->until_time && c->key_ns > opts->until_unix_ns)
+            break;
+        if (opts && opts->until_stamp &&
+            envlog_order_cmp(c->key_ns, &c->id, c->rec->stamp.seq, until_ns,
+                             &opts->until_session, opts->until_seq) > 0)
+            break;
+        envlog_replay_rec rr = {c->rec, c->have_session ? &c->session : NULL,
+                                c->key_ns};
+        if (fn(ctx, &rr)) {
+            e = envlog__fail(ENVLOG_STATE, "replay stopped by its caller");
+            break;
+        }
+        if ((e = advance(&m, c)))
+            break;
+        if (!c->rec)
+            m.heap[0] = m.heap[--m.hn];
+        heap_down(&m, 0);
+        if (opts && opts->on_progress && m.bytes_done - last_progress > (4u << 20)) {
+            last_progress = m.bytes_done;
+            opts->on_progress(opts->ctx, m.bytes_done, m.bytes_total);
+        }
+    }
+    if (!e && opts && opts->on_progress)
+        opts->on_progress(opts->ctx, m.bytes_total, m.bytes_total);
+    close_all(&m);
+    return e;
+}

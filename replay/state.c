@@ -1,0 +1,706 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * state.c - the cache state and the fold rules.
+ *
+ * Entries live in a chained hash table keyed by (table, namespace, key,
+ * checksum) for tunes and (table, namespace, kernel key) for kernels.  An
+ * entry never changes once made: a replacement is a new entry, and the old
+ * one stays allocated until the state closes, so a pointer a lookup handed
+ * out is never left dangling while other threads record.
+ */
+#include "replay_int.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct entry {
+    envlog_table table;
+    uint64_t hash;
+    bool live;
+    envlog_tune_entry t;
+    envlog_kernel_entry k;
+    uint64_t unix_ns;
+    struct entry *bucket_next;
+    struct entry *all_next;
+} entry;
+
+typedef struct user_rec {
+    char *kind;
+    uint8_t *body;
+    size_t size;
+    envlog_stamp stamp;
+} user_rec;
+
+struct envlog_state {
+    pthread_rwlock_t lock;
+    entry **buckets;
+    size_t n_buckets;
+    size_t n_tunes, n_kernels;
+    entry *all;
+    envlog_arena strings;
+    user_rec *users;
+    size_t n_users, cap_users;
+    envlog_state_stats st;
+    envlog_id128 last_session;
+    bool any_session;
+};
+
+const char *envlog_rule_name(envlog_rule rule)
+{
+    switch (rule) {
+    case ENVLOG_RULE_FIRST_LOCAL: return "first local value stands";
+    case ENVLOG_RULE_LOCAL_OVER_IMPORTED: return "local value replaced an imported one";
+    case ENVLOG_RULE_IMPORTED: return "imported; nothing local since";
+    case ENVLOG_RULE_FORGOTTEN: return "forgotten";
+    case ENVLOG_RULE_NOT_STORED: return "not stored: the pick was not measured";
+    case ENVLOG_RULE_KEPT_FIRST: return "a later local value; the first one stands";
+    case ENVLOG_RULE_IMPORT_IGNORED: return "imported value ignored: an entry existed";
+    }
+    return "unknown rule";
+}
+
+envlog_err envlog_state_new(envlog_state **out)
+{
+    envlog_state *st = envlog_calloc(1, sizeof *st);
+    if (!st)
+        return envlog__fail(ENVLOG_NOMEM, "creating a state");
+    st->n_buckets = 1024;
+    if (!(st->buckets = envlog_calloc(st->n_buckets, sizeof *st->buckets))) {
+        envlog_free(st);
+        return envlog__fail(ENVLOG_NOMEM, "creating a state");
+    }
+    pthread_rwlock_init(&st->lock, NULL);
+    *out = st;
+    return ENVLOG_OK;
+}
+
+void envlog_state_close(envlog_state *st)
+{
+    if (!st)
+        return;
+    for (entry *e = st->all; e;) {
+        entry *next = e->all_next;
+        envlog_free((void *)(uintptr_t)e->k.binary.data);
+        envlog_free(e);
+        e = next;
+    }
+    for (size_t i = 0; i < st->n_users; i++) {
+        envlog_free(st->users[i].kind);
+        envlog_free(st->users[i].body);
+    }
+    envlog_free(st->users);
+    envlog_free(st->buckets);
+    envlog_arena_free(&st->strings);
+    pthread_rwlock_destroy(&st->lock);
+    envlog_free(st);
+}
+
+void envlog_state_wrlock(envlog_state *st) { pthread_rwlock_wrlock(&st->lock); }
+void envlog_state_unlock(envlog_state *st) { pthread_rwlock_unlock(&st->lock); }
+
+/* ------------------------------------------------------------------ keys */
+
+static uint64_t key_hash(envlog_table table, const char *ns, const void *key,
+                         size_t key_len, uint64_t checksum)
+{
+    uint64_t h = envlog_xxh64(ns, strlen(ns) + 1, table);
+    h = envlog_xxh64(key, key_len, h);
+    return envlog_xxh64(&checksum, sizeof checksum, h);
+}
+
+static uint64_t tune_hash(const char *ns, const char *key, uint64_t checksum)
+{
+    return key_hash(ENVLOG_TABLE_TUNE, ns, key, strlen(key), checksum);
+}
+
+static uint64_t kernel_hash(const char *ns, const envlog_hash128 *k)
+{
+    return key_hash(ENVLOG_TABLE_KERNEL, ns, k->b, 16, 0);
+}
+
+static entry *find_tune(const envlog_state *st, const char *ns, const char *key,
+                        uint64_t checksum)
+{
+    uint64_t h = tune_hash(ns, key, checksum);
+    for (entry *e = st->buckets[h & (st->n_buckets - 1)]; e; e = e->bucket_next)
+        if (e->hash == h && e->table == ENVLOG_TABLE_TUNE &&
+            e->t.checksum == checksum && !strcmp(e->t.key, key) &&
+            !strcmp(e->t.ns, ns))
+            return e;
+    return NULL;
+}
+
+static entry *find_kernel(const envlog_state *st, const char *ns,
+                          const envlog_hash128 *k)
+{
+    uint64_t h = kernel_hash(ns, k);
+    for (entry *e = st->buckets[h & (st->n_buckets - 1)]; e; e = e->bucket_next)
+        if (e->hash == h && e->table == ENVLOG_TABLE_KERNEL &&
+            !memcmp(e->k.kernel_key.b, k->b, 16) && !strcmp(e->k.ns, ns))
+            return e;
+    return NULL;
+}
+
+static envlog_err grow(envlog_state *st)
+{
+    size_t n = st->n_buckets * 2;
+    entry **b = envlog_calloc(n, sizeof *b);
+    if (!b)
+        return envlog__fail(ENVLOG_NOMEM, "growing the state");
+    for (size_t i = 0; i < st->n_buckets; i++)
+        for (entry *e = st->buckets[i]; e;) {
+            entry *next = e->bucket_next;
+            e->bucket_next = b[e->hash & (n - 1)];
+            b[e->hash & (n - 1)] = e;
+            e = next;
+        }
+    envlog_free(st->buckets);
+    st->buckets = b;
+    st->n_buckets = n;
+    return ENVLOG_OK;
+}
+
+static void unlink_entry(envlog_state *st, entry *old)
+{
+    for (entry **pp = &st->buckets[old->hash & (st->n_buckets - 1)]; *pp;
+         pp = &(*pp)->bucket_next)
+        if (*pp == old) {
+            *pp = old->bucket_next;
+            break;
+        }
+    old->live = false;
+    if (old->table == ENVLOG_TABLE_TUNE)
+        st->n_tunes--;
+    else
+        st->n_kernels--;
+}
+
+/* Puts `e` in the table, retiring `old` (which stays allocated). */
+static envlog_err install(envlog_state *st, entry *e, entry *old)
+{
+    if (old)
+        unlink_entry(st, old);
+    size_t live = st->n_tunes + st->n_kernels;
+    if (live + 1 > st->n_buckets) {
+        envlog_err err = grow(st);
+        if (err)
+            return err;
+    }
+    e->live = true;
+    e->bucket_next = st->buckets[e->hash & (st->n_buckets - 1)];
+    st->buckets[e->hash & (st->n_buckets - 1)] = e;
+    e->all_next = st->all;
+    st->all = e;
+    if (e->table == ENVLOG_TABLE_TUNE)
+        st->n_tunes++;
+    else
+        st->n_kernels++;
+    return ENVLOG_OK;
+}
+
+/* ------------------------------------------------------------------ fold */
+
+static const char *keep(envlog_state *st, const char *s, bool *oom)
+{
+    if (!s)
+        return NULL;
+    size_t n = strlen(s) + 1;
+    char *d = envlog_arena_alloc(&st->strings, n);
+    if (!d) {
+        *oom = true;
+        return NULL;
+    }
+    memcpy(d, s, n);
+    return d;
+}
+
+static envlog_rule rule_for(const entry *old, envlog_origin origin)
+{
+    if (!old)
+        return origin == ENVLOG_LOCAL ? ENVLOG_RULE_FIRST_LOCAL : ENVLOG_RULE_IMPORTED;
+    return ENVLOG_RULE_LOCAL_OVER_IMPORTED;
+}
+
+/* The seeds' storage rules: may a value of `origin` replace `old`? */
+static bool may_set(const entry *old, envlog_origin origin)
+{
+    if (!old)
+        return true;
+    return old->t.origin == ENVLOG_IMPORTED && origin == ENVLOG_LOCAL;
+}
+
+static envlog_err fold_tune(envlog_state *st, const envlog_tune *t,
+                            const envlog_stamp *stamp, uint64_t unix_ns)
+{
+    if (!t->stored || !t->ns || !t->key || t->winner < 0 ||
+        (size_t)t->winner >= t->n_candidates)
+        return ENVLOG_OK;
+    envlog_origin origin = t->imported ? ENVLOG_IMPORTED : ENVLOG_LOCAL;
+    entry *old = find_tune(st, t->ns, t->key, t->checksum);
+    if (!may_set(old, origin))
+        return ENVLOG_OK;
+    entry *e = envlog_calloc(1, sizeof *e);
+    if (!e)
+        return envlog__fail(ENVLOG_NOMEM, "folding a tune");
+    bool oom = false;
+    e->table = ENVLOG_TABLE_TUNE;
+    e->hash = tune_hash(t->ns, t->key, t->checksum);
+    e->unix_ns = unix_ns;
+    e->t.ns = old ? old->t.ns : keep(st, t->ns, &oom);
+    e->t.key = old ? old->t.key : keep(st, t->key, &oom);
+    e->t.checksum = t->checksum;
+    const char **cands = t->n_candidates
+        ? envlog_arena_alloc(&st->strings, t->n_candidates * sizeof(char *))
+        : NULL;
+    if (t->n_candidates && !cands)
+        oom = true;
+    for (size_t i = 0; cands && i < t->n_candidates; i++)
+        cands[i] = keep(st, t->candidates[i], &oom);
+    e->t.candidates = cands;
+    e->t.n_candidates = t->n_candidates;
+    e->t.winner_index = t->winner;
+    e->t.winner = cands ? cands[t->winner] : NULL;
+    e->t.margin = t->margin;
+    e->t.within_noise = t->within_noise;
+    e->t.origin = origin;
+    e->t.rule = rule_for(old, origin);
+    e->t.stamp = *stamp;
+    e->k.origin = origin; /* may_set() reads origin through t */
+    if (oom) {
+        envlog_free(e);
+        return envlog__fail(ENVLOG_NOMEM, "folding a tune");
+    }
+    return install(st, e, old);
+}
+
+static envlog_err fold_compile(envlog_state *st, const envlog_compile *c,
+                               const envlog_stamp *stamp, uint64_t unix_ns)
+{
+    if (c->outcome != ENVLOG_COMPILED || !c->binary.size || !c->ns)
+        return ENVLOG_OK;
+    envlog_origin origin = c->imported ? ENVLOG_IMPORTED : ENVLOG_LOCAL;
+    entry *old = find_kernel(st, c->ns, &c->kernel_key);
+    if (!may_set(old, origin))
+        return ENVLOG_OK;
+    entry *e = envlog_calloc(1, sizeof *e);
+    void *bin = envlog_malloc(c->binary.size);
+    bool oom = !e || !bin;
+    if (!oom) {
+        memcpy(bin, c->binary.data, c->binary.size);
+        e->table = ENVLOG_TABLE_KERNEL;
+        e->hash = kernel_hash(c->ns, &c->kernel_key);
+        e->unix_ns = unix_ns;
+        e->k.ns = old ? old->k.ns : keep(st, c->ns, &oom);
+        e->k.name = keep(st, c->name, &oom);
+        e->k.kernel_key = c->kernel_key;
+        e->k.source_hash = c->source_hash;
+        e->k.options = keep(st, c->options, &oom);
+        e->k.compiler_version = keep(st, c->compiler_version, &oom);
+        e->k.arch = keep(st, c->arch, &oom);
+        e->k.binary_hash = c->binary_hash;
+        e->k.binary.data = bin;
+        e->k.binary.size = c->binary.size;
+        e->k.origin = e->t.origin = origin;
+        e->k.rule = rule_for(old, origin);
+        e->k.stamp = *stamp;
+    }
+    if (oom) {
+        envlog_free(bin);
+        envlog_free(e);
+        return envlog__fail(ENVLOG_NOMEM, "folding a compile");
+    }
+    return install(st, e, old);
+}
+
+static int hexval(char c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F')
+        return c - 'A' + 10;
+    return -1;
+}
+
+static bool parse_hash(const char *s, envlog_hash128 *h)
+{
+    if (!s || strlen(s) != 32)
+        return false;
+    for (int i = 0; i < 16; i++) {
+        int a = hexval(s[2 * i]), b = hexval(s[2 * i + 1]);
+        if (a < 0 || b < 0)
+            return false;
+        h->b[i] = (uint8_t)(a << 4 | b);
+    }
+    return true;
+}
+
+static void fold_forget(envlog_state *st, const envlog_forget *f)
+{
+    entry *old = NULL;
+    envlog_hash128 k;
+    if (!f->ns || !f->key)
+        return;
+    if (f->table == ENVLOG_TABLE_TUNE)
+        old = find_tune(st, f->ns, f->key, f->checksum);
+    else if (parse_hash(f->key, &k))
+        old = find_kernel(st, f->ns, &k);
+    if (old)
+        unlink_entry(st, old);
+}
+
+static envlog_err fold_user(envlog_state *st, const envlog_user *u,
+                            const envlog_stamp *stamp)
+{
+    if (st->n_users == st->cap_users) {
+        size_t cap = st->cap_users ? st->cap_users * 2 : 16;
+        user_rec *p = envlog_realloc(st->users, cap * sizeof *p);
+        if (!p)
+            return envlog__fail(ENVLOG_NOMEM, "keeping a user record");
+        st->users = p;
+        st->cap_users = cap;
+    }
+    user_rec *r = &st->users[st->n_users];
+    r->kind = envlog_strdup(u->kind ? u->kind : "");
+    r->body = envlog_malloc(u->body.size);
+    if (!r->kind || !r->body) {
+        envlog_free(r->kind);
+        envlog_free(r->body);
+        return envlog__fail(ENVLOG_NOMEM, "keeping a user record");
+    }
+    memcpy(r->body, u->body.data, u->body.size);
+    r->size = u->body.size;
+    r->stamp = *stamp;
+    st->n_users++;
+    return ENVLOG_OK;
+}
+
+envlog_err envlog_state_fold(envlog_state *st, const envlog_record *rec,
+                             uint64_t unix_ns)
+{
+    envlog_err e = ENVLOG_OK;
+    st->st.records++;
+    if (!st->any_session || memcmp(st->last_session.b, rec->stamp.session.b, 16)) {
+        /* Records of one session arrive together only when folded live; the
+         * count is of session records, which every session has once. */
+        st->any_session = true;
+        st->last_session = rec->stamp.session;
+    }
+    if (rec->kind == ENVLOG_KIND_SESSION)
+        st->st.sessions++;
+    if (rec->effect == ENVLOG_CHANGED && unix_ns > st->st.last_change_unix_ns)
+        st->st.last_change_unix_ns = unix_ns;
+    switch (rec->kind) {
+    case ENVLOG_KIND_TUNE: e = fold_tune(st, &rec->u.tune, &rec->stamp, unix_ns); break;
+    case ENVLOG_KIND_COMPILE:
+        e = fold_compile(st, &rec->u.compile, &rec->stamp, unix_ns);
+        break;
+    case ENVLOG_KIND_FORGET: fold_forget(st, &rec->u.forget); break;
+    case ENVLOG_KIND_USER: e = fold_user(st, &rec->u.user, &rec->stamp); break;
+    default: break;
+    }
+    return e;
+}
+
+/* --------------------------------------------------------------- opening */
+
+typedef struct fold_ctx {
+    envlog_state *st;
+    envlog_err err;
+    const envlog_replay_opts *user;
+} fold_ctx;
+
+static int fold_one(void *ctx, const envlog_replay_rec *r)
+{
+    fold_ctx *f = ctx;
+    f->err = envlog_state_fold(f->st, r->rec, r->unix_ns);
+    return f->err != ENVLOG_OK;
+}
+
+static void count_damage(void *ctx, const envlog_damage *d, bool torn)
+{
+    fold_ctx *f = ctx;
+    f->st->st.damaged++;
+    if (f->user && f->user->on_damage)
+        f->user->on_damage(f->user->ctx, d, torn);
+}
+
+static void pass_progress(void *ctx, uint64_t done, uint64_t total)
+{
+    fold_ctx *f = ctx;
+    if (f->user && f->user->on_progress)
+        f->user->on_progress(f->user->ctx, done, total);
+}
+
+envlog_err envlog_state_open(envlog_env *env, const envlog_replay_opts *opts,
+                             envlog_state **out)
+{
+    envlog_state *st;
+    *out = NULL;
+    envlog_err e = envlog_state_new(&st);
+    if (e)
+        return e;
+    fold_ctx f = {st, ENVLOG_OK, opts};
+    envlog_replay_opts o = {0};
+    if (opts)
+        o = *opts;
+    o.on_damage = count_damage;
+    o.on_progress = pass_progress;
+    o.ctx = &f;
+    e = envlog_replay_each(env, &o, fold_one, &f);
+    if (e == ENVLOG_STATE)
+        e = f.err;
+    if (e) {
+        envlog_state_close(st);
+        return e;
+    }
+    *out = st;
+    return ENVLOG_OK;
+}
+
+/* --------------------------------------------------- the live env state */
+
+static void live_hook(void *ctx, envlog_kind kind, const envlog_stamp *stamp,
+                      envlog_effect effect, const void *body)
+{
+    envlog_state *st = ctx;
+    envlog_record rec;
+    memset(&rec, 0, sizeof rec);
+    rec.kind = kind;
+    rec.effect = effect;
+    rec.stamp = *stamp;
+    switch (kind) {
+    case ENVLOG_KIND_TUNE: rec.u.tune = *(const envlog_tune *)body; break;
+    case ENVLOG_KIND_COMPILE: rec.u.compile = *(const envlog_compile *)body; break;
+    case ENVLOG_KIND_FORGET: rec.u.forget = *(const envlog_forget *)body; break;
+    case ENVLOG_KIND_USER: rec.u.user = *(const envlog_user *)body; break;
+    default: return;
+    }
+    pthread_rwlock_wrlock(&st->lock);
+    /* A state that cannot take the record (out of memory) only misses a
+     * cache entry; the record itself is already in the log. */
+    (void)envlog_state_fold(st, &rec, envlog_clock_unix_ns());
+    pthread_rwlock_unlock(&st->lock);
+}
+
+static void live_free(void *ctx)
+{
+    envlog_state_close(ctx);
+}
+
+envlog_err envlog_env_state(envlog_env *env, envlog_state **out)
+{
+    *out = NULL;
+    if (!env)
+        return envlog__fail(ENVLOG_INVALID_ARG, "no environment");
+    pthread_mutex_lock(&env->state_mu);
+    envlog_err e = ENVLOG_OK;
+    if (!env->state) {
+        envlog_state *st;
+        if (!(e = envlog_state_open(env, NULL, &st))) {
+            env->state = st;
+            env->state_free = live_free;
+            /* Published last: sessions read the hook without the mutex. */
+            __atomic_store_n(&env->state_hook, live_hook, __ATOMIC_RELEASE);
+        }
+    }
+    *out = env->state;
+    pthread_mutex_unlock(&env->state_mu);
+    return e;
+}
+
+/* --------------------------------------------------------------- lookups */
+
+envlog_err envlog_state_winner(envlog_state *st, const char *ns, const char *key,
+                               uint64_t checksum, envlog_tune_entry *out)
+{
+    if (!st || !ns || !key || !out)
+        return envlog__fail(ENVLOG_INVALID_ARG, "winner lookup needs ns and key");
+    pthread_rwlock_rdlock(&st->lock);
+    entry *e = find_tune(st, ns, key, checksum);
+    if (e)
+        *out = e->t;
+    pthread_rwlock_unlock(&st->lock);
+    if (!e)
+        return envlog__fail(ENVLOG_NOT_FOUND, "no winner for %s in %s", key, ns);
+    return ENVLOG_OK;
+}
+
+envlog_err envlog_state_kernel(envlog_state *st, const char *ns,
+                               const envlog_hash128 *kernel_key,
+                               envlog_kernel_entry *out)
+{
+    if (!st || !ns || !kernel_key || !out)
+        return envlog__fail(ENVLOG_INVALID_ARG, "kernel lookup needs ns and key");
+    pthread_rwlock_rdlock(&st->lock);
+    entry *e = find_kernel(st, ns, kernel_key);
+    if (e)
+        *out = e->k;
+    pthread_rwlock_unlock(&st->lock);
+    if (!e)
+        return envlog__fail(ENVLOG_NOT_FOUND, "no kernel in %s", ns);
+    return ENVLOG_OK;
+}
+
+void envlog_state_stats_get(envlog_state *st, envlog_state_stats *out)
+{
+    pthread_rwlock_rdlock(&st->lock);
+    *out = st->st;
+    out->tunes = st->n_tunes;
+    out->kernels = st->n_kernels;
+    out->user_records = st->n_users;
+    pthread_rwlock_unlock(&st->lock);
+}
+
+/* ------------------------------------------------------ canonical order */
+
+static int entry_cmp(const void *a, const void *b)
+{
+    const entry *x = *(const entry *const *)a, *y = *(const entry *const *)b;
+    if (x->table != y->table)
+        return x->table < y->table ? -1 : 1;
+    const char *xn = x->table == ENVLOG_TABLE_TUNE ? x->t.ns : x->k.ns;
+    const char *yn = y->table == ENVLOG_TABLE_TUNE ? y->t.ns : y->k.ns;
+    int c = strcmp(xn, yn);
+    if (c)
+        return c;
+    if (x->table == ENVLOG_TABLE_KERNEL)
+        return memcmp(x->k.kernel_key.b, y->k.kernel_key.b, 16);
+    if ((c = strcmp(x->t.key, y->t.key)))
+        return c;
+    return x->t.checksum < y->t.checksum ? -1 : x->t.checksum > y->t.checksum;
+}
+
+/* The live entries sorted canonically (caller holds the read lock). */
+static envlog_err sorted(envlog_state *st, entry ***out, size_t *n)
+{
+    size_t total = st->n_tunes + st->n_kernels, k = 0;
+    entry **v = envlog_malloc((total ? total : 1) * sizeof *v);
+    if (!v)
+        return envlog__fail(ENVLOG_NOMEM, "sorting the state");
+    for (size_t i = 0; i < st->n_buckets; i++)
+        for (entry *e = st->buckets[i]; e; e = e->bucket_next)
+            v[k++] = e;
+    qsort(v, k, sizeof *v, entry_cmp);
+    *out = v;
+    *n = k;
+    return ENVLOG_OK;
+}
+
+envlog_err envlog_state_each(envlog_state *st,
+                             int (*fn)(void *ctx, const envlog_entry *e), void *ctx)
+{
+    pthread_rwlock_rdlock(&st->lock);
+    entry **v = NULL;
+    size_t n = 0;
+    envlog_err err = sorted(st, &v, &n);
+    for (size_t i = 0; !err && i < n; i++) {
+        envlog_entry pub = {v[i]->table,
+                            v[i]->table == ENVLOG_TABLE_TUNE ? &v[i]->t : NULL,
+                            v[i]->table == ENVLOG_TABLE_KERNEL ? &v[i]->k : NULL};
+        if (fn(ctx, &pub))
+            err = envlog__fail(ENVLOG_STATE, "stopped by the caller");
+    }
+    envlog_free(v);
+    pthread_rwlock_unlock(&st->lock);
+    return err;
+}
+
+/* ------------------------------------------------------------------ dump */
+
+typedef struct dump_ctx {
+    envlog_write_fn fn;
+    void *ctx;
+    int failed;
+} dump_ctx;
+
+static void dput(dump_ctx *d, const char *s)
+{
+    if (!d->failed && d->fn(d->ctx, s, strlen(s)))
+        d->failed = 1;
+}
+
+static void dstr(dump_ctx *d, const char *s)
+{
+    if (!d->failed && envlog__write_json_str(d->fn, d->ctx, s ? s : "", s ? strlen(s) : 0))
+        d->failed = 1;
+}
+
+static void dhex(dump_ctx *d, const uint8_t *p, size_t n)
+{
+    dput(d, "\"");
+    if (!d->failed && envlog__write_hex(d->fn, d->ctx, p, n))
+        d->failed = 1;
+    dput(d, "\"");
+}
+
+static void dstamp(dump_ctx *d, const envlog_stamp *s)
+{
+    char buf[64];
+    dput(d, ",\"set_by\":{\"session\":");
+    dhex(d, s->session.b, 16);
+    snprintf(buf, sizeof buf, ",\"seq\":%llu}", (unsigned long long)s->seq);
+    dput(d, buf);
+}
+
+static int dump_entry(void *ctx, const envlog_entry *e)
+{
+    dump_ctx *d = ctx;
+    char buf[128];
+    if (e->tune) {
+        const envlog_tune_entry *t = e->tune;
+        dput(d, "{\"table\":\"tune\",\"namespace\":");
+        dstr(d, t->ns);
+        dput(d, ",\"key\":");
+        dstr(d, t->key);
+        snprintf(buf, sizeof buf, ",\"checksum\":%llu,\"winner\":",
+                 (unsigned long long)t->checksum);
+        dput(d, buf);
+        dstr(d, t->winner);
+        snprintf(buf, sizeof buf, ",\"winner_index\":%lld,\"margin\":%.17g,"
+                 "\"within_noise\":%s,\"origin\":\"%s\"",
+                 (long long)t->winner_index, t->margin, t->within_noise ? "true" : "false",
+                 t->origin == ENVLOG_IMPORTED ? "imported" : "local");
+        dput(d, buf);
+        dstamp(d, &t->stamp);
+    } else {
+        const envlog_kernel_entry *k = e->kernel;
+        dput(d, "{\"table\":\"kernel\",\"namespace\":");
+        dstr(d, k->ns);
+        dput(d, ",\"kernel_key\":");
+        dhex(d, k->kernel_key.b, 16);
+        dput(d, ",\"name\":");
+        dstr(d, k->name);
+        dput(d, ",\"arch\":");
+        dstr(d, k->arch);
+        dput(d, ",\"binary_hash\":");
+        dhex(d, k->binary_hash.b, 16);
+        snprintf(buf, sizeof buf, ",\"binary_size\":%zu,\"origin\":\"%s\"",
+                 k->binary.size, k->origin == ENVLOG_IMPORTED ? "imported" : "local");
+        dput(d, buf);
+        dstamp(d, &k->stamp);
+    }
+    dput(d, "}\n");
+    return d->failed;
+}
+
+envlog_err envlog_state_dump(envlog_state *st, envlog_write_fn fn, void *ctx)
+{
+    dump_ctx d = {fn, ctx, 0};
+    envlog_err e = envlog_state_each(st, dump_entry, &d);
+    if (e && e != ENVLOG_STATE)
+        return e;
+    pthread_rwlock_rdlock(&st->lock);
+    for (size_t i = 0; !d.failed && i < st->n_users; i++) {
+        dput(&d, "{\"table\":\"user\",\"kind\":");
+        dstr(&d, st->users[i].kind);
+        dput(&d, ",\"body_cbor\":");
+        dhex(&d, st->users[i].body, st->users[i].size);
+        dstamp(&d, &st->users[i].stamp);
+        dput(&d, "}\n");
+    }
+    pthread_rwlock_unlock(&st->lock);
+    return d.failed ? envlog__fail(ENVLOG_IO, "writing the dump") : ENVLOG_OK;
+}
