@@ -49,7 +49,26 @@ void cli_time(uint64_t unix_ns, char out[32]);
 /* Resolves SESSION (a full id or a unique prefix) among `env`'s sessions. */
 int cli_resolve_session(envlog_env *env, const char *arg, envlog_id128 *id);
 
+/* Writes `s` as a JSON string to stdout. */
+void cli_jstr(const char *s);
+/* A progress bar on stderr, only when stderr is a terminal; for
+ * envlog_replay_opts.on_progress (ctx: the label, a const char *). */
+void cli_progress(void *label, uint64_t done, uint64_t total);
+/* Ends a progress bar line if one was drawn. */
+void cli_progress_done(void);
+/* Prints a damage report to stderr (for on_damage; ctx: int *worst exit). */
+void cli_damage(void *ctx, const envlog_damage *d, bool torn);
+/* Parses "SESSION:SEQ" (a session id or prefix) or a time (Unix ns, or
+ * ISO 8601 UTC such as 2026-12-02T17:28:01.294Z) into replay options. */
+int cli_parse_until(envlog_env *env, const char *arg, envlog_replay_opts *o);
+
 extern const cli_cmd cli_cmd_sessions;
 extern const cli_cmd cli_cmd_cat;
+extern const cli_cmd cli_cmd_status;
+extern const cli_cmd cli_cmd_why;
+extern const cli_cmd cli_cmd_replay;
+extern const cli_cmd cli_cmd_verify;
+extern const cli_cmd cli_cmd_trace;
+extern const cli_cmd cli_cmd_forget;
 
 #endif /* ENVLOG_CLI_H */

@@ -14,8 +14,14 @@
 #include <time.h>
 
 static const cli_cmd *const commands[] = {
+    &cli_cmd_status,
     &cli_cmd_sessions,
     &cli_cmd_cat,
+    &cli_cmd_why,
+    &cli_cmd_replay,
+    &cli_cmd_verify,
+    &cli_cmd_trace,
+    &cli_cmd_forget,
 };
 #define N_COMMANDS (sizeof commands / sizeof commands[0])
 

@@ -264,6 +264,8 @@ envlog_effect envlog_effect_of(envlog_kind kind, const void *body);
 
 /* Writes hex of `n` bytes through `fn`. */
 int envlog__write_hex(envlog_write_fn fn, void *ctx, const uint8_t *p, size_t n);
+/* The shortest decimal form of `v` that reads back as the same double. */
+void envlog__fmt_double(double v, char *buf, size_t size);
 /* Writes a JSON string literal. */
 int envlog__write_json_str(envlog_write_fn fn, void *ctx, const char *s, size_t n);
 

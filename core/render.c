@@ -127,7 +127,7 @@ envlog_err envlog_json_string(const char *s, envlog_write_fn fn, void *ctx)
 }
 
 /* The shortest %g that reads back as the same double. */
-static void fmt_double(double v, char *buf, size_t size)
+void envlog__fmt_double(double v, char *buf, size_t size)
 {
     for (int prec = 15; prec <= 17; prec++) {
         snprintf(buf, size, "%.*g", prec, v);
@@ -234,7 +234,7 @@ static envlog_err json_item(out *o, envlog_pull *p, const envlog_tok *t,
             puts_(o, "null");
             return ENVLOG_OK;
         }
-        fmt_double(t->f, buf, sizeof buf);
+        envlog__fmt_double(t->f, buf, sizeof buf);
         puts_(o, buf);
         return ENVLOG_OK;
     case ENVLOG_TOK_BOOL: puts_(o, t->b ? "true" : "false"); return ENVLOG_OK;
@@ -333,7 +333,7 @@ static envlog_err diag_item(out *o, envlog_pull *p, int depth)
         else if (isinf(t.f))
             puts_(o, t.f > 0 ? "Infinity" : "-Infinity");
         else {
-            fmt_double(t.f, buf, sizeof buf);
+            envlog__fmt_double(t.f, buf, sizeof buf);
             puts_(o, buf);
             if (!strpbrk(buf, ".eEn"))
                 puts_(o, ".0");

@@ -450,6 +450,25 @@ envlog_err envlog_sessions_list(envlog_env *env, envlog_session_info **out,
                                 size_t *n);
 void envlog_sessions_free(envlog_session_info *infos, size_t n);
 
+/* What envlog_session_repair() did. */
+typedef struct envlog_repair {
+    bool repaired;            /* a torn tail was cut */
+    uint32_t segment;         /* the segment cut */
+    uint64_t cut_at;          /* its new size */
+    uint64_t bytes_removed;
+    char broken[64];          /* name of the byte-identical copy kept */
+    char why[128];            /* why nothing was done, when nothing was */
+} envlog_repair;
+
+/*! envlog_session_repair() : cuts the torn tail of session `id`, whose
+ *  writer must be gone, after keeping a byte-identical `<segment>.broken`
+ *  copy of the segment beside it.  A live session, a session without a torn
+ *  tail and damage other than a torn tail are left alone (`why` says so).
+ *  @return ENVLOG_OK (see out->repaired); ENVLOG_BUSY for a live session;
+ *  ENVLOG_IO, ENVLOG_NOSPACE, ENVLOG_NOMEM. */
+envlog_err envlog_session_repair(envlog_env *env, const envlog_id128 *id,
+                                 envlog_repair *out);
+
 /* A damaged region found while reading. */
 typedef struct envlog_damage {
     envlog_id128 session;
@@ -466,6 +485,7 @@ typedef struct envlog_record {
     envlog_stamp stamp;
     uint32_t segment;         /* segment seq it was read from */
     uint64_t file_offset;     /* offset of its first fragment */
+    uint64_t file_end;        /* offset just past its last fragment */
     envlog_bytes payload;     /* the CBOR map as stored */
     union {
         envlog_session_rec session;

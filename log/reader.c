@@ -228,6 +228,7 @@ static envlog_err take_event(envlog_reader *r, const uint8_t *p, size_t n)
     r->rec.stamp.session = r->id;
     r->rec.segment = r->segs[r->cur].segment;
     r->rec.file_offset = r->fr.rec_off;
+    r->rec.file_end = r->fr.pos;
     uint64_t seq = r->rec.stamp.seq;
     r->seg_count++;
     if (r->rec.kind == ENVLOG_KIND_SESSION && seq == 0)

@@ -659,9 +659,11 @@ static int dump_entry(void *ctx, const envlog_entry *e)
                  (unsigned long long)t->checksum);
         dput(d, buf);
         dstr(d, t->winner);
-        snprintf(buf, sizeof buf, ",\"winner_index\":%lld,\"margin\":%.17g,"
+        char margin[40];
+        envlog__fmt_double(t->margin, margin, sizeof margin);
+        snprintf(buf, sizeof buf, ",\"winner_index\":%lld,\"margin\":%s,"
                  "\"within_noise\":%s,\"origin\":\"%s\"",
-                 (long long)t->winner_index, t->margin, t->within_noise ? "true" : "false",
+                 (long long)t->winner_index, margin, t->within_noise ? "true" : "false",
                  t->origin == ENVLOG_IMPORTED ? "imported" : "local");
         dput(d, buf);
         dstamp(d, &t->stamp);

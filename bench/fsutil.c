@@ -1,0 +1,61 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * fsutil.c - the benchmark's scratch directories.
+ *
+ * Every run works in a private directory made under $ENVLOG_BENCH_DIR (else
+ * /tmp), on the disk being measured, and removes it at the end; each
+ * measured run gets a fresh subdirectory so no run reads another's files.
+ */
+#include "bench.h"
+
+#include <errno.h>
+#include <ftw.h>
+#include <stdio.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static unsigned long dir_counter;
+
+void bench_fresh_dir(char *out, size_t size, const char *tag)
+{
+    int n = snprintf(out, size, "%s/%s-%lu", bench_o.root, tag, ++dir_counter);
+    if (n < 0 || (size_t)n >= size)
+        bench_die("scratch path too long");
+    bench_rmtree(out);
+}
+
+static int rm_one(const char *path, const struct stat *st, int flag, struct FTW *f)
+{
+    (void)st;
+    (void)f;
+    if (flag == FTW_DP ? rmdir(path) : unlink(path))
+        if (errno != ENOENT)
+            fprintf(stderr, "envlog-bench: warning: removing %s failed\n", path);
+    return 0;
+}
+
+void bench_rmtree(const char *path)
+{
+    struct stat st;
+    if (lstat(path, &st))
+        return;
+    nftw(path, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+static uint64_t du_total;
+
+static int du_one(const char *path, const struct stat *st, int flag, struct FTW *f)
+{
+    (void)path;
+    (void)f;
+    if (flag == FTW_F && S_ISREG(st->st_mode))
+        du_total += (uint64_t)st->st_size;
+    return 0;
+}
+
+uint64_t bench_du(const char *path)
+{
+    du_total = 0;
+    nftw(path, du_one, 16, FTW_PHYS);
+    return du_total;
+}

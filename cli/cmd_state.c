@@ -1,0 +1,391 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * cmd_state.c - `envlog status`, `envlog replay` and `envlog forget`: the
+ * folded cache state, summarized, dumped, and edited by tombstone.
+ */
+#include "cli.h"
+
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* ---------------------------------------------------------------- status */
+
+typedef struct ns_count {
+    envlog_table table;
+    const char *ns;
+    uint64_t n;
+    uint64_t bytes; /* kernel binaries */
+} ns_count;
+
+typedef struct count_ctx {
+    ns_count *v;
+    size_t n, cap;
+} count_ctx;
+
+static int count_entry(void *ctx, const envlog_entry *e)
+{
+    count_ctx *c = ctx;
+    const char *ns = e->tune ? e->tune->ns : e->kernel->ns;
+    if (!c->n || c->v[c->n - 1].table != e->table || strcmp(c->v[c->n - 1].ns, ns)) {
+        if (c->n == c->cap) {
+            c->cap = c->cap ? 2 * c->cap : 16;
+            ns_count *p = realloc(c->v, c->cap * sizeof *p);
+            if (!p)
+                return 1;
+            c->v = p;
+        }
+        c->v[c->n++] = (ns_count){e->table, ns, 0, 0};
+    }
+    c->v[c->n - 1].n++;
+    if (e->kernel)
+        c->v[c->n - 1].bytes += e->kernel->binary.size;
+    return 0;
+}
+
+static int status_run(cli *c)
+{
+    for (int i = 1; i < c->argc; i++) {
+        if (!strcmp(c->argv[i], "--json"))
+            c->json = true;
+        else
+            return cli_error(EXIT_USAGE, "status: unexpected argument '%s'", c->argv[i]);
+    }
+    envlog_env *env;
+    int rc = cli_open_env(c, false, &env);
+    if (rc)
+        return rc;
+    envlog_session_info *in = NULL;
+    size_t n = 0;
+    envlog_err e = envlog_sessions_list(env, &in, &n);
+    int worst = EXIT_OK;
+    static char label[] = "replay";
+    envlog_replay_opts o = {.on_damage = NULL, .on_progress = cli_progress,
+                            .ctx = label};
+    envlog_state *st = NULL;
+    if (!e)
+        e = envlog_state_open(env, &o, &st);
+    cli_progress_done();
+    if (e) {
+        envlog_sessions_free(in, n);
+        envlog_env_close(env);
+        return cli_fail(e, "reading the environment");
+    }
+    uint64_t bytes = 0, by_state[5] = {0}, damaged_bytes = 0;
+    for (size_t i = 0; i < n; i++) {
+        bytes += in[i].bytes;
+        by_state[in[i].state]++;
+        damaged_bytes += in[i].dropped_bytes;
+    }
+    envlog_state_stats ss;
+    envlog_state_stats_get(st, &ss);
+    count_ctx cc = {0};
+    if (envlog_state_each(st, count_entry, &cc)) {
+        rc = cli_error(EXIT_USAGE, "status: out of memory");
+        goto done;
+    }
+    bool damage = by_state[ENVLOG_STATE_TORN] || by_state[ENVLOG_STATE_DAMAGED];
+    char last[32] = "-";
+    if (ss.last_change_unix_ns)
+        cli_time(ss.last_change_unix_ns, last);
+    if (c->json) {
+        printf("{\"environment\":");
+        cli_jstr(envlog_env_path(env));
+        printf(",\"format\":%d,\"sessions\":%zu", ENVLOG_FORMAT_VERSION, n);
+        for (int s = 0; s < 5; s++)
+            printf(",\"%s\":%" PRIu64, envlog_session_state_name((envlog_session_state)s),
+                   by_state[s]);
+        printf(",\"bytes\":%" PRIu64 ",\"records\":%" PRIu64 ",\"tunes\":%" PRIu64
+               ",\"kernels\":%" PRIu64 ",\"user_records\":%" PRIu64,
+               bytes, ss.records, ss.tunes, ss.kernels, ss.user_records);
+        printf(",\"namespaces\":[");
+        for (size_t i = 0; i < cc.n; i++) {
+            printf("%s{\"table\":\"%s\",\"namespace\":", i ? "," : "",
+                   cc.v[i].table == ENVLOG_TABLE_TUNE ? "tune" : "kernel");
+            cli_jstr(cc.v[i].ns);
+            printf(",\"entries\":%" PRIu64 ",\"binary_bytes\":%" PRIu64 "}", cc.v[i].n,
+                   cc.v[i].bytes);
+        }
+        printf("],\"last_change_unix_ns\":%" PRIu64 ",\"last_change\":\"%s\""
+               ",\"damaged_regions\":%" PRIu64 ",\"damaged_bytes\":%" PRIu64 "}\n",
+               ss.last_change_unix_ns, last, ss.damaged, damaged_bytes);
+    } else {
+        printf("environment  %s (format %d)\n", envlog_env_path(env), ENVLOG_FORMAT_VERSION);
+        printf("sessions     %zu", n);
+        const char *sep = " (";
+        for (int s = 0; s < 5; s++)
+            if (by_state[s]) {
+                printf("%s%" PRIu64 " %s", sep, by_state[s],
+                       envlog_session_state_name((envlog_session_state)s));
+                sep = ", ";
+            }
+        printf("%s\n", n ? ")" : "");
+        printf("on disk      %" PRIu64 " bytes in %" PRIu64 " records\n", bytes, ss.records);
+        printf("entries      %" PRIu64 " tunes, %" PRIu64 " kernels, %" PRIu64
+               " user records\n", ss.tunes, ss.kernels, ss.user_records);
+        for (size_t i = 0; i < cc.n; i++)
+            printf("  %-6s %6" PRIu64 "  %s\n",
+                   cc.v[i].table == ENVLOG_TABLE_TUNE ? "tune" : "kernel", cc.v[i].n,
+                   cc.v[i].ns);
+        printf("last change  %s\n", last);
+        if (damage)
+            printf("damage       %" PRIu64 " region(s), %" PRIu64
+                   " bytes: run `envlog verify` for details\n", ss.damaged, damaged_bytes);
+        else
+            printf("damage       none\n");
+    }
+    if (damage)
+        worst = EXIT_DAMAGE;
+done:
+    free(cc.v);
+    envlog_state_close(st);
+    envlog_sessions_free(in, n);
+    envlog_env_close(env);
+    return rc ? rc : worst;
+}
+
+/* ---------------------------------------------------------------- replay */
+
+static int replay_run(cli *c)
+{
+    const char *out = NULL, *until = NULL;
+    for (int i = 1; i < c->argc; i++) {
+        const char *a = c->argv[i];
+        if (!strcmp(a, "--until") && i + 1 < c->argc)
+            until = c->argv[++i];
+        else if (!strncmp(a, "--until=", 8))
+            until = a + 8;
+        else if ((!strcmp(a, "--out") || !strcmp(a, "-o")) && i + 1 < c->argc)
+            out = c->argv[++i];
+        else if (!strncmp(a, "--out=", 6))
+            out = a + 6;
+        else if (!strcmp(a, "--json"))
+            ; /* the dump is JSON already */
+        else
+            return cli_error(EXIT_USAGE, "replay: unexpected argument '%s'", a);
+    }
+    envlog_env *env;
+    int rc = cli_open_env(c, false, &env);
+    if (rc)
+        return rc;
+    int worst = EXIT_OK;
+    envlog_replay_opts o = {.on_damage = cli_damage, .on_progress = NULL, .ctx = &worst};
+    if (until && (rc = cli_parse_until(env, until, &o))) {
+        envlog_env_close(env);
+        return rc;
+    }
+    envlog_state *st;
+    envlog_err e = envlog_state_open(env, &o, &st);
+    if (e) {
+        envlog_env_close(env);
+        return cli_fail(e, "replaying");
+    }
+    FILE *f = stdout;
+    char tmp[4096];
+    if (out) {
+        snprintf(tmp, sizeof tmp, "%s.tmp", out);
+        if (!(f = fopen(tmp, "wx"))) {
+            envlog_state_close(st);
+            envlog_env_close(env);
+            return cli_error(EXIT_USAGE, "replay: cannot create %s: %m", tmp);
+        }
+    }
+    e = envlog_state_dump(st, cli_fwrite, f);
+    if (out) {
+        bool bad = e || fflush(f) || fsync(fileno(f));
+        if (fclose(f) || bad) {
+            unlink(tmp);
+            rc = cli_error(EXIT_USAGE, "replay: writing %s failed", tmp);
+        } else if (rename(tmp, out)) {
+            unlink(tmp);
+            rc = cli_error(EXIT_USAGE, "replay: cannot rename %s to %s: %m", tmp, out);
+        }
+    } else if (e) {
+        rc = cli_fail(e, "writing the dump");
+    }
+    envlog_state_close(st);
+    envlog_env_close(env);
+    return rc ? rc : worst;
+}
+
+/* ---------------------------------------------------------------- forget */
+
+typedef struct forget_ctx {
+    const char *key, *ns;
+    bool kernel, has_checksum;
+    uint64_t checksum;
+    envlog_forget *v;
+    size_t n, cap;
+} forget_ctx;
+
+static int match_forget(void *ctx, const envlog_entry *e)
+{
+    forget_ctx *f = ctx;
+    envlog_forget g = {0};
+    char hex[33];
+    if (e->tune && !f->kernel) {
+        if (strcmp(e->tune->key, f->key) || (f->ns && strcmp(e->tune->ns, f->ns)) ||
+            (f->has_checksum && e->tune->checksum != f->checksum))
+            return 0;
+        g = (envlog_forget){ENVLOG_TABLE_TUNE, e->tune->ns, e->tune->key,
+                            e->tune->checksum, "envlog forget"};
+    } else if (e->kernel && f->kernel) {
+        envlog_id_format(&e->kernel->kernel_key, hex);
+        if ((strcmp(hex, f->key) && (!e->kernel->name || strcmp(e->kernel->name, f->key))) ||
+            (f->ns && strcmp(e->kernel->ns, f->ns)))
+            return 0;
+        g = (envlog_forget){ENVLOG_TABLE_KERNEL, e->kernel->ns, strdup(hex), 0,
+                            "envlog forget"};
+        if (!g.key)
+            return 1;
+    } else {
+        return 0;
+    }
+    if (f->n == f->cap) {
+        f->cap = f->cap ? 2 * f->cap : 8;
+        envlog_forget *p = realloc(f->v, f->cap * sizeof *p);
+        if (!p)
+            return 1;
+        f->v = p;
+    }
+    f->v[f->n++] = g;
+    return 0;
+}
+
+static int forget_run(cli *c)
+{
+    forget_ctx f = {0};
+    bool all = false;
+    for (int i = 1; i < c->argc; i++) {
+        const char *a = c->argv[i];
+        if ((!strcmp(a, "--namespace") || !strcmp(a, "-n")) && i + 1 < c->argc)
+            f.ns = c->argv[++i];
+        else if (!strcmp(a, "--checksum") && i + 1 < c->argc) {
+            f.has_checksum = true;
+            f.checksum = strtoull(c->argv[++i], NULL, 0);
+        } else if (!strcmp(a, "--kernel"))
+            f.kernel = true;
+        else if (!strcmp(a, "--all"))
+            all = true;
+        else if (!strcmp(a, "--json"))
+            c->json = true;
+        else if (a[0] == '-')
+            return cli_error(EXIT_USAGE, "forget: unknown option '%s'", a);
+        else if (!f.key)
+            f.key = a;
+        else
+            return cli_error(EXIT_USAGE, "forget: one KEY at a time");
+    }
+    if (!f.key)
+        return cli_error(EXIT_USAGE, "forget: which KEY? (see envlog forget --help)");
+    envlog_env *env;
+    int rc = cli_open_env(c, true, &env);
+    if (rc)
+        return rc;
+    envlog_state *st;
+    envlog_err e = envlog_env_state(env, &st);
+    if (e) {
+        envlog_env_close(env);
+        return cli_fail(e, "replaying");
+    }
+    if (envlog_state_each(st, match_forget, &f)) {
+        rc = cli_error(EXIT_USAGE, "forget: out of memory");
+        goto done;
+    }
+    if (f.n == 0) {
+        rc = cli_error(EXIT_DAMAGE, "forget: no standing entry matches '%s'%s%s", f.key,
+                       f.ns ? " in " : "", f.ns ? f.ns : "");
+        goto done;
+    }
+    if (f.n > 1 && !all) {
+        cli_error(EXIT_USAGE, "forget: %zu entries match '%s'; name one with --namespace "
+                  "(and --checksum), or give --all:", f.n, f.key);
+        for (size_t i = 0; i < f.n; i++)
+            fprintf(stderr, "  %s %s checksum %" PRIu64 "\n", f.v[i].ns, f.v[i].key,
+                    f.v[i].checksum);
+        rc = EXIT_USAGE;
+        goto done;
+    }
+    envlog_session_opts so;
+    envlog_session_opts_init(&so);
+    so.label = "forget";
+    so.runtime = "envlog";
+    so.runtime_version = ENVLOG_VERSION_STRING;
+    envlog_session *s;
+    if ((e = envlog_session_begin(env, &so, &s))) {
+        rc = cli_fail(e, "beginning a session");
+        goto done;
+    }
+    for (size_t i = 0; i < f.n && !rc; i++) {
+        envlog_stamp stamp;
+        if ((e = envlog_record_forget(s, &f.v[i], &stamp))) {
+            rc = cli_fail(e, "recording the tombstone");
+            break;
+        }
+        char id[33];
+        envlog_id_format(&stamp.session, id);
+        if (c->json) {
+            printf("{\"forgot\":{\"table\":\"%s\",\"namespace\":",
+                   f.v[i].table == ENVLOG_TABLE_TUNE ? "tune" : "kernel");
+            cli_jstr(f.v[i].ns);
+            printf(",\"key\":");
+            cli_jstr(f.v[i].key);
+            printf(",\"checksum\":%" PRIu64 "},\"session\":\"%s\",\"seq\":%" PRIu64 "}\n",
+                   f.v[i].checksum, id, stamp.seq);
+        } else {
+            printf("forgot %s %s in %s (tombstone %s:%" PRIu64 ")\n",
+                   f.v[i].table == ENVLOG_TABLE_TUNE ? "tune" : "kernel", f.v[i].key,
+                   f.v[i].ns, id, stamp.seq);
+        }
+    }
+    envlog_err end = envlog_session_end(s);
+    if (end && !rc)
+        rc = cli_fail(end, "ending the session");
+done:
+    for (size_t i = 0; i < f.n; i++)
+        if (f.v[i].table == ENVLOG_TABLE_KERNEL)
+            free((void *)(uintptr_t)f.v[i].key);
+    free(f.v);
+    envlog_env_close(env);
+    return rc;
+}
+
+const cli_cmd cli_cmd_status = {
+    "status", "summarize sessions, entries, bytes and damage",
+    "usage: envlog [-C DIR] status [--json]\n"
+    "\n"
+    "Summarizes the environment: sessions by state, bytes on disk, standing\n"
+    "entries per table and namespace, the time of the last change, and any\n"
+    "damage.  Exit status 1 when damage was found.\n",
+    status_run,
+};
+
+const cli_cmd cli_cmd_replay = {
+    "replay", "print the folded state as a canonical dump",
+    "usage: envlog [-C DIR] replay [--until TIME|SESSION:SEQ] [--out FILE]\n"
+    "\n"
+    "Folds every session in the total order (session start + offset, session\n"
+    "id, seq) and prints the state: one JSON object per standing entry, in\n"
+    "canonical order, then the user records.  The same logs always give\n"
+    "byte-identical output.\n"
+    "\n"
+    "  --until TIME         fold only records up to TIME (Unix ns, or\n"
+    "                       YYYY-MM-DDTHH:MM:SS[.fff]Z): the environment as it was\n"
+    "  --until SESSION:SEQ  fold up to and including that record\n"
+    "  --out FILE, -o FILE  write the dump to FILE (atomically) instead of stdout\n"
+    "\n"
+    "Damage is reported on stderr and the fold goes on; exit status 1 then.\n",
+    replay_run,
+};
+
+const cli_cmd cli_cmd_forget = {
+    "forget", "record a tombstone for an entry in a new session",
+    "usage: envlog [-C DIR] forget KEY [--namespace NS] [--checksum N] [--kernel] [--all]\n"
+    "\n"
+    "Removes the standing tune entry for KEY (or, with --kernel, the kernel\n"
+    "whose key in hex or whose name is KEY) by recording a forget record in a\n"
+    "new session; the history stays.  When several entries match, name one with\n"
+    "--namespace and --checksum, or give --all.  Exit status 1 when none matches.\n",
+    forget_run,
+};

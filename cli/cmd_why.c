@@ -1,0 +1,318 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * cmd_why.c - `envlog why KEY`: every tune of a key in every session, its
+ * trials in the order they ran, and the rule that made the standing entry
+ * stand (or why none does).
+ */
+#include "cli.h"
+
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* One (namespace, checksum) group's fold, replayed verdict by verdict. */
+typedef struct group {
+    char *ns;
+    uint64_t checksum;
+    bool standing;
+    bool imported;
+    uint64_t set_seq;
+    char set_session[33];
+} group;
+
+typedef struct why_ctx {
+    cli *c;
+    const char *key, *ns;
+    group *g;
+    size_t n, cap;
+    size_t tunes, forgets;
+    int err;
+} why_ctx;
+
+static group *group_of(why_ctx *w, const char *ns, uint64_t checksum)
+{
+    for (size_t i = 0; i < w->n; i++)
+        if (w->g[i].checksum == checksum && !strcmp(w->g[i].ns, ns))
+            return &w->g[i];
+    if (w->n == w->cap) {
+        w->cap = w->cap ? 2 * w->cap : 8;
+        group *p = realloc(w->g, w->cap * sizeof *p);
+        if (!p)
+            return NULL;
+        w->g = p;
+    }
+    group *g = &w->g[w->n];
+    memset(g, 0, sizeof *g);
+    if (!(g->ns = strdup(ns)))
+        return NULL;
+    g->checksum = checksum;
+    w->n++;
+    return g;
+}
+
+/* The same rules as the fold (replay/state.c), told as a verdict. */
+static const char *verdict(group *g, const envlog_tune *t, const char *sid,
+                           uint64_t seq, const char **rule)
+{
+    if (!t->stored) {
+        *rule = "not-stored";
+        return "not stored: the pick was not measured";
+    }
+    if (!g->standing || (g->imported && !t->imported)) {
+        *rule = !g->standing ? (t->imported ? "imported" : "first-local")
+                             : "local-replaced-imported";
+        g->standing = true;
+        g->imported = t->imported;
+        g->set_seq = seq;
+        memcpy(g->set_session, sid, 33);
+        return !strcmp(*rule, "imported") ? "set: imported"
+               : !strcmp(*rule, "first-local") ? "set: first local value"
+                                                : "set: a local value replaced an imported one";
+    }
+    *rule = t->imported ? "import-ignored" : "kept-first";
+    return t->imported ? "ignored: an imported value never replaces an entry"
+                       : "ignored: the first local value stands";
+}
+
+static void print_trials(const envlog_tune *t)
+{
+    printf("    %-3s %-24s %8s %12s %12s %12s %12s %10s\n", "#", "candidate", "samples",
+           "min", "median", "mean", "max", "stddev");
+    for (size_t i = 0; i < t->n_trials; i++) {
+        const envlog_trial *r = &t->trials[i];
+        if (r->error) {
+            printf("    %-3u %-24s  failed: %s\n", r->index, r->name ? r->name : "-",
+                   r->error);
+            continue;
+        }
+        printf("    %-3u %-24s %8" PRIu64 " %10.0fns %10.0fns %10.0fns %10.0fns %8.0fns%s\n",
+               r->index, r->name ? r->name : "-", r->samples, r->min_ns, r->median_ns,
+               r->mean_ns, r->max_ns, r->stddev_ns,
+               (int64_t)r->index == t->winner ? "  <- winner" : "");
+    }
+}
+
+static int why_visit(void *ctx, const envlog_replay_rec *r)
+{
+    why_ctx *w = ctx;
+    const envlog_record *rec = r->rec;
+    char sid[33], t[32];
+    envlog_id_format(&rec->stamp.session, sid);
+    cli_time(r->unix_ns, t);
+    if (rec->kind == ENVLOG_KIND_FORGET) {
+        const envlog_forget *f = &rec->u.forget;
+        if (f->table != ENVLOG_TABLE_TUNE || !f->key || strcmp(f->key, w->key) ||
+            (w->ns && strcmp(f->ns, w->ns)))
+            return 0;
+        group *g = group_of(w, f->ns, f->checksum);
+        if (!g)
+            return w->err = 1;
+        bool had = g->standing;
+        g->standing = false;
+        w->forgets++;
+        if (w->c->json) {
+            printf("{\"event\":\"forget\",\"time\":\"%s\",\"session\":\"%s\",\"seq\":%" PRIu64
+                   ",\"namespace\":", t, sid, rec->stamp.seq);
+            cli_jstr(f->ns);
+            printf(",\"checksum\":%" PRIu64 ",\"removed\":%s}\n", f->checksum,
+                   had ? "true" : "false");
+        } else {
+            printf("forget  %s  session %s seq %" PRIu64 "\n  %s checksum %016" PRIx64
+                   ": %s\n\n", t, sid, rec->stamp.seq, f->ns, f->checksum,
+                   had ? "entry removed" : "nothing was standing");
+        }
+        return 0;
+    }
+    if (rec->kind != ENVLOG_KIND_TUNE)
+        return 0;
+    const envlog_tune *tu = &rec->u.tune;
+    if (!tu->key || strcmp(tu->key, w->key) || (w->ns && strcmp(tu->ns, w->ns)))
+        return 0;
+    group *g = group_of(w, tu->ns, tu->checksum);
+    if (!g)
+        return w->err = 1;
+    w->tunes++;
+    const char *rule;
+    const char *v = verdict(g, tu, sid, rec->stamp.seq, &rule);
+    const envlog_session_rec *s = r->session;
+    if (w->c->json) {
+        printf("{\"event\":\"tune\",\"time\":\"%s\",\"verdict\":", t);
+        cli_jstr(v);
+        printf(",\"rule\":\"%s\",\"host\":", rule);
+        cli_jstr(s && s->host ? s->host : "");
+        printf(",\"label\":");
+        cli_jstr(s && s->label ? s->label : "");
+        printf(",\"runtime\":");
+        cli_jstr(s && s->runtime ? s->runtime : "");
+        printf(",\"runtime_version\":");
+        cli_jstr(s && s->runtime_version ? s->runtime_version : "");
+        printf(",\"devices\":[");
+        for (size_t i = 0; s && i < s->n_devices; i++) {
+            if (i)
+                putchar(',');
+            cli_jstr(s->devices[i]);
+        }
+        printf("],\"record\":");
+        if (envlog_record_json(rec, cli_fwrite, stdout))
+            return w->err = 1;
+        printf("}\n");
+        return 0;
+    }
+    printf("tune  %s  session %s seq %" PRIu64 "\n", t, sid, rec->stamp.seq);
+    if (s) {
+        printf("  host %s, label %s, runtime %s %s", s->host ? s->host : "-",
+               s->label ? s->label : "-", s->runtime ? s->runtime : "-",
+               s->runtime_version ? s->runtime_version : "");
+        for (size_t i = 0; i < s->n_devices; i++)
+            printf("%s%s", i ? ", " : ", devices ", s->devices[i]);
+        putchar('\n');
+    }
+    printf("  namespace %s\n  checksum %016" PRIx64 " over %zu candidates%s\n", tu->ns,
+           tu->checksum, tu->n_candidates, tu->imported ? " (imported)" : "");
+    print_trials(tu);
+    printf("  policy %s", tu->policy ? tu->policy : "-");
+    for (size_t i = 0; i < tu->n_params; i++)
+        printf("%s%s=%g", i ? ", " : " (", tu->params[i].name, tu->params[i].value);
+    printf("%s\n", tu->n_params ? ")" : "");
+    if (tu->winner >= 0 && (size_t)tu->winner < tu->n_candidates)
+        printf("  winner %s, margin %.1f%% to the runner-up%s%s\n",
+               tu->candidates[tu->winner], tu->margin * 100,
+               tu->within_noise ? " (within noise)" : "",
+               tu->short_circuit ? ", short-circuited" : "");
+    else
+        printf("  no winner\n");
+    printf("  -> %s\n\n", v);
+    return 0;
+}
+
+static int why_run(cli *c)
+{
+    why_ctx w = {.c = c};
+    uint64_t checksum = 0;
+    bool has_checksum = false;
+    for (int i = 1; i < c->argc; i++) {
+        const char *a = c->argv[i];
+        if ((!strcmp(a, "--namespace") || !strcmp(a, "-n")) && i + 1 < c->argc)
+            w.ns = c->argv[++i];
+        else if (!strcmp(a, "--checksum") && i + 1 < c->argc) {
+            has_checksum = true;
+            checksum = strtoull(c->argv[++i], NULL, 0);
+        } else if (!strcmp(a, "--json"))
+            c->json = true;
+        else if (a[0] == '-')
+            return cli_error(EXIT_USAGE, "why: unknown option '%s'", a);
+        else if (!w.key)
+            w.key = a;
+        else
+            return cli_error(EXIT_USAGE, "why: one KEY at a time");
+    }
+    if (!w.key)
+        return cli_error(EXIT_USAGE, "why: which KEY? (see envlog why --help)");
+    envlog_env *env;
+    int rc = cli_open_env(c, false, &env);
+    if (rc)
+        return rc;
+    int worst = EXIT_OK;
+    envlog_replay_opts o = {.on_damage = cli_damage, .ctx = &worst};
+    envlog_err e = envlog_replay_each(env, &o, why_visit, &w);
+    envlog_state *st = NULL;
+    if (!e)
+        e = envlog_state_open(env, NULL, &st);
+    if (e || w.err) {
+        rc = w.err ? cli_error(EXIT_USAGE, "why: out of memory") : cli_fail(e, "replaying");
+        goto done;
+    }
+    /* What stands now, straight from the fold: it must agree with the
+     * verdicts above. */
+    size_t standing = 0;
+    for (size_t i = 0; i < w.n; i++) {
+        group *g = &w.g[i];
+        if (has_checksum && g->checksum != checksum)
+            continue;
+        envlog_tune_entry te;
+        if (envlog_state_winner(st, g->ns, w.key, g->checksum, &te) != ENVLOG_OK) {
+            if (c->json) {
+                printf("{\"event\":\"none\",\"namespace\":");
+                cli_jstr(g->ns);
+                printf(",\"checksum\":%" PRIu64 ",\"why\":\"%s\"}\n", g->checksum,
+                       w.forgets ? "forgotten" : "not stored");
+            } else {
+                printf("now: no entry for %s checksum %016" PRIx64 " (%s)\n", g->ns,
+                       g->checksum, w.forgets ? "forgotten" : "never stored");
+            }
+            continue;
+        }
+        standing++;
+        char sid[33];
+        envlog_id_format(&te.stamp.session, sid);
+        if (c->json) {
+            printf("{\"event\":\"standing\",\"namespace\":");
+            cli_jstr(te.ns);
+            printf(",\"key\":");
+            cli_jstr(te.key);
+            printf(",\"checksum\":%" PRIu64 ",\"winner\":", te.checksum);
+            cli_jstr(te.winner);
+            printf(",\"margin\":%.17g,\"within_noise\":%s,\"origin\":\"%s\",\"rule\":",
+                   te.margin, te.within_noise ? "true" : "false",
+                   te.origin == ENVLOG_IMPORTED ? "imported" : "local");
+            cli_jstr(envlog_rule_name(te.rule));
+            printf(",\"session\":\"%s\",\"seq\":%" PRIu64 "}\n", sid, te.stamp.seq);
+        } else {
+            printf("now: %s stands for %s checksum %016" PRIx64 "\n"
+                   "  set by session %s seq %" PRIu64 " (%s); %s\n",
+                   te.winner, te.ns, te.checksum, sid, te.stamp.seq,
+                   te.origin == ENVLOG_IMPORTED ? "imported" : "local",
+                   envlog_rule_name(te.rule));
+        }
+    }
+    if (w.ns && (!standing || has_checksum)) {
+        /* A miss under the asked namespace: what is near it, and how. */
+        envlog_near *nv;
+        size_t nn;
+        if (!envlog_state_explain(st, ENVLOG_TABLE_TUNE, w.ns, w.key, checksum, NULL, 0,
+                                  &nv, &nn)) {
+            for (size_t i = 0; i < nn; i++) {
+                if (c->json) {
+                    printf("{\"event\":\"near\",\"namespace\":");
+                    cli_jstr(nv[i].ns);
+                    printf(",\"checksum\":%" PRIu64 ",\"differs\":", nv[i].checksum);
+                    cli_jstr(nv[i].differs);
+                    printf("}\n");
+                } else {
+                    printf("near: %s checksum %016" PRIx64 ": %s\n", nv[i].ns,
+                           nv[i].checksum, nv[i].differs);
+                }
+            }
+            envlog_near_free(nv);
+        }
+    }
+    if (w.tunes == 0 && !c->json)
+        printf("no tune of '%s'%s%s was ever recorded\n", w.key, w.ns ? " in " : "",
+               w.ns ? w.ns : "");
+    if (w.tunes == 0 && c->json)
+        printf("{\"event\":\"miss\",\"key\":\"%s\",\"why\":\"never tuned\"}\n", w.key);
+    if (!standing)
+        rc = EXIT_DAMAGE; /* like grep: 1 when nothing matches */
+done:
+    for (size_t i = 0; i < w.n; i++)
+        free(w.g[i].ns);
+    free(w.g);
+    envlog_state_close(st);
+    envlog_env_close(env);
+    return rc ? rc : worst;
+}
+
+const cli_cmd cli_cmd_why = {
+    "why", "explain how the winner of a tune key was chosen",
+    "usage: envlog [-C DIR] why KEY [--namespace NS] [--checksum N] [--json]\n"
+    "\n"
+    "Shows every tune of KEY in every session, in the total order: when, which\n"
+    "session, host, runtime and devices; its trials in the order they ran with\n"
+    "their statistics; the policy and its parameters; the winner, its margin to\n"
+    "the runner-up and whether that is within noise; and the verdict of the fold\n"
+    "rules.  Then the entry that stands now and the rule that made it stand.\n"
+    "With --namespace (and --checksum) a miss is explained: the entries with the\n"
+    "same key under another namespace or checksum, and what differs.\n"
+    "Exit status 0 when an entry stands, 1 when none does.\n",
+    why_run,
+};

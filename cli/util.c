@@ -1,0 +1,115 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * util.c - small helpers the commands share: JSON strings, the progress bar,
+ * damage lines and the --until argument.
+ */
+#include "cli.h"
+
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+void cli_jstr(const char *s)
+{
+    envlog_json_string(s ? s : "", cli_fwrite, stdout);
+}
+
+static bool bar_drawn;
+
+void cli_progress(void *label, uint64_t done, uint64_t total)
+{
+    static int tty = -1;
+    if (tty < 0)
+        tty = isatty(2);
+    if (!tty || total < (64u << 20))
+        return; /* only for large environments, only on a terminal */
+    int pct = total ? (int)(done * 100 / total) : 100;
+    int filled = pct * 30 / 100;
+    fprintf(stderr, "\r%s [%.*s%*s] %3d%% %.1f/%.1f MB", (const char *)label, filled,
+            "##############################", 30 - filled, "", pct, done / 1e6,
+            total / 1e6);
+    bar_drawn = true;
+}
+
+void cli_progress_done(void)
+{
+    if (bar_drawn)
+        fputc('\n', stderr);
+    bar_drawn = false;
+}
+
+void cli_damage(void *ctx, const envlog_damage *d, bool torn)
+{
+    char id[33];
+    cli_progress_done();
+    envlog_id_format(&d->session, id);
+    fprintf(stderr,
+            "envlog: %s: session %s segment %" PRIu32 " offset %" PRIu64
+            ": %s (%" PRIu64 " bytes dropped)\n",
+            torn ? "torn tail" : "damage", id, d->segment, d->offset, d->reason,
+            d->bytes);
+    if (ctx)
+        *(int *)ctx = EXIT_DAMAGE;
+}
+
+static int parse_time(const char *s, uint64_t *ns)
+{
+    char *end;
+    if (strspn(s, "0123456789") == strlen(s) && *s) {
+        *ns = strtoull(s, &end, 10);
+        return 0;
+    }
+    struct tm tm;
+    memset(&tm, 0, sizeof tm);
+    const char *p = strptime(s, "%Y-%m-%dT%H:%M:%S", &tm);
+    if (!p)
+        return -1;
+    uint64_t frac = 0, scale = 1000000000u;
+    if (*p == '.') {
+        p++;
+        while (*p >= '0' && *p <= '9') {
+            if (scale > 1) {
+                scale /= 10;
+                frac += (uint64_t)(*p - '0') * scale;
+            }
+            p++;
+        }
+    }
+    if (*p == 'Z')
+        p++;
+    if (*p)
+        return -1;
+    time_t t = timegm(&tm);
+    if (t < 0)
+        return -1;
+    *ns = (uint64_t)t * 1000000000u + frac;
+    return 0;
+}
+
+int cli_parse_until(envlog_env *env, const char *arg, envlog_replay_opts *o)
+{
+    const char *colon = strrchr(arg, ':');
+    if (colon && strspn(arg, "0123456789abcdefABCDEF") == (size_t)(colon - arg) &&
+        colon[1] && strspn(colon + 1, "0123456789") == strlen(colon + 1)) {
+        char id[33];
+        size_t n = (size_t)(colon - arg);
+        if (n == 0 || n > 32)
+            return cli_error(EXIT_USAGE, "--until: '%s' is not SESSION:SEQ", arg);
+        memcpy(id, arg, n);
+        id[n] = 0;
+        int rc = cli_resolve_session(env, id, &o->until_session);
+        if (rc)
+            return rc;
+        o->until_stamp = true;
+        o->until_seq = strtoull(colon + 1, NULL, 10);
+        return EXIT_OK;
+    }
+    if (parse_time(arg, &o->until_unix_ns))
+        return cli_error(EXIT_USAGE,
+                         "--until: '%s' is neither SESSION:SEQ nor a time "
+                         "(Unix ns or YYYY-MM-DDTHH:MM:SS[.fff]Z)", arg);
+    o->until_time = true;
+    return EXIT_OK;
+}

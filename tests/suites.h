@@ -1,0 +1,16 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * suites.h - one Check suite per module, each from tests/check_<module>.c.
+ * To add a suite: declare it here and add one line to runner.c's table.
+ */
+#ifndef ENVLOG_SUITES_H
+#define ENVLOG_SUITES_H
+
+#include <check.h>
+
+Suite *suite_core(void);    /* check_core.c: codec, renderers, allocation */
+Suite *suite_log(void);     /* check_log.c: framing, reader, damage */
+Suite *suite_session(void); /* check_session.c: recorder, effects, faults,
+                               processes and threads */
+
+#endif /* ENVLOG_SUITES_H */

@@ -1,0 +1,142 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * testutil.h - what the Check suites share: scratch directories under the
+ * runner's temporary root, file helpers, an I/O table that fails a chosen
+ * call, sample records of every kind, and reading a session back whole.
+ *
+ * Suites may use the library's internal headers; the helpers here never
+ * touch anything outside the runner's temporary root.
+ */
+#ifndef ENVLOG_TESTUTIL_H
+#define ENVLOG_TESTUTIL_H
+
+#include "log_int.h"
+
+#include <check.h>
+#include <stdio.h>
+
+/* ------------------------------------------------------------ directories */
+
+/* The runner's temporary root (made once, removed at the end). */
+const char *tu_root(void);
+/* A fresh directory under the root; the caller frees the string. */
+char *tu_mkdtemp(const char *tag);
+/* Removes a tree (no symbolic link is followed). */
+void tu_rmrf(const char *path);
+/* Copies a tree of directories and regular files. */
+void tu_copytree(const char *src, const char *dst);
+/* Every path under `dir` (relative, sorted, directories with a trailing
+ * '/'), newline-joined; the caller frees the string. */
+char *tu_listing(const char *dir);
+/* "a/b" in a static rotating buffer. */
+const char *tu_path(const char *a, const char *b);
+
+/* ------------------------------------------------------------------ files */
+
+/* Reads a whole file; aborts the test when it cannot. */
+uint8_t *tu_read(const char *path, size_t *n);
+void tu_write(const char *path, const void *p, size_t n);
+void tu_truncate(const char *path, off_t len);
+off_t tu_size(const char *path);
+bool tu_exists(const char *path);
+
+/* ------------------------------------------------------- fault injection */
+
+/* The calls the failing table can fail. */
+typedef enum tu_call {
+    TU_OPEN, TU_OPENAT, TU_CLOSE, TU_PREAD, TU_PWRITE, TU_FSYNC, TU_FTRUNCATE,
+    TU_FALLOCATE, TU_MMAP, TU_MUNMAP, TU_MSYNC, TU_MKDIRAT, TU_RENAMEAT,
+    TU_UNLINKAT, TU_FLOCK, TU_FSTAT, TU_N_CALLS,
+    TU_ANY = TU_N_CALLS /* count every call */
+} tu_call;
+
+extern const char *const tu_call_names[TU_N_CALLS];
+
+/* Installs a table that fails the `nth` (from 1) call of `which` (or of any
+ * call, TU_ANY) with `err`, once.  Counters start at 0. */
+void tu_fault_arm(tu_call which, long nth, int err);
+/* Restores the POSIX table; @return true when the fault was injected. */
+bool tu_fault_disarm(void);
+/* Calls of `which` made since arming (TU_ANY: all). */
+long tu_fault_calls(tu_call which);
+
+/* --------------------------------------------------------- sample records */
+
+/* One record of any kind, in storage the sample owns. */
+typedef struct tu_sample {
+    envlog_kind kind;
+    union {
+        envlog_session_rec session;
+        envlog_tune tune;
+        envlog_compile compile;
+        envlog_span_rec span;
+        envlog_mark mark;
+        envlog_import import;
+        envlog_forget forget;
+        envlog_user user;
+    } u;
+} tu_sample;
+
+typedef enum tu_variant { TU_EMPTY, TU_TYPICAL, TU_MAXIMAL, TU_UNICODE } tu_variant;
+
+/* Fills `s` with a sample of `kind`.  Storage is static (one per kind and
+ * variant), valid for the test. */
+void tu_sample_make(tu_sample *s, envlog_kind kind, tu_variant v);
+/* Asserts that `got` equals `want` field by field (full_only fields only
+ * when `full`). */
+void tu_sample_check(envlog_kind kind, const void *want, const void *got, bool full);
+
+/* The built-in kinds, in order. */
+extern const envlog_kind tu_kinds[8];
+
+/* ------------------------------------------------------------- sessions */
+
+/* A record as read back: stamp, kind and a copy of its payload. */
+typedef struct tu_rec {
+    uint64_t seq;
+    envlog_kind kind;
+    envlog_effect effect;
+    uint32_t segment;
+    uint64_t file_offset;
+    uint8_t *payload;
+    size_t size;
+} tu_rec;
+
+/* Everything a reader returned, with the damage seen on the way. */
+typedef struct tu_readback {
+    tu_rec *recs;
+    size_t n;
+    size_t n_corrupt;
+    size_t n_truncated;
+    envlog_damage first_damage;
+    envlog_damage torn;        /* the last TRUNCATED's damage */
+    envlog_session_state state;
+    envlog_err error;          /* a hard error (IO, NOMEM) that stopped it */
+} tu_readback;
+
+/* Reads session `id` of `env` to its end; never fails the test itself. */
+envlog_err tu_read_session(envlog_env *env, const envlog_id128 *id, tu_readback *rb);
+void tu_readback_free(tu_readback *rb);
+/* The record of seq `seq` in `rb`, or NULL. */
+const tu_rec *tu_find_seq(const tu_readback *rb, uint64_t seq);
+
+/* Opens (creating) the environment at `path`, asserting success. */
+envlog_env *tu_env(const char *path);
+/* Session options with a label and a segment size (0: default). */
+envlog_session_opts tu_opts(const char *label, uint64_t segment_size);
+
+/* A stored tune (CHANGED) whose key embeds `i`, with payload about `pad`
+ * bytes larger than the minimum. */
+envlog_err tu_record_tune(envlog_session *s, const char *keyfmt, unsigned i,
+                          size_t pad, envlog_stamp *st);
+
+#define ck_assert_err(got, want)                                               \
+    do {                                                                       \
+        envlog_err g_ = (got), w_ = (want);                                    \
+        ck_assert_msg(g_ == w_, "%s: got %s (%d), want %s (%d): %s", #got,     \
+                      envlog_strerror(g_), (int)g_, envlog_strerror(w_),       \
+                      (int)w_, envlog_errmsg());                               \
+    } while (0)
+#define ck_assert_ok(expr) ck_assert_err((expr), ENVLOG_OK)
+
+#endif /* ENVLOG_TESTUTIL_H */
