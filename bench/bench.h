@@ -39,8 +39,8 @@ extern bench_opts bench_o;
 extern FILE *bench_out;
 
 /* Sizes pick one of three values by mode. */
-#define BENCH_SIZE(full, quick, selftest)                                      \
-    (bench_o.selftest ? (selftest) : bench_o.quick ? (quick) : (full))
+#define BENCH_SIZE(full_, quick_, self_)                                        \
+    (bench_o.selftest ? (self_) : bench_o.quick ? (quick_) : (full_))
 
 /* Prints "envlog-bench: error: ..." and exits with status 2. */
 void bench_die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));

@@ -359,7 +359,7 @@ void bench_selftest_harness(void)
     r.envlog.median = 200;
     r.sqlite.median = 1000;
     r.limit = 100;
-    double x;
+    double x = 0;
     bench_expect(ratio_of(&r, &x) && x == 0.2, "ratio 200/1000 is %g", x);
     bench_expect(share_of(&r, &x) && x == 0.5, "share of a lower-better limit %g", x);
 }

@@ -61,6 +61,9 @@ void cli_damage(void *ctx, const envlog_damage *d, bool torn);
 /* Parses "SESSION:SEQ" (a session id or prefix) or a time (Unix ns, or
  * ISO 8601 UTC such as 2026-12-02T17:28:01.294Z) into replay options. */
 int cli_parse_until(envlog_env *env, const char *arg, envlog_replay_opts *o);
+/* Parses a tune-set checksum: decimal, or hex with a 0x prefix (as `why`
+ * prints it).  Returns EXIT_OK, or prints why not and returns EXIT_USAGE. */
+int cli_parse_checksum(const char *opt, const char *arg, uint64_t *out);
 
 extern const cli_cmd cli_cmd_sessions;
 extern const cli_cmd cli_cmd_cat;

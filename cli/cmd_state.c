@@ -263,7 +263,8 @@ static int forget_run(cli *c)
             f.ns = c->argv[++i];
         else if (!strcmp(a, "--checksum") && i + 1 < c->argc) {
             f.has_checksum = true;
-            f.checksum = strtoull(c->argv[++i], NULL, 0);
+            if (cli_parse_checksum("forget --checksum", c->argv[++i], &f.checksum))
+                return EXIT_USAGE;
         } else if (!strcmp(a, "--kernel"))
             f.kernel = true;
         else if (!strcmp(a, "--all"))

@@ -84,12 +84,14 @@ static int trace_visit(void *ctx, const envlog_replay_rec *r)
     uint64_t start = r->unix_ns - rec->stamp.offset_ns; /* the session's start */
     if (!t->origin_ns || start < t->origin_ns)
         t->origin_ns = start;
-    if (rec->kind != ENVLOG_KIND_SPAN && rec->kind != ENVLOG_KIND_TUNE &&
-        rec->kind != ENVLOG_KIND_COMPILE && rec->kind != ENVLOG_KIND_MARK)
-        return 0;
+    /* Every session is a process, even one with nothing to draw (a forget,
+     * an import), so the trace shows each session that changed something. */
     size_t pid = pid_of(t, r);
     if (t->err)
         return 1;
+    if (rec->kind != ENVLOG_KIND_SPAN && rec->kind != ENVLOG_KIND_TUNE &&
+        rec->kind != ENVLOG_KIND_COMPILE && rec->kind != ENVLOG_KIND_MARK)
+        return 0;
     char buf[64];
     switch (rec->kind) {
     case ENVLOG_KIND_SPAN: {

@@ -71,10 +71,13 @@ static int verify_session(cli *c, envlog_env *env, const envlog_session_info *in
             printf("%s{\"segment\":%" PRIu32 ",\"records\":%" PRIu64 ",\"good_to\":%" PRIu64
                    "}", i ? "," : "", segs[i].segment, segs[i].records, segs[i].good_end);
         printf("],\"damage\":[");
-        for (size_t i = 0; i < nd; i++)
+        for (size_t i = 0; i < nd; i++) {
             printf("%s{\"segment\":%" PRIu32 ",\"offset\":%" PRIu64 ",\"bytes\":%" PRIu64
-                   ",\"torn\":%s,\"reason\":\"%s\"}", i ? "," : "", dmg[i].segment,
-                   dmg[i].offset, dmg[i].bytes, torn[i] ? "true" : "false", dmg[i].reason);
+                   ",\"torn\":%s,\"reason\":", i ? "," : "", dmg[i].segment,
+                   dmg[i].offset, dmg[i].bytes, torn[i] ? "true" : "false");
+            cli_jstr(dmg[i].reason);
+            putchar('}');
+        }
         printf("]");
     } else {
         printf("%s  %-8s  %" PRIu64 " records in %" PRIu64 " segments\n", in->id_hex,

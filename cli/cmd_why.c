@@ -16,6 +16,7 @@ typedef struct group {
     uint64_t checksum;
     bool standing;
     bool imported;
+    bool forgotten; /* the last value was removed by a forget */
     uint64_t set_seq;
     char set_session[33];
 } group;
@@ -62,6 +63,7 @@ static const char *verdict(group *g, const envlog_tune *t, const char *sid,
         *rule = !g->standing ? (t->imported ? "imported" : "first-local")
                              : "local-replaced-imported";
         g->standing = true;
+        g->forgotten = false;
         g->imported = t->imported;
         g->set_seq = seq;
         memcpy(g->set_session, sid, 33);
@@ -76,6 +78,10 @@ static const char *verdict(group *g, const envlog_tune *t, const char *sid,
 
 static void print_trials(const envlog_tune *t)
 {
+    if (!t->n_trials) {
+        printf("    no trials ran\n");
+        return;
+    }
     printf("    %-3s %-24s %8s %12s %12s %12s %12s %10s\n", "#", "candidate", "samples",
            "min", "median", "mean", "max", "stddev");
     for (size_t i = 0; i < t->n_trials; i++) {
@@ -109,6 +115,8 @@ static int why_visit(void *ctx, const envlog_replay_rec *r)
             return w->err = 1;
         bool had = g->standing;
         g->standing = false;
+        if (had)
+            g->forgotten = true;
         w->forgets++;
         if (w->c->json) {
             printf("{\"event\":\"forget\",\"time\":\"%s\",\"session\":\"%s\",\"seq\":%" PRIu64
@@ -117,7 +125,7 @@ static int why_visit(void *ctx, const envlog_replay_rec *r)
             printf(",\"checksum\":%" PRIu64 ",\"removed\":%s}\n", f->checksum,
                    had ? "true" : "false");
         } else {
-            printf("forget  %s  session %s seq %" PRIu64 "\n  %s checksum %016" PRIx64
+            printf("forget  %s  session %s seq %" PRIu64 "\n  %s checksum 0x%016" PRIx64
                    ": %s\n\n", t, sid, rec->stamp.seq, f->ns, f->checksum,
                    had ? "entry removed" : "nothing was standing");
         }
@@ -167,7 +175,7 @@ static int why_visit(void *ctx, const envlog_replay_rec *r)
             printf("%s%s", i ? ", " : ", devices ", s->devices[i]);
         putchar('\n');
     }
-    printf("  namespace %s\n  checksum %016" PRIx64 " over %zu candidates%s\n", tu->ns,
+    printf("  namespace %s\n  checksum 0x%016" PRIx64 " over %zu candidates%s\n", tu->ns,
            tu->checksum, tu->n_candidates, tu->imported ? " (imported)" : "");
     print_trials(tu);
     printf("  policy %s", tu->policy ? tu->policy : "-");
@@ -196,7 +204,8 @@ static int why_run(cli *c)
             w.ns = c->argv[++i];
         else if (!strcmp(a, "--checksum") && i + 1 < c->argc) {
             has_checksum = true;
-            checksum = strtoull(c->argv[++i], NULL, 0);
+            if (cli_parse_checksum("why --checksum", c->argv[++i], &checksum))
+                return EXIT_USAGE;
         } else if (!strcmp(a, "--json"))
             c->json = true;
         else if (a[0] == '-')
@@ -235,10 +244,10 @@ static int why_run(cli *c)
                 printf("{\"event\":\"none\",\"namespace\":");
                 cli_jstr(g->ns);
                 printf(",\"checksum\":%" PRIu64 ",\"why\":\"%s\"}\n", g->checksum,
-                       w.forgets ? "forgotten" : "not stored");
+                       g->forgotten ? "forgotten" : "not stored");
             } else {
-                printf("now: no entry for %s checksum %016" PRIx64 " (%s)\n", g->ns,
-                       g->checksum, w.forgets ? "forgotten" : "never stored");
+                printf("now: no entry for %s checksum 0x%016" PRIx64 " (%s)\n", g->ns,
+                       g->checksum, g->forgotten ? "forgotten" : "never stored");
             }
             continue;
         }
@@ -258,11 +267,26 @@ static int why_run(cli *c)
             cli_jstr(envlog_rule_name(te.rule));
             printf(",\"session\":\"%s\",\"seq\":%" PRIu64 "}\n", sid, te.stamp.seq);
         } else {
-            printf("now: %s stands for %s checksum %016" PRIx64 "\n"
+            printf("now: %s stands for %s checksum 0x%016" PRIx64 "\n"
                    "  set by session %s seq %" PRIu64 " (%s); %s\n",
                    te.winner, te.ns, te.checksum, sid, te.stamp.seq,
                    te.origin == ENVLOG_IMPORTED ? "imported" : "local",
                    envlog_rule_name(te.rule));
+        }
+    }
+    bool asked_seen = false;
+    for (size_t i = 0; i < w.n; i++)
+        asked_seen |= w.g[i].checksum == checksum;
+    if (has_checksum && !asked_seen && w.tunes) {
+        if (c->json) {
+            printf("{\"event\":\"none\",\"namespace\":");
+            cli_jstr(w.ns ? w.ns : "");
+            printf(",\"checksum\":%" PRIu64 ",\"why\":\"no tune with this checksum\"}\n",
+                   checksum);
+        } else {
+            printf("now: no entry for %s checksum 0x%016" PRIx64
+                   " (no tune of this key used that tune set)\n",
+                   w.ns ? w.ns : "any namespace", checksum);
         }
     }
     if (w.ns && (!standing || has_checksum)) {
@@ -272,16 +296,29 @@ static int why_run(cli *c)
         if (!envlog_state_explain(st, ENVLOG_TABLE_TUNE, w.ns, w.key, checksum, NULL, 0,
                                   &nv, &nn)) {
             for (size_t i = 0; i < nn; i++) {
+                const char *differs = nv[i].differs;
+                envlog_near *again = NULL;
+                size_t na = 0;
+                /* No checksum was asked for: explain against the entry's
+                 * own, so only the namespace components are told apart. */
+                if (!has_checksum &&
+                    !envlog_state_explain(st, ENVLOG_TABLE_TUNE, w.ns, w.key,
+                                          nv[i].checksum, NULL, 0, &again, &na))
+                    for (size_t k = 0; k < na; k++)
+                        if (again[k].checksum == nv[i].checksum &&
+                            !strcmp(again[k].ns, nv[i].ns))
+                            differs = again[k].differs;
                 if (c->json) {
                     printf("{\"event\":\"near\",\"namespace\":");
                     cli_jstr(nv[i].ns);
                     printf(",\"checksum\":%" PRIu64 ",\"differs\":", nv[i].checksum);
-                    cli_jstr(nv[i].differs);
+                    cli_jstr(differs);
                     printf("}\n");
                 } else {
-                    printf("near: %s checksum %016" PRIx64 ": %s\n", nv[i].ns,
-                           nv[i].checksum, nv[i].differs);
+                    printf("near: %s checksum 0x%016" PRIx64 ": %s\n", nv[i].ns,
+                           nv[i].checksum, differs);
                 }
+                envlog_near_free(again);
             }
             envlog_near_free(nv);
         }
@@ -289,8 +326,11 @@ static int why_run(cli *c)
     if (w.tunes == 0 && !c->json)
         printf("no tune of '%s'%s%s was ever recorded\n", w.key, w.ns ? " in " : "",
                w.ns ? w.ns : "");
-    if (w.tunes == 0 && c->json)
-        printf("{\"event\":\"miss\",\"key\":\"%s\",\"why\":\"never tuned\"}\n", w.key);
+    if (w.tunes == 0 && c->json) {
+        printf("{\"event\":\"miss\",\"key\":");
+        cli_jstr(w.key);
+        printf(",\"why\":\"never tuned\"}\n");
+    }
     if (!standing)
         rc = EXIT_DAMAGE; /* like grep: 1 when nothing matches */
 done:

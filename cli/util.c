@@ -5,6 +5,7 @@
  */
 #include "cli.h"
 
+#include <errno.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
@@ -112,4 +113,24 @@ int cli_parse_until(envlog_env *env, const char *arg, envlog_replay_opts *o)
                          "(Unix ns or YYYY-MM-DDTHH:MM:SS[.fff]Z)", arg);
     o->until_time = true;
     return EXIT_OK;
+}
+
+int cli_parse_checksum(const char *opt, const char *arg, uint64_t *out)
+{
+    /* strtoull(arg, NULL, 0) would read the hex "11db8e5f..." as 11: a
+     * checksum copied from `why` must never silently name another entry. */
+    bool hex = arg[0] == '0' && (arg[1] == 'x' || arg[1] == 'X');
+    const char *digits = hex ? arg + 2 : arg;
+    size_t n = strlen(digits);
+    char *end;
+    errno = 0;
+    if (n && strspn(digits, hex ? "0123456789abcdefABCDEF" : "0123456789") == n) {
+        unsigned long long v = strtoull(digits, &end, hex ? 16 : 10);
+        if (!errno && !*end) {
+            *out = v;
+            return EXIT_OK;
+        }
+    }
+    return cli_error(EXIT_USAGE, "%s: '%s' is not a checksum (decimal, or hex "
+                     "with 0x, as `envlog why` prints it)", opt, arg);
 }

@@ -2,9 +2,13 @@
 /*
  * cbor_io.c - CBOR item heads in and out, over libcbor.
  *
- * Writing uses libcbor's no-allocation cbor_encode_* functions into a growable
- * buffer; reading turns cbor_stream_decode's callbacks into a pull tokenizer,
- * so decoders walk a payload in place and never build a cbor_item_t tree.
+ * Writing puts item heads straight into a growable buffer, byte for byte
+ * what libcbor's cbor_encode_* functions write (the shortest form).  Reading
+ * is a pull tokenizer, so decoders walk a payload in place and never build a
+ * cbor_item_t tree: the heads records are made of (integers, strings,
+ * arrays, maps, booleans, null, single and double floats) are read here
+ * directly; every other head goes through cbor_stream_decode's callbacks,
+ * so what is accepted or refused is exactly what libcbor accepts or refuses.
  */
 #include "core_int.h"
 
@@ -15,80 +19,118 @@
 
 #define ENC_HEAD_MAX 9
 
-#define ENC_WITH(b, call)                                                     \
-    do {                                                                       \
-        envlog_err e_ = envlog_buf_reserve((b), ENC_HEAD_MAX);                 \
-        if (e_)                                                                \
-            return e_;                                                         \
-        size_t n_ = call((b)->p + (b)->len, (b)->cap - (b)->len);              \
-        if (!n_)                                                               \
-            return envlog__fail(ENVLOG_BAD_DATA, "CBOR encoder refused item"); \
-        (b)->len += n_;                                                        \
-        return ENVLOG_OK;                                                      \
-    } while (0)
+/* An item head in the shortest form: the bytes libcbor's cbor_encode_uint,
+ * _map_start, _string_start and friends write, without a call into the
+ * library per head (recording a tune writes about 150 of them). */
+static inline size_t put_head(uint8_t *p, uint8_t major, uint64_t v)
+{
+    if (v < 24) {
+        p[0] = (uint8_t)(major | v);
+        return 1;
+    }
+    if (v <= 0xff) {
+        p[0] = major | 24;
+        p[1] = (uint8_t)v;
+        return 2;
+    }
+    if (v <= 0xffff) {
+        p[0] = major | 25;
+        p[1] = (uint8_t)(v >> 8);
+        p[2] = (uint8_t)v;
+        return 3;
+    }
+    if (v <= 0xffffffffu) {
+        p[0] = major | 26;
+        for (int i = 0; i < 4; i++)
+            p[1 + i] = (uint8_t)(v >> (24 - 8 * i));
+        return 5;
+    }
+    p[0] = major | 27;
+    for (int i = 0; i < 8; i++)
+        p[1 + i] = (uint8_t)(v >> (56 - 8 * i));
+    return 9;
+}
+
+/* envlog_buf_reserve's own first test, inline: the buffer is nearly always
+ * big enough already. */
+static inline envlog_err room(envlog_buf *b, size_t n)
+{
+    return b->cap - b->len >= n ? ENVLOG_OK : envlog_buf_reserve(b, n);
+}
+
+static inline envlog_err enc_head(envlog_buf *b, uint8_t major, uint64_t v)
+{
+    envlog_err e = room(b, ENC_HEAD_MAX);
+    if (e)
+        return e;
+    b->len += put_head(b->p + b->len, major, v);
+    return ENVLOG_OK;
+}
 
 envlog_err envlog_enc_uint(envlog_buf *b, uint64_t v)
 {
-#define CALL(p, n) cbor_encode_uint(v, p, n)
-    ENC_WITH(b, CALL);
-#undef CALL
+    return enc_head(b, 0x00, v);
 }
 
 envlog_err envlog_enc_int(envlog_buf *b, int64_t v)
 {
     if (v >= 0)
         return envlog_enc_uint(b, (uint64_t)v);
-#define CALL(p, n) cbor_encode_negint((uint64_t)(-(v + 1)), p, n)
-    ENC_WITH(b, CALL);
-#undef CALL
+    return enc_head(b, 0x20, (uint64_t)(-(v + 1)));
 }
 
 envlog_err envlog_enc_double(envlog_buf *b, double v)
 {
+    envlog_err e = room(b, ENC_HEAD_MAX);
+    if (e)
+        return e;
+    uint8_t *p = b->p + b->len;
     /* Preferred serialization: the shortest float that keeps the value. */
     float f = (float)v;
     if ((double)f == v || v != v) {
-#define CALL(p, n) cbor_encode_single(f, p, n)
-        ENC_WITH(b, CALL);
-#undef CALL
+        uint32_t u;
+        memcpy(&u, &f, 4);
+        p[0] = 0xfa;
+        for (int i = 0; i < 4; i++)
+            p[1 + i] = (uint8_t)(u >> (24 - 8 * i));
+        b->len += 5;
+        return ENVLOG_OK;
     }
-#define CALL(p, n) cbor_encode_double(v, p, n)
-    ENC_WITH(b, CALL);
-#undef CALL
+    uint64_t u;
+    memcpy(&u, &v, 8);
+    p[0] = 0xfb;
+    for (int i = 0; i < 8; i++)
+        p[1 + i] = (uint8_t)(u >> (56 - 8 * i));
+    b->len += 9;
+    return ENVLOG_OK;
 }
 
 envlog_err envlog_enc_bool(envlog_buf *b, bool v)
 {
-#define CALL(p, n) cbor_encode_bool(v, p, n)
-    ENC_WITH(b, CALL);
-#undef CALL
+    envlog_err e = room(b, ENC_HEAD_MAX);
+    if (e)
+        return e;
+    b->p[b->len++] = v ? 0xf5 : 0xf4;
+    return ENVLOG_OK;
 }
 
 envlog_err envlog_enc_map(envlog_buf *b, size_t n)
 {
-#define CALL(p, m) cbor_encode_map_start(n, p, m)
-    ENC_WITH(b, CALL);
-#undef CALL
+    return enc_head(b, 0xa0, n);
 }
 
 envlog_err envlog_enc_array(envlog_buf *b, size_t n)
 {
-#define CALL(p, m) cbor_encode_array_start(n, p, m)
-    ENC_WITH(b, CALL);
-#undef CALL
+    return enc_head(b, 0x80, n);
 }
 
 static envlog_err enc_string(envlog_buf *b, const void *s, size_t n, bool text)
 {
-    envlog_err e = envlog_buf_reserve(b, ENC_HEAD_MAX + n);
+    envlog_err e = n <= SIZE_MAX - ENC_HEAD_MAX ? room(b, ENC_HEAD_MAX + n)
+                                                : envlog_buf_reserve(b, SIZE_MAX);
     if (e)
         return e;
-    size_t h = text ? cbor_encode_string_start(n, b->p + b->len, b->cap - b->len)
-                    : cbor_encode_bytestring_start(n, b->p + b->len,
-                                                   b->cap - b->len);
-    if (!h)
-        return envlog__fail(ENVLOG_BAD_DATA, "CBOR encoder refused string");
-    b->len += h;
+    b->len += put_head(b->p + b->len, text ? 0x60 : 0x40, n);
     if (n)
         memcpy(b->p + b->len, s, n);
     b->len += n;

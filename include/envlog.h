@@ -603,6 +603,7 @@ typedef struct envlog_tune_entry {
     size_t n_candidates;
     double margin;
     bool within_noise;
+    double winner_cost_ns;      /* the winner's median, when measured */
     envlog_origin origin;
     envlog_rule rule;
     envlog_stamp stamp;         /* the record that set it */
@@ -701,6 +702,120 @@ void envlog_state_stats_get(envlog_state *st, envlog_state_stats *out);
  *  per line, entries in canonical order, then user records in total order.
  *  The same logs always give byte-identical output. */
 envlog_err envlog_state_dump(envlog_state *st, envlog_write_fn fn, void *ctx);
+
+/* ------------------------------------------------ snapshots and bundles */
+
+/*
+ * A snapshot is one file in the log's own framing: HEADER, MANIFEST, INDEX
+ * (sorted key hashes to offsets), one ENTRY per standing entry, optional
+ * EVIDENCE, SEAL.  Compaction writes one as the environment's checkpoint; a
+ * bundle is a snapshot for shipping, compressed as standard zstd frames.
+ * See envlog(5).
+ */
+
+typedef enum envlog_evidence {
+    ENVLOG_EVIDENCE_NONE = 0,    /* entries only; tune trials left out */
+    ENVLOG_EVIDENCE_WINNERS = 1, /* each entry with the record that set it */
+    ENVLOG_EVIDENCE_ALL = 2      /* and every record of the history */
+} envlog_evidence;
+
+typedef struct envlog_compact_report {
+    uint64_t entries;          /* standing entries in the new snapshot */
+    uint64_t evidence;         /* evidence records kept */
+    uint64_t sessions_folded;  /* sessions whose records it holds */
+    uint64_t sessions_removed; /* session directories it made redundant */
+    uint64_t sessions_live;    /* kept: their writers still run */
+    uint64_t sessions_damaged; /* kept: damaged or torn, for `envlog verify` */
+    uint64_t bytes_before;     /* session and snapshot bytes before */
+    uint64_t bytes_after;
+} envlog_compact_report;
+
+/*! envlog_compact() : folds the snapshot and every session into a new
+ *  snapshot (written to snapshot/current.tmp, synced, renamed over
+ *  snapshot/current, directory synced), then removes the session directories
+ *  it fully covers, never one whose writer still holds its lock.  A crash at
+ *  any step leaves the same replayed state.
+ *  @return ENVLOG_OK; ENVLOG_BUSY when another compaction runs; ENVLOG_IO,
+ *  ENVLOG_NOSPACE, ENVLOG_NOMEM (the environment is then as it was). */
+envlog_err envlog_compact(envlog_env *env, envlog_evidence evidence,
+                          envlog_compact_report *report);
+
+/* Limits a bundle must keep to be read at all (see envlog(5)). */
+#define ENVLOG_BUNDLE_MAX_SIZE ((uint64_t)1 << 30)  /* decompressed bytes */
+#define ENVLOG_BUNDLE_SCHEMA 1
+
+typedef struct envlog_bundle_opts {
+    const char *name;              /* e.g. "H100 Linux" */
+    const char *const *prefixes;   /* namespaces to take (prefix match); */
+    size_t n_prefixes;             /* none: all */
+    envlog_evidence evidence;
+    int zstd_level;                /* 0: the default (19) */
+} envlog_bundle_opts;
+
+/* A bundle's manifest and a full check of its contents. */
+typedef struct envlog_bundle_info {
+    uint64_t schema;
+    char *name;
+    char *envlog_version;
+    uint64_t created_unix_ns;
+    char **runtimes;          /* "name version" */
+    size_t n_runtimes;
+    char **environments;      /* "label host os arch [devices]" */
+    size_t n_environments;
+    char **namespaces;
+    uint64_t *namespace_entries; /* entries per namespace */
+    size_t n_namespaces;
+    uint64_t sessions;        /* sessions it compacts */
+    uint64_t tunes, kernels, users, evidence;
+    envlog_hash128 content_hash;
+    bool content_ok;          /* the content hash matches */
+    uint64_t compressed_size, size;
+    uint64_t bad_records;     /* records that failed their checks */
+} envlog_bundle_info;
+
+void envlog_bundle_info_free(envlog_bundle_info *info);
+
+/*! envlog_bundle_export() : writes the environment's standing entries (those
+ *  under `opts->prefixes`) as a bundle to `path` (via path.tmp and rename).
+ *  `info` may be NULL.  @return ENVLOG_OK, ENVLOG_INVALID_ARG (no name),
+ *  ENVLOG_IO, ENVLOG_NOSPACE, ENVLOG_NOMEM. */
+envlog_err envlog_bundle_export(envlog_env *env, const envlog_bundle_opts *opts,
+                                const char *path, envlog_bundle_info **info);
+
+/*! envlog_bundle_inspect() / _memory() : reads a bundle, checks its manifest,
+ *  every record's checksum and the content hash, and describes it.
+ *  @return ENVLOG_OK (check info->bad_records and content_ok);
+ *  ENVLOG_FORMAT (not a bundle, or an unknown schema); ENVLOG_TOO_BIG (it
+ *  inflates past ENVLOG_BUNDLE_MAX_SIZE); ENVLOG_BAD_DATA (unreadable). */
+envlog_err envlog_bundle_inspect(const char *path, envlog_bundle_info **info);
+envlog_err envlog_bundle_inspect_memory(const void *data, size_t size,
+                                        envlog_bundle_info **info);
+
+typedef struct envlog_import_report {
+    uint64_t taken;     /* entries written as IMPORTED */
+    uint64_t skipped;   /* already present (a local or imported value) */
+    uint64_t rejected;  /* failed a check; see first_reject */
+    char first_reject[160];
+    envlog_id128 session; /* the import session (when taken > 0) */
+    uint64_t foreign;   /* entries under namespaces with no local entry */
+} envlog_import_report;
+
+/*! envlog_bundle_import() / _memory() : checks the bundle's manifest and each
+ *  entry, and records the entries not yet present as IMPORTED in a new import
+ *  session (nothing is written when none is taken), so the bundle may then be
+ *  deleted.  Entries are rejected one by one, never all or nothing; importing
+ *  the same bundle twice changes nothing.
+ *  @return ENVLOG_OK; ENVLOG_FORMAT, ENVLOG_TOO_BIG, ENVLOG_BAD_DATA for a
+ *  bundle that cannot be read at all (then nothing is imported); ENVLOG_IO,
+ *  ENVLOG_NOSPACE, ENVLOG_NOMEM. */
+envlog_err envlog_bundle_import(envlog_env *env, const char *path,
+                                envlog_import_report *report);
+envlog_err envlog_bundle_import_memory(envlog_env *env, const void *data,
+                                       size_t size, envlog_import_report *report);
+
+/*! envlog_bundle_state() : the state a bundle holds, for comparing (diff).
+ *  @return as envlog_bundle_inspect(). */
+envlog_err envlog_bundle_state(const char *path, envlog_state **st);
 
 /* --------------------------------------------------------------- rendering */
 

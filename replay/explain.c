@@ -82,7 +82,7 @@ static int visit(void *ctx, const envlog_entry *e)
         nr.stamp = t->stamp;
         ns_diff(t->ns, c->ns, nr.differs, sizeof nr.differs);
         if (t->checksum != c->checksum) {
-            add(nr.differs, sizeof nr.differs, "tune-set checksum %016llx here, %016llx asked",
+            add(nr.differs, sizeof nr.differs, "tune-set checksum 0x%016llx here, 0x%016llx asked",
                 (unsigned long long)t->checksum, (unsigned long long)c->checksum);
             if (c->cands) {
                 for (size_t i = 0; i < t->n_candidates; i++)

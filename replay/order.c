@@ -18,7 +18,12 @@
 #include <unistd.h>
 
 typedef struct cursor {
-    envlog_reader *r;
+    envlog_reader *r;           /* a session, or NULL for the snapshot */
+    envlog_snap *snap;
+    envlog_snap_item item;
+    envlog_record srec;
+    uint64_t watermark;         /* skip seqs up to here (has_wm) */
+    bool has_wm;
     envlog_id128 id;
     const envlog_record *rec;
     envlog_session_rec session; /* a copy; strings below */
@@ -45,8 +50,14 @@ static int cur_cmp(const cursor *a, const cursor *b)
                             b->rec->stamp.seq);
 }
 
+typedef struct kept_session kept_session;
+
 typedef struct merge {
     envlog_env *env;
+    envlog_snap *snap;
+    kept_session *kept;
+    size_t n_kept, cap_kept;
+    envlog_arena kept_arena;
     const envlog_replay_opts *opts;
     cursor *cur;
     size_t n;
@@ -91,9 +102,61 @@ static envlog_err keep_session(cursor *c, const envlog_session_rec *s)
     return ENVLOG_OK;
 }
 
+/* A session record kept for describing the records after it. */
+typedef struct kept_session {
+    envlog_id128 id;
+    envlog_session_rec rec;
+} kept_session;
+
+static envlog_err advance_snap(merge *m, cursor *c)
+{
+    envlog_err e = envlog_snap_next(c->snap, &c->item, &c->srec);
+    if (e == ENVLOG_END) {
+        c->rec = NULL;
+        return ENVLOG_OK;
+    }
+    if (e)
+        return e;
+    c->rec = &c->srec;
+    c->key_ns = c->item.unix_ns;
+    c->id = c->srec.stamp.session;
+    m->bytes_done += c->item.record.size;
+    if (c->srec.kind == ENVLOG_KIND_SESSION) {
+        /* The snapshot holds each compacted session's record as EVIDENCE,
+         * before that session's other records (it is seq 0). */
+        if (m->n_kept == m->cap_kept) {
+            size_t cap = m->cap_kept ? 2 * m->cap_kept : 16;
+            kept_session *p = envlog_realloc(m->kept, cap * sizeof *p);
+            if (!p)
+                return envlog__fail(ENVLOG_NOMEM, "replaying a snapshot");
+            m->kept = p;
+            m->cap_kept = cap;
+        }
+        cursor tmp = {0};
+        tmp.arena = m->kept_arena;
+        e = keep_session(&tmp, &c->srec.u.session);
+        m->kept_arena = tmp.arena;
+        if (e)
+            return e;
+        m->kept[m->n_kept].id = c->srec.stamp.session;
+        m->kept[m->n_kept++].rec = tmp.session;
+    }
+    return ENVLOG_OK;
+}
+
+static const envlog_session_rec *snap_session(const merge *m, const envlog_id128 *id)
+{
+    for (size_t i = m->n_kept; i-- > 0;)
+        if (!memcmp(m->kept[i].id.b, id->b, 16))
+            return &m->kept[i].rec;
+    return NULL;
+}
+
 /* Advances a cursor to its next record; rec is NULL at the end. */
 static envlog_err advance(merge *m, cursor *c)
 {
+    if (c->snap)
+        return advance_snap(m, c);
     for (;;) {
         envlog_err e = envlog_reader_next(c->r, &c->rec);
         if (e == ENVLOG_END) {
@@ -112,6 +175,9 @@ static envlog_err advance(merge *m, cursor *c)
         if (c->rec->kind == ENVLOG_KIND_SESSION && !c->have_session &&
             (e = keep_session(c, &c->rec->u.session)))
             return e;
+        /* Records up to the watermark are in the snapshot already. */
+        if (c->has_wm && c->rec->stamp.seq <= c->watermark)
+            continue;
         c->key_ns = c->start_ns + c->rec->stamp.offset_ns;
         return ENVLOG_OK;
     }
@@ -206,6 +272,8 @@ static envlog_err open_all(merge *m)
             continue;
         }
         m->bytes_total += dir_bytes(m->env, de->d_name);
+        if (m->snap)
+            c->has_wm = envlog_snap_watermark(m->snap, &id, &c->watermark);
         m->n++;
     }
     closedir(d);
@@ -215,11 +283,15 @@ static envlog_err open_all(merge *m)
 static void close_all(merge *m)
 {
     for (size_t i = 0; i < m->n; i++) {
+        if (m->cur[i].snap)
+            continue;
         envlog_reader_close(m->cur[i].r);
         envlog_arena_free(&m->cur[i].arena);
     }
     envlog_free(m->cur);
     envlog_free(m->heap);
+    envlog_free(m->kept);
+    envlog_arena_free(&m->kept_arena);
 }
 
 /* The position (time) of stamp `until` in the total order. */
@@ -257,12 +329,24 @@ static envlog_err stamp_position(merge *m, uint64_t *ns)
                         (unsigned long long)o->until_seq);
 }
 
-envlog_err envlog_replay_each(envlog_env *env, const envlog_replay_opts *opts,
-                              int (*fn)(void *ctx, const envlog_replay_rec *r),
-                              void *ctx)
+envlog_err envlog_replay_each_with(envlog_env *env, const envlog_replay_opts *opts,
+                                   envlog_snap *snap, bool with_snap,
+                                   int (*fn)(void *ctx, const envlog_replay_rec *r),
+                                   void *ctx)
 {
-    merge m = {.env = env, .opts = opts};
+    merge m = {.env = env, .opts = opts, .snap = snap};
     envlog_err e = open_all(&m);
+    if (!e && snap && with_snap) {
+        cursor *p = envlog_realloc(m.cur, (m.n + 1) * sizeof *p);
+        if (!p) {
+            e = envlog__fail(ENVLOG_NOMEM, "replay");
+        } else {
+            m.cur = p;
+            memset(&m.cur[m.n], 0, sizeof m.cur[m.n]);
+            m.cur[m.n++].snap = snap;
+            envlog_snap_rewind(snap);
+        }
+    }
     uint64_t until_ns = 0;
     if (!e && opts && opts->until_stamp)
         e = stamp_position(&m, &until_ns);
@@ -285,7 +369,9 @@ envlog_err envlog_replay_each(envlog_env *env, const envlog_replay_opts *opts,
             envlog_order_cmp(c->key_ns, &c->id, c->rec->stamp.seq, until_ns,
                              &opts->until_session, opts->until_seq) > 0)
             break;
-        envlog_replay_rec rr = {c->rec, c->have_session ? &c->session : NULL,
+        envlog_replay_rec rr = {c->rec,
+                                c->snap ? snap_session(&m, &c->id)
+                                        : c->have_session ? &c->session : NULL,
                                 c->key_ns};
         if (fn(ctx, &rr)) {
             e = envlog__fail(ENVLOG_STATE, "replay stopped by its caller");
@@ -304,5 +390,18 @@ envlog_err envlog_replay_each(envlog_env *env, const envlog_replay_opts *opts,
     if (!e && opts && opts->on_progress)
         opts->on_progress(opts->ctx, m.bytes_total, m.bytes_total);
     close_all(&m);
+    return e;
+}
+
+envlog_err envlog_replay_each(envlog_env *env, const envlog_replay_opts *opts,
+                              int (*fn)(void *ctx, const envlog_replay_rec *r),
+                              void *ctx)
+{
+    envlog_snap *snap;
+    envlog_err e = envlog_snap_map(env, &snap);
+    if (e)
+        return e;
+    e = envlog_replay_each_with(env, opts, snap, true, fn, ctx);
+    envlog_snap_unmap(snap);
     return e;
 }

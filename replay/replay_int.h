@@ -15,6 +15,28 @@
 envlog_err envlog_state_fold(envlog_state *st, const envlog_record *rec,
                              uint64_t unix_ns);
 
+/* envlog_state_open(), keeping each entry's record when `keep_payloads`
+ * (for compaction and export). */
+envlog_err envlog_state_open_x(envlog_env *env, const envlog_replay_opts *opts,
+                               bool keep_payloads, envlog_state **out);
+
+/* A standing entry (or user record) with the record that set it, for
+ * writing snapshots.  `payload` is empty unless the state keeps payloads. */
+typedef struct envlog_state_item {
+    int table;             /* envlog_table or ENVLOG_TABLE_USER */
+    int origin, rule;
+    envlog_stamp stamp;
+    uint64_t unix_ns;
+    const char *ns;
+    uint64_t key_hash;
+    envlog_bytes payload;
+} envlog_state_item;
+
+/* Every standing entry in canonical order, then the user records. */
+envlog_err envlog_state_items(envlog_state *st,
+                              int (*fn)(void *ctx, const envlog_state_item *it),
+                              void *ctx);
+
 /* A state with nothing folded yet. */
 envlog_err envlog_state_new(envlog_state **st);
 
@@ -25,5 +47,123 @@ void envlog_state_unlock(envlog_state *st);
 /* Compares two replay positions: (unix_ns, session id, seq). */
 int envlog_order_cmp(uint64_t a_ns, const envlog_id128 *a_id, uint64_t a_seq,
                      uint64_t b_ns, const envlog_id128 *b_id, uint64_t b_seq);
+
+/* The hash that keys entries in the state and in a snapshot's INDEX:
+ * h = XXH3-64(namespace and its NUL, seed = table);
+ * h = XXH3-64(key bytes, seed = h); h = XXH3-64(checksum as u64 LE, seed = h).
+ * Kernel keys are their 16 bytes with checksum 0. */
+uint64_t envlog_entry_key_hash(envlog_table table, const char *ns, const void *key,
+                               size_t key_len, uint64_t checksum);
+
+/* ------------------------------------------------------------ snapshots */
+
+enum {
+    ENVLOG_KIND_MANIFEST = 32,
+    ENVLOG_KIND_ENTRY = 33,
+    ENVLOG_KIND_EVIDENCE = 34,
+    ENVLOG_KIND_INDEX = 35
+};
+#define ENVLOG_TABLE_USER 2
+
+typedef struct envlog_snap_env {
+    const char *label, *host, *os, *arch;
+    const char *const *devices;
+    size_t n_devices;
+} envlog_snap_env;
+
+typedef struct envlog_snap_wm {
+    envlog_id128 session;
+    uint64_t last_seq;    /* every record up to here is in the snapshot */
+} envlog_snap_wm;
+
+typedef struct envlog_snap_manifest {
+    uint64_t kind;        /* ENVLOG_KIND_MANIFEST */
+    uint64_t schema;      /* ENVLOG_BUNDLE_SCHEMA */
+    const char *name;
+    const char *envlog_version;
+    uint64_t created_unix_ns;
+    const char *const *runtimes;
+    size_t n_runtimes;
+    const envlog_snap_env *envs;
+    size_t n_envs;
+    const envlog_snap_wm *wms;
+    size_t n_wms;
+    uint64_t tunes, kernels, users, evidence;
+    envlog_hash128 content_hash;
+    int evidence_level;   /* envlog_evidence */
+    const char *const *namespaces;
+    size_t n_namespaces;
+} envlog_snap_manifest;
+
+/* An ENTRY or EVIDENCE record: a record of the history, with where it came
+ * from. */
+typedef struct envlog_snap_item {
+    uint64_t kind;        /* ENVLOG_KIND_ENTRY or ENVLOG_KIND_EVIDENCE */
+    int table;            /* entries: envlog_table or ENVLOG_TABLE_USER */
+    int origin;           /* entries: envlog_origin */
+    envlog_stamp stamp;   /* the record's own stamp */
+    uint64_t unix_ns;     /* its place on the common time axis */
+    envlog_bytes record;  /* the record's CBOR map */
+    int rule;             /* entries: the envlog_rule that made it stand */
+} envlog_snap_item;
+
+typedef struct envlog_snap envlog_snap;
+
+/* Builds a snapshot: items are added in the total order. */
+typedef struct envlog_snapw {
+    envlog_buf items;     /* [u32 LE len][payload] per item */
+    uint64_t *hashes;     /* per item: key hash, or 0 with !indexed */
+    uint8_t *indexed;
+    size_t n, cap;
+} envlog_snapw;
+
+envlog_err envlog_snapw_add(envlog_snapw *w, const envlog_snap_item *it, bool indexed,
+                            uint64_t key_hash);
+/* Frames the whole file into `out`; fills m->content_hash. */
+envlog_err envlog_snapw_finish(envlog_snapw *w, envlog_snap_manifest *m,
+                               const envlog_id128 *id, const char *content,
+                               envlog_buf *out);
+void envlog_snapw_free(envlog_snapw *w);
+
+/* Parses a snapshot held in [p, p+n) (which must outlive it).  With
+ * `check_all` every record is read and checked now (bad ones counted);
+ * otherwise only HEADER, MANIFEST and INDEX are. */
+envlog_err envlog_snap_load(const uint8_t *p, size_t n, bool check_all,
+                            envlog_snap **out);
+void envlog_snap_free(envlog_snap *s);
+const envlog_snap_manifest *envlog_snap_manifest_get(const envlog_snap *s);
+/* check_all results. */
+uint64_t envlog_snap_bad_records(const envlog_snap *s);
+bool envlog_snap_content_ok(const envlog_snap *s);
+/* The watermark of `session`, or false. */
+bool envlog_snap_watermark(const envlog_snap *s, const envlog_id128 *session,
+                           uint64_t *last_seq);
+
+/* Finds the ENTRY of a key through the INDEX, decoding only candidates with
+ * that hash.  `rec` and `item` are valid until the next call on `s`.
+ * @return ENVLOG_OK, ENVLOG_NOT_FOUND, or ENVLOG_CORRUPT. */
+envlog_err envlog_snap_find(envlog_snap *s, envlog_table table, const char *ns,
+                            const char *key, const envlog_hash128 *kkey,
+                            uint64_t checksum, envlog_snap_item *item,
+                            envlog_record *rec);
+
+/* ENTRY and EVIDENCE records one by one in file order (the total order),
+ * from the start after envlog_snap_rewind().  Records that fail their
+ * checks are skipped and counted.  `it` and `rec` are valid until the next
+ * call on `s`.  @return ENVLOG_OK or ENVLOG_END. */
+void envlog_snap_rewind(envlog_snap *s);
+envlog_err envlog_snap_next(envlog_snap *s, envlog_snap_item *it, envlog_record *rec);
+
+/* The environment's snapshot (snapshot/current), mapped; NULL in *out when
+ * there is none.  Free with envlog_snap_unmap(). */
+envlog_err envlog_snap_map(envlog_env *env, envlog_snap **out);
+void envlog_snap_unmap(envlog_snap *s);
+
+/* envlog_replay_each over the sessions past `snap`'s watermarks, and, when
+ * `with_snap`, the snapshot's own records merged in. */
+envlog_err envlog_replay_each_with(envlog_env *env, const envlog_replay_opts *opts,
+                                   envlog_snap *snap, bool with_snap,
+                                   int (*fn)(void *ctx, const envlog_replay_rec *r),
+                                   void *ctx);
 
 #endif /* ENVLOG_REPLAY_INT_H */

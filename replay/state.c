@@ -17,7 +17,12 @@
 typedef struct entry {
     envlog_table table;
     uint64_t hash;
-    bool live;
+    bool live;             /* false: a tombstone or a known miss, kept in its
+                              bucket so a lookup does not fall through to the
+                              snapshot */
+    uint8_t *payload;      /* the record that set it (kernels always: the
+                              binary points into it; tunes when kept) */
+    size_t payload_len;
     envlog_tune_entry t;
     envlog_kernel_entry k;
     uint64_t unix_ns;
@@ -30,6 +35,9 @@ typedef struct user_rec {
     uint8_t *body;
     size_t size;
     envlog_stamp stamp;
+    uint64_t unix_ns;
+    uint8_t *payload;      /* the record, when the state keeps payloads */
+    size_t payload_len;
 } user_rec;
 
 struct envlog_state {
@@ -37,6 +45,7 @@ struct envlog_state {
     entry **buckets;
     size_t n_buckets;
     size_t n_tunes, n_kernels;
+    size_t n_known;        /* entries and tombstones in the buckets */
     entry *all;
     envlog_arena strings;
     user_rec *users;
@@ -44,6 +53,9 @@ struct envlog_state {
     envlog_state_stats st;
     envlog_id128 last_session;
     bool any_session;
+    bool keep_payloads;    /* for compaction and export */
+    envlog_snap *snap;     /* the checkpoint under the folded sessions */
+    bool snap_loaded;      /* every snapshot entry is in the table */
 };
 
 const char *envlog_rule_name(envlog_rule rule)
@@ -81,17 +93,19 @@ void envlog_state_close(envlog_state *st)
         return;
     for (entry *e = st->all; e;) {
         entry *next = e->all_next;
-        envlog_free((void *)(uintptr_t)e->k.binary.data);
+        envlog_free(e->payload);
         envlog_free(e);
         e = next;
     }
     for (size_t i = 0; i < st->n_users; i++) {
         envlog_free(st->users[i].kind);
         envlog_free(st->users[i].body);
+        envlog_free(st->users[i].payload);
     }
     envlog_free(st->users);
     envlog_free(st->buckets);
     envlog_arena_free(&st->strings);
+    envlog_snap_unmap(st->snap);
     pthread_rwlock_destroy(&st->lock);
     envlog_free(st);
 }
@@ -101,22 +115,26 @@ void envlog_state_unlock(envlog_state *st) { pthread_rwlock_unlock(&st->lock); }
 
 /* ------------------------------------------------------------------ keys */
 
-static uint64_t key_hash(envlog_table table, const char *ns, const void *key,
-                         size_t key_len, uint64_t checksum)
+uint64_t envlog_entry_key_hash(envlog_table table, const char *ns, const void *key,
+                               size_t key_len, uint64_t checksum)
 {
-    uint64_t h = envlog_xxh64(ns, strlen(ns) + 1, table);
+    uint8_t le[8];
+    for (int i = 0; i < 8; i++)
+        le[i] = (uint8_t)(checksum >> (8 * i));
+    uint64_t h = envlog_xxh64(ns, strlen(ns) + 1, (uint64_t)table);
     h = envlog_xxh64(key, key_len, h);
-    return envlog_xxh64(&checksum, sizeof checksum, h);
+    return envlog_xxh64(le, sizeof le, h);
 }
+
 
 static uint64_t tune_hash(const char *ns, const char *key, uint64_t checksum)
 {
-    return key_hash(ENVLOG_TABLE_TUNE, ns, key, strlen(key), checksum);
+    return envlog_entry_key_hash(ENVLOG_TABLE_TUNE, ns, key, strlen(key), checksum);
 }
 
 static uint64_t kernel_hash(const char *ns, const envlog_hash128 *k)
 {
-    return key_hash(ENVLOG_TABLE_KERNEL, ns, k->b, 16, 0);
+    return envlog_entry_key_hash(ENVLOG_TABLE_KERNEL, ns, k->b, 16, 0);
 }
 
 static entry *find_tune(const envlog_state *st, const char *ns, const char *key,
@@ -161,41 +179,50 @@ static envlog_err grow(envlog_state *st)
     return ENVLOG_OK;
 }
 
-static void unlink_entry(envlog_state *st, entry *old)
+static void count(envlog_state *st, envlog_table table, int d)
 {
-    for (entry **pp = &st->buckets[old->hash & (st->n_buckets - 1)]; *pp;
-         pp = &(*pp)->bucket_next)
-        if (*pp == old) {
-            *pp = old->bucket_next;
-            break;
-        }
-    old->live = false;
-    if (old->table == ENVLOG_TABLE_TUNE)
-        st->n_tunes--;
+    if (table == ENVLOG_TABLE_TUNE)
+        st->n_tunes += (size_t)(ptrdiff_t)d;
     else
-        st->n_kernels--;
+        st->n_kernels += (size_t)(ptrdiff_t)d;
 }
 
-/* Puts `e` in the table, retiring `old` (which stays allocated). */
-static envlog_err install(envlog_state *st, entry *e, entry *old)
+/* Turns a standing entry into a tombstone (it stays in its bucket). */
+static void kill_entry(envlog_state *st, entry *old)
 {
-    if (old)
-        unlink_entry(st, old);
-    size_t live = st->n_tunes + st->n_kernels;
-    if (live + 1 > st->n_buckets) {
+    if (old->live)
+        count(st, old->table, -1);
+    old->live = false;
+}
+
+/* Puts `e` in the table in place of `old` (which stays allocated, since a
+ * lookup may have handed it out).  `counted`: e is already counted (it comes
+ * from the snapshot, whose entries the counts start with). */
+static envlog_err install(envlog_state *st, entry *e, entry *old, bool counted)
+{
+    if (old) {
+        for (entry **pp = &st->buckets[old->hash & (st->n_buckets - 1)]; *pp;
+             pp = &(*pp)->bucket_next)
+            if (*pp == old) {
+                *pp = old->bucket_next;
+                break;
+            }
+        if (old->live && e->live)
+            counted = true;
+        else if (old->live)
+            count(st, old->table, -1);
+    }
+    if (++st->n_known > st->n_buckets) {
         envlog_err err = grow(st);
         if (err)
             return err;
     }
-    e->live = true;
     e->bucket_next = st->buckets[e->hash & (st->n_buckets - 1)];
     st->buckets[e->hash & (st->n_buckets - 1)] = e;
     e->all_next = st->all;
     st->all = e;
-    if (e->table == ENVLOG_TABLE_TUNE)
-        st->n_tunes++;
-    else
-        st->n_kernels++;
+    if (e->live && !counted)
+        count(st, e->table, +1);
     return ENVLOG_OK;
 }
 
@@ -217,7 +244,7 @@ static const char *keep(envlog_state *st, const char *s, bool *oom)
 
 static envlog_rule rule_for(const entry *old, envlog_origin origin)
 {
-    if (!old)
+    if (!old || !old->live)
         return origin == ENVLOG_LOCAL ? ENVLOG_RULE_FIRST_LOCAL : ENVLOG_RULE_IMPORTED;
     return ENVLOG_RULE_LOCAL_OVER_IMPORTED;
 }
@@ -225,30 +252,39 @@ static envlog_rule rule_for(const entry *old, envlog_origin origin)
 /* The seeds' storage rules: may a value of `origin` replace `old`? */
 static bool may_set(const entry *old, envlog_origin origin)
 {
-    if (!old)
+    if (!old || !old->live)
         return true;
     return old->t.origin == ENVLOG_IMPORTED && origin == ENVLOG_LOCAL;
 }
 
-static envlog_err fold_tune(envlog_state *st, const envlog_tune *t,
-                            const envlog_stamp *stamp, uint64_t unix_ns)
+/* A copy of the record's payload, when the entry keeps one. */
+static envlog_err keep_payload(entry *e, const envlog_bytes *payload)
 {
-    if (!t->stored || !t->ns || !t->key || t->winner < 0 ||
-        (size_t)t->winner >= t->n_candidates)
+    if (!payload || !payload->size)
         return ENVLOG_OK;
-    envlog_origin origin = t->imported ? ENVLOG_IMPORTED : ENVLOG_LOCAL;
-    entry *old = find_tune(st, t->ns, t->key, t->checksum);
-    if (!may_set(old, origin))
-        return ENVLOG_OK;
+    if (!(e->payload = envlog_malloc(payload->size)))
+        return envlog__fail(ENVLOG_NOMEM, "keeping a record");
+    memcpy(e->payload, payload->data, payload->size);
+    e->payload_len = payload->size;
+    return ENVLOG_OK;
+}
+
+/* Makes the entry a tune record sets (not yet installed). */
+static envlog_err make_tune(envlog_state *st, const envlog_tune *t,
+                            const envlog_stamp *stamp, uint64_t unix_ns,
+                            const envlog_bytes *payload, envlog_origin origin,
+                            envlog_rule rule, entry **out)
+{
     entry *e = envlog_calloc(1, sizeof *e);
     if (!e)
         return envlog__fail(ENVLOG_NOMEM, "folding a tune");
     bool oom = false;
     e->table = ENVLOG_TABLE_TUNE;
+    e->live = true;
     e->hash = tune_hash(t->ns, t->key, t->checksum);
     e->unix_ns = unix_ns;
-    e->t.ns = old ? old->t.ns : keep(st, t->ns, &oom);
-    e->t.key = old ? old->t.key : keep(st, t->key, &oom);
+    e->t.ns = keep(st, t->ns, &oom);
+    e->t.key = keep(st, t->key, &oom);
     e->t.checksum = t->checksum;
     const char **cands = t->n_candidates
         ? envlog_arena_alloc(&st->strings, t->n_candidates * sizeof(char *))
@@ -263,54 +299,160 @@ static envlog_err fold_tune(envlog_state *st, const envlog_tune *t,
     e->t.winner = cands ? cands[t->winner] : NULL;
     e->t.margin = t->margin;
     e->t.within_noise = t->within_noise;
+    for (size_t i = 0; i < t->n_trials; i++)
+        if ((int64_t)t->trials[i].index == t->winner && !t->trials[i].error)
+            e->t.winner_cost_ns = t->trials[i].median_ns;
     e->t.origin = origin;
-    e->t.rule = rule_for(old, origin);
+    e->t.rule = rule;
     e->t.stamp = *stamp;
-    e->k.origin = origin; /* may_set() reads origin through t */
-    if (oom) {
+    if (oom || (st->keep_payloads && keep_payload(e, payload))) {
+        envlog_free(e->payload);
         envlog_free(e);
         return envlog__fail(ENVLOG_NOMEM, "folding a tune");
     }
-    return install(st, e, old);
+    *out = e;
+    return ENVLOG_OK;
 }
 
-static envlog_err fold_compile(envlog_state *st, const envlog_compile *c,
-                               const envlog_stamp *stamp, uint64_t unix_ns)
+/* Makes the entry a compile record sets.  The binary is kept inside a copy
+ * of the record when there is one (the binary is a byte string in it), else
+ * on its own. */
+static envlog_err make_kernel(envlog_state *st, const envlog_compile *c,
+                              const envlog_stamp *stamp, uint64_t unix_ns,
+                              const envlog_bytes *payload, envlog_origin origin,
+                              envlog_rule rule, entry **out)
 {
-    if (c->outcome != ENVLOG_COMPILED || !c->binary.size || !c->ns)
-        return ENVLOG_OK;
-    envlog_origin origin = c->imported ? ENVLOG_IMPORTED : ENVLOG_LOCAL;
-    entry *old = find_kernel(st, c->ns, &c->kernel_key);
-    if (!may_set(old, origin))
-        return ENVLOG_OK;
     entry *e = envlog_calloc(1, sizeof *e);
-    void *bin = envlog_malloc(c->binary.size);
-    bool oom = !e || !bin;
-    if (!oom) {
-        memcpy(bin, c->binary.data, c->binary.size);
-        e->table = ENVLOG_TABLE_KERNEL;
-        e->hash = kernel_hash(c->ns, &c->kernel_key);
-        e->unix_ns = unix_ns;
-        e->k.ns = old ? old->k.ns : keep(st, c->ns, &oom);
-        e->k.name = keep(st, c->name, &oom);
-        e->k.kernel_key = c->kernel_key;
-        e->k.source_hash = c->source_hash;
-        e->k.options = keep(st, c->options, &oom);
-        e->k.compiler_version = keep(st, c->compiler_version, &oom);
-        e->k.arch = keep(st, c->arch, &oom);
-        e->k.binary_hash = c->binary_hash;
-        e->k.binary.data = bin;
-        e->k.binary.size = c->binary.size;
-        e->k.origin = e->t.origin = origin;
-        e->k.rule = rule_for(old, origin);
-        e->k.stamp = *stamp;
+    if (!e)
+        return envlog__fail(ENVLOG_NOMEM, "folding a compile");
+    bool oom = false;
+    const uint8_t *pp = payload ? payload->data : NULL;
+    const uint8_t *bp = c->binary.data;
+    if (pp && bp >= pp && bp + c->binary.size <= pp + payload->size) {
+        if (keep_payload(e, payload))
+            oom = true;
+        else
+            e->k.binary.data = e->payload + (bp - pp);
+    } else if ((e->payload = envlog_malloc(c->binary.size))) {
+        memcpy(e->payload, bp, c->binary.size);
+        e->payload_len = 0; /* not a record: just the binary */
+        e->k.binary.data = e->payload;
+    } else {
+        oom = true;
     }
+    e->k.binary.size = c->binary.size;
+    e->table = ENVLOG_TABLE_KERNEL;
+    e->live = true;
+    e->hash = kernel_hash(c->ns, &c->kernel_key);
+    e->unix_ns = unix_ns;
+    e->k.ns = keep(st, c->ns, &oom);
+    e->k.name = keep(st, c->name, &oom);
+    e->k.kernel_key = c->kernel_key;
+    e->k.source_hash = c->source_hash;
+    e->k.options = keep(st, c->options, &oom);
+    e->k.compiler_version = keep(st, c->compiler_version, &oom);
+    e->k.arch = keep(st, c->arch, &oom);
+    e->k.binary_hash = c->binary_hash;
+    e->k.origin = e->t.origin = origin;
+    e->k.rule = rule;
+    e->k.stamp = *stamp;
     if (oom) {
-        envlog_free(bin);
+        envlog_free(e->payload);
         envlog_free(e);
         return envlog__fail(ENVLOG_NOMEM, "folding a compile");
     }
-    return install(st, e, old);
+    *out = e;
+    return ENVLOG_OK;
+}
+
+/* A tombstone that stops lookups from falling through to the snapshot. */
+static envlog_err make_dead(envlog_table table, uint64_t hash, entry **out)
+{
+    entry *e = envlog_calloc(1, sizeof *e);
+    if (!e)
+        return envlog__fail(ENVLOG_NOMEM, "folding a forget");
+    e->table = table;
+    e->hash = hash;
+    *out = e;
+    return ENVLOG_OK;
+}
+
+/* Brings the snapshot's entry for a key (or a known miss) into the table. */
+static envlog_err materialize(envlog_state *st, envlog_table table, const char *ns,
+                              const char *key, const envlog_hash128 *kkey,
+                              uint64_t checksum, entry **out)
+{
+    envlog_snap_item it;
+    envlog_record rec;
+    *out = NULL;
+    envlog_err e = envlog_snap_find(st->snap, table, ns, key, kkey, checksum, &it, &rec);
+    uint64_t h = table == ENVLOG_TABLE_TUNE ? tune_hash(ns, key, checksum)
+                                            : kernel_hash(ns, kkey);
+    entry *n = NULL;
+    if (e == ENVLOG_NOT_FOUND || e == ENVLOG_CORRUPT) {
+        /* A damaged snapshot entry is a miss; the damage shows in verify. */
+        if ((e = make_dead(table, h, &n)))
+            return e;
+        e = install(st, n, NULL, true);
+    } else if (!e) {
+        e = table == ENVLOG_TABLE_TUNE
+                ? make_tune(st, &rec.u.tune, &it.stamp, it.unix_ns, &it.record,
+                            (envlog_origin)it.origin, (envlog_rule)it.rule, &n)
+                : make_kernel(st, &rec.u.compile, &it.stamp, it.unix_ns, &it.record,
+                              (envlog_origin)it.origin, (envlog_rule)it.rule, &n);
+        if (!e)
+            e = install(st, n, NULL, true);
+    }
+    if (!e)
+        *out = n;
+    return e;
+}
+
+/* The table's entry for a key, the snapshot's when the table has none yet;
+ * NULL when neither knows it.  The write lock must be held. */
+static envlog_err find_known(envlog_state *st, envlog_table table, const char *ns,
+                             const char *key, const envlog_hash128 *kkey,
+                             uint64_t checksum, entry **out)
+{
+    *out = table == ENVLOG_TABLE_TUNE ? find_tune(st, ns, key, checksum)
+                                      : find_kernel(st, ns, kkey);
+    if (*out || !st->snap || st->snap_loaded)
+        return ENVLOG_OK;
+    return materialize(st, table, ns, key, kkey, checksum, out);
+}
+
+static envlog_err fold_tune(envlog_state *st, const envlog_record *rec, uint64_t unix_ns)
+{
+    const envlog_tune *t = &rec->u.tune;
+    if (!t->stored || !t->ns || !t->key || t->winner < 0 ||
+        (size_t)t->winner >= t->n_candidates)
+        return ENVLOG_OK;
+    envlog_origin origin = t->imported ? ENVLOG_IMPORTED : ENVLOG_LOCAL;
+    entry *old, *e;
+    envlog_err err = find_known(st, ENVLOG_TABLE_TUNE, t->ns, t->key, NULL, t->checksum, &old);
+    if (err || !may_set(old, origin))
+        return err;
+    if ((err = make_tune(st, t, &rec->stamp, unix_ns, &rec->payload, origin,
+                         rule_for(old, origin), &e)))
+        return err;
+    return install(st, e, old, false);
+}
+
+static envlog_err fold_compile(envlog_state *st, const envlog_record *rec,
+                               uint64_t unix_ns)
+{
+    const envlog_compile *c = &rec->u.compile;
+    if (c->outcome != ENVLOG_COMPILED || !c->binary.size || !c->ns)
+        return ENVLOG_OK;
+    envlog_origin origin = c->imported ? ENVLOG_IMPORTED : ENVLOG_LOCAL;
+    entry *old, *e;
+    envlog_err err = find_known(st, ENVLOG_TABLE_KERNEL, c->ns, NULL, &c->kernel_key, 0, &old);
+    if (err || !may_set(old, origin))
+        return err;
+    if ((err = make_kernel(st, c, &rec->stamp, unix_ns, &rec->payload, origin,
+                           rule_for(old, origin), &e)))
+        return err;
+    return install(st, e, old, false);
 }
 
 static int hexval(char c)
@@ -337,22 +479,25 @@ static bool parse_hash(const char *s, envlog_hash128 *h)
     return true;
 }
 
-static void fold_forget(envlog_state *st, const envlog_forget *f)
+static envlog_err fold_forget(envlog_state *st, const envlog_forget *f)
 {
     entry *old = NULL;
     envlog_hash128 k;
+    envlog_err e = ENVLOG_OK;
     if (!f->ns || !f->key)
-        return;
+        return ENVLOG_OK;
     if (f->table == ENVLOG_TABLE_TUNE)
-        old = find_tune(st, f->ns, f->key, f->checksum);
-    else if (parse_hash(f->key, &k))
-        old = find_kernel(st, f->ns, &k);
-    if (old)
-        unlink_entry(st, old);
+        e = find_known(st, ENVLOG_TABLE_TUNE, f->ns, f->key, NULL, f->checksum, &old);
+    else if (f->table == ENVLOG_TABLE_KERNEL && parse_hash(f->key, &k))
+        e = find_known(st, ENVLOG_TABLE_KERNEL, f->ns, NULL, &k, 0, &old);
+    if (!e && old)
+        kill_entry(st, old);
+    return e;
 }
 
 static envlog_err fold_user(envlog_state *st, const envlog_user *u,
-                            const envlog_stamp *stamp)
+                            const envlog_stamp *stamp, uint64_t unix_ns,
+                            const envlog_bytes *payload)
 {
     if (st->n_users == st->cap_users) {
         size_t cap = st->cap_users ? st->cap_users * 2 : 16;
@@ -373,6 +518,18 @@ static envlog_err fold_user(envlog_state *st, const envlog_user *u,
     memcpy(r->body, u->body.data, u->body.size);
     r->size = u->body.size;
     r->stamp = *stamp;
+    r->unix_ns = unix_ns;
+    r->payload = NULL;
+    r->payload_len = 0;
+    if (st->keep_payloads && payload && payload->size) {
+        if (!(r->payload = envlog_malloc(payload->size))) {
+            envlog_free(r->kind);
+            envlog_free(r->body);
+            return envlog__fail(ENVLOG_NOMEM, "keeping a user record");
+        }
+        memcpy(r->payload, payload->data, payload->size);
+        r->payload_len = payload->size;
+    }
     st->n_users++;
     return ENVLOG_OK;
 }
@@ -393,12 +550,12 @@ envlog_err envlog_state_fold(envlog_state *st, const envlog_record *rec,
     if (rec->effect == ENVLOG_CHANGED && unix_ns > st->st.last_change_unix_ns)
         st->st.last_change_unix_ns = unix_ns;
     switch (rec->kind) {
-    case ENVLOG_KIND_TUNE: e = fold_tune(st, &rec->u.tune, &rec->stamp, unix_ns); break;
-    case ENVLOG_KIND_COMPILE:
-        e = fold_compile(st, &rec->u.compile, &rec->stamp, unix_ns);
+    case ENVLOG_KIND_TUNE: e = fold_tune(st, rec, unix_ns); break;
+    case ENVLOG_KIND_COMPILE: e = fold_compile(st, rec, unix_ns); break;
+    case ENVLOG_KIND_FORGET: e = fold_forget(st, &rec->u.forget); break;
+    case ENVLOG_KIND_USER:
+        e = fold_user(st, &rec->u.user, &rec->stamp, unix_ns, &rec->payload);
         break;
-    case ENVLOG_KIND_FORGET: fold_forget(st, &rec->u.forget); break;
-    case ENVLOG_KIND_USER: e = fold_user(st, &rec->u.user, &rec->stamp); break;
     default: break;
     }
     return e;
@@ -434,14 +591,32 @@ static void pass_progress(void *ctx, uint64_t done, uint64_t total)
         f->user->on_progress(f->user->ctx, done, total);
 }
 
-envlog_err envlog_state_open(envlog_env *env, const envlog_replay_opts *opts,
-                             envlog_state **out)
+/* The snapshot's user records, which come before every session's. */
+static envlog_err load_users(envlog_state *st)
+{
+    envlog_snap_item it;
+    envlog_record rec;
+    envlog_err e = ENVLOG_OK;
+    envlog_snap_rewind(st->snap);
+    while (!e && envlog_snap_next(st->snap, &it, &rec) == ENVLOG_OK)
+        if (it.kind == ENVLOG_KIND_ENTRY && it.table == ENVLOG_TABLE_USER &&
+            rec.kind == ENVLOG_KIND_USER)
+            e = fold_user(st, &rec.u.user, &it.stamp, it.unix_ns, &it.record);
+    return e;
+}
+
+envlog_err envlog_state_open_x(envlog_env *env, const envlog_replay_opts *opts,
+                               bool keep_payloads, envlog_state **out)
 {
     envlog_state *st;
     *out = NULL;
     envlog_err e = envlog_state_new(&st);
     if (e)
         return e;
+    st->keep_payloads = keep_payloads;
+    envlog_snap *snap = NULL;
+    if ((e = envlog_snap_map(env, &snap)))
+        goto fail;
     fold_ctx f = {st, ENVLOG_OK, opts};
     envlog_replay_opts o = {0};
     if (opts)
@@ -449,15 +624,40 @@ envlog_err envlog_state_open(envlog_env *env, const envlog_replay_opts *opts,
     o.on_damage = count_damage;
     o.on_progress = pass_progress;
     o.ctx = &f;
-    e = envlog_replay_each(env, &o, fold_one, &f);
+    /* Up to a point in time, the snapshot's own records are folded with the
+     * sessions; otherwise it stands as the layer under them, read through
+     * its index. */
+    bool until = opts && (opts->until_time || opts->until_stamp);
+    if (snap && !until) {
+        const envlog_snap_manifest *m = envlog_snap_manifest_get(snap);
+        st->snap = snap;
+        st->n_tunes = (size_t)m->tunes;
+        st->n_kernels = (size_t)m->kernels;
+        if (m->users && (e = load_users(st)))
+            goto fail;
+    }
+    e = envlog_replay_each_with(env, &o, snap, until, fold_one, &f);
     if (e == ENVLOG_STATE)
         e = f.err;
-    if (e) {
-        envlog_state_close(st);
-        return e;
+    if (until) {
+        envlog_snap_unmap(snap);
+        snap = NULL;
     }
+    if (e)
+        goto fail;
     *out = st;
     return ENVLOG_OK;
+fail:
+    if (!st->snap)
+        envlog_snap_unmap(snap);
+    envlog_state_close(st);
+    return e;
+}
+
+envlog_err envlog_state_open(envlog_env *env, const envlog_replay_opts *opts,
+                             envlog_state **out)
+{
+    return envlog_state_open_x(env, opts, false, out);
 }
 
 /* --------------------------------------------------- the live env state */
@@ -513,18 +713,38 @@ envlog_err envlog_env_state(envlog_env *env, envlog_state **out)
 
 /* --------------------------------------------------------------- lookups */
 
+/* A lookup: the read lock for the table; the write lock only when the
+ * snapshot must be asked (once per key: the answer is kept). */
+static envlog_err lookup(envlog_state *st, envlog_table table, const char *ns,
+                         const char *key, const envlog_hash128 *kkey,
+                         uint64_t checksum, entry **out)
+{
+    pthread_rwlock_rdlock(&st->lock);
+    entry *e = table == ENVLOG_TABLE_TUNE ? find_tune(st, ns, key, checksum)
+                                          : find_kernel(st, ns, kkey);
+    pthread_rwlock_unlock(&st->lock);
+    envlog_err err = ENVLOG_OK;
+    if (!e && st->snap && !st->snap_loaded) {
+        pthread_rwlock_wrlock(&st->lock);
+        err = find_known(st, table, ns, key, kkey, checksum, &e);
+        pthread_rwlock_unlock(&st->lock);
+    }
+    *out = e && e->live ? e : NULL;
+    return err;
+}
+
 envlog_err envlog_state_winner(envlog_state *st, const char *ns, const char *key,
                                uint64_t checksum, envlog_tune_entry *out)
 {
     if (!st || !ns || !key || !out)
         return envlog__fail(ENVLOG_INVALID_ARG, "winner lookup needs ns and key");
-    pthread_rwlock_rdlock(&st->lock);
-    entry *e = find_tune(st, ns, key, checksum);
-    if (e)
-        *out = e->t;
-    pthread_rwlock_unlock(&st->lock);
+    entry *e;
+    envlog_err err = lookup(st, ENVLOG_TABLE_TUNE, ns, key, NULL, checksum, &e);
+    if (err)
+        return err;
     if (!e)
         return envlog__fail(ENVLOG_NOT_FOUND, "no winner for %s in %s", key, ns);
+    *out = e->t; /* entries never change once made */
     return ENVLOG_OK;
 }
 
@@ -534,13 +754,13 @@ envlog_err envlog_state_kernel(envlog_state *st, const char *ns,
 {
     if (!st || !ns || !kernel_key || !out)
         return envlog__fail(ENVLOG_INVALID_ARG, "kernel lookup needs ns and key");
-    pthread_rwlock_rdlock(&st->lock);
-    entry *e = find_kernel(st, ns, kernel_key);
-    if (e)
-        *out = e->k;
-    pthread_rwlock_unlock(&st->lock);
+    entry *e;
+    envlog_err err = lookup(st, ENVLOG_TABLE_KERNEL, ns, NULL, kernel_key, 0, &e);
+    if (err)
+        return err;
     if (!e)
         return envlog__fail(ENVLOG_NOT_FOUND, "no kernel in %s", ns);
+    *out = e->k;
     return ENVLOG_OK;
 }
 
@@ -582,16 +802,62 @@ static envlog_err sorted(envlog_state *st, entry ***out, size_t *n)
         return envlog__fail(ENVLOG_NOMEM, "sorting the state");
     for (size_t i = 0; i < st->n_buckets; i++)
         for (entry *e = st->buckets[i]; e; e = e->bucket_next)
-            v[k++] = e;
+            if (e->live && k < total)
+                v[k++] = e;
     qsort(v, k, sizeof *v, entry_cmp);
     *out = v;
     *n = k;
     return ENVLOG_OK;
 }
 
+/* Brings every snapshot entry into the table, for walks over all of them. */
+static envlog_err load_all(envlog_state *st)
+{
+    if (!st->snap || st->snap_loaded)
+        return ENVLOG_OK;
+    envlog_snap_item it;
+    envlog_record rec;
+    envlog_err e = ENVLOG_OK;
+    envlog_snap_rewind(st->snap);
+    while (!e && envlog_snap_next(st->snap, &it, &rec) == ENVLOG_OK) {
+        if (it.kind != ENVLOG_KIND_ENTRY || it.table == ENVLOG_TABLE_USER)
+            continue;
+        entry *old, *n;
+        if (it.table == ENVLOG_TABLE_TUNE && rec.kind == ENVLOG_KIND_TUNE && rec.u.tune.ns &&
+            rec.u.tune.key) {
+            if (find_tune(st, rec.u.tune.ns, rec.u.tune.key, rec.u.tune.checksum))
+                continue;
+            old = NULL;
+            e = make_tune(st, &rec.u.tune, &it.stamp, it.unix_ns, &it.record,
+                          (envlog_origin)it.origin, (envlog_rule)it.rule, &n);
+        } else if (it.table == ENVLOG_TABLE_KERNEL && rec.kind == ENVLOG_KIND_COMPILE &&
+                   rec.u.compile.ns && rec.u.compile.binary.size) {
+            if (find_kernel(st, rec.u.compile.ns, &rec.u.compile.kernel_key))
+                continue;
+            old = NULL;
+            e = make_kernel(st, &rec.u.compile, &it.stamp, it.unix_ns, &it.record,
+                            (envlog_origin)it.origin, (envlog_rule)it.rule, &n);
+        } else {
+            continue;
+        }
+        if (!e)
+            e = install(st, n, old, true);
+    }
+    if (!e)
+        st->snap_loaded = true;
+    return e;
+}
+
 envlog_err envlog_state_each(envlog_state *st,
                              int (*fn)(void *ctx, const envlog_entry *e), void *ctx)
 {
+    if (st->snap && !st->snap_loaded) {
+        pthread_rwlock_wrlock(&st->lock);
+        envlog_err e = load_all(st);
+        pthread_rwlock_unlock(&st->lock);
+        if (e)
+            return e;
+    }
     pthread_rwlock_rdlock(&st->lock);
     entry **v = NULL;
     size_t n = 0;
@@ -705,4 +971,44 @@ envlog_err envlog_state_dump(envlog_state *st, envlog_write_fn fn, void *ctx)
     }
     pthread_rwlock_unlock(&st->lock);
     return d.failed ? envlog__fail(ENVLOG_IO, "writing the dump") : ENVLOG_OK;
+}
+
+/* ------------------------------------------------------- for snapshots */
+
+envlog_err envlog_state_items(envlog_state *st,
+                              int (*fn)(void *ctx, const envlog_state_item *it),
+                              void *ctx)
+{
+    pthread_rwlock_wrlock(&st->lock);
+    envlog_err e = load_all(st);
+    entry **v = NULL;
+    size_t n = 0;
+    if (!e)
+        e = sorted(st, &v, &n);
+    for (size_t i = 0; !e && i < n; i++) {
+        const entry *x = v[i];
+        envlog_state_item it = {
+            .table = (int)x->table,
+            .origin = (int)(x->table == ENVLOG_TABLE_TUNE ? x->t.origin : x->k.origin),
+            .rule = (int)(x->table == ENVLOG_TABLE_TUNE ? x->t.rule : x->k.rule),
+            .stamp = x->table == ENVLOG_TABLE_TUNE ? x->t.stamp : x->k.stamp,
+            .unix_ns = x->unix_ns,
+            .ns = x->table == ENVLOG_TABLE_TUNE ? x->t.ns : x->k.ns,
+            .key_hash = x->hash,
+            .payload = {x->payload, x->payload_len},
+        };
+        if (fn(ctx, &it))
+            e = envlog__fail(ENVLOG_STATE, "stopped by the caller");
+    }
+    for (size_t i = 0; !e && i < st->n_users; i++) {
+        const user_rec *u = &st->users[i];
+        envlog_state_item it = {.table = ENVLOG_TABLE_USER, .stamp = u->stamp,
+                                .unix_ns = u->unix_ns, .ns = "",
+                                .payload = {u->payload, u->payload_len}};
+        if (fn(ctx, &it))
+            e = envlog__fail(ENVLOG_STATE, "stopped by the caller");
+    }
+    envlog_free(v);
+    pthread_rwlock_unlock(&st->lock);
+    return e;
 }

@@ -7,7 +7,6 @@
  * `runner [SUITE...]` runs the named suites only; CK_RUN_SUITE and
  * CK_RUN_CASE work as Check documents them.
  */
-#define _GNU_SOURCE
 #include "suites.h"
 #include "testutil.h"
 

@@ -7,7 +7,6 @@
  * a round trip checked with the codec's own tables would not notice a field
  * the tables forgot.
  */
-#define _GNU_SOURCE
 #include "testutil.h"
 
 #include <dirent.h>
@@ -512,6 +511,7 @@ static void make_tune(envlog_tune *t, tu_variant v)
     t->short_circuit = uni;
     t->wall_ns = max ? UINT64_MAX : 2100000;
     t->stored = true;
+    t->imported = uni;
 }
 
 static void make_compile(envlog_compile *c, tu_variant v)
@@ -549,6 +549,7 @@ static void make_compile(envlog_compile *c, tu_variant v)
     c->tune.session = h128(5);
     c->tune.seq = max ? UINT64_MAX : 7;
     c->tune.offset_ns = max ? UINT64_MAX : 12345;
+    c->imported = uni;
 }
 
 static void make_span(envlog_span_rec *s, tu_variant v)
@@ -728,6 +729,7 @@ static void check_tune(const envlog_tune *w, const envlog_tune *g, bool full)
     ck_assert_int_eq(w->short_circuit, g->short_circuit);
     ck_assert_uint_eq(w->wall_ns, g->wall_ns);
     ck_assert_int_eq(w->stored, g->stored);
+    ck_assert_int_eq(w->imported, g->imported);
 }
 
 static void check_compile(const envlog_compile *w, const envlog_compile *g, bool full)
@@ -753,6 +755,7 @@ static void check_compile(const envlog_compile *w, const envlog_compile *g, bool
         ck_assert_uint_eq(w->tune.seq, g->tune.seq);
         ck_assert_uint_eq(w->tune.offset_ns, g->tune.offset_ns);
     }
+    ck_assert_int_eq(w->imported, g->imported);
 }
 
 static void check_span(const envlog_span_rec *w, const envlog_span_rec *g)
@@ -900,12 +903,12 @@ envlog_session_opts tu_opts(const char *label, uint64_t segment_size)
     return o;
 }
 
-envlog_err tu_record_tune(envlog_session *s, const char *keyfmt, unsigned i,
+envlog_err tu_record_tune(envlog_session *s, const char *prefix, unsigned i,
                           size_t pad, envlog_stamp *st)
 {
     static const char *const cands[] = {"a", "b", "c"};
     char key[128];
-    snprintf(key, sizeof key, keyfmt, i);
+    snprintf(key, sizeof key, "%s-%u", prefix, i);
     char *policy = malloc(pad + 2);
     ck_assert_ptr_nonnull(policy);
     memset(policy, 'p', pad + 1);

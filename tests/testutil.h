@@ -125,9 +125,9 @@ envlog_env *tu_env(const char *path);
 /* Session options with a label and a segment size (0: default). */
 envlog_session_opts tu_opts(const char *label, uint64_t segment_size);
 
-/* A stored tune (CHANGED) whose key embeds `i`, with payload about `pad`
+/* A stored tune (CHANGED) keyed "<prefix>-<i>", with payload about `pad`
  * bytes larger than the minimum. */
-envlog_err tu_record_tune(envlog_session *s, const char *keyfmt, unsigned i,
+envlog_err tu_record_tune(envlog_session *s, const char *prefix, unsigned i,
                           size_t pad, envlog_stamp *st);
 
 #define ck_assert_err(got, want)                                               \

@@ -1,0 +1,98 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * b_read.c - reading everything back: envlog's reader against a SQLite scan.
+ *
+ * The same records are written once (untimed) into an environment of
+ * several sessions and into one SQLite table.  envlog's side lists the
+ * sessions directory and reads every session through envlog_reader_next,
+ * which checks each fragment's checksum, the segment chain and seq order,
+ * and decodes every record into its struct.  SQLite's side is a SELECT over
+ * all rows, first touching only the bytes (what the issue asks), then also
+ * decoding each value with the same decoder, which is what a SQLite-backed
+ * replay would have to do.  Both read from a warm page cache.
+ */
+#include "bench.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+
+typedef struct read_ctx {
+    int side;             /* 0 envlog, 1 sqlite scan, 2 sqlite scan + decode */
+    const char *env, *db;
+    uint64_t expect;      /* event records (envlog counts session records) */
+} read_ctx;
+
+static void run_read(void *vctx, double scale, bench_run *out)
+{
+    read_ctx *c = vctx;
+    double bytes = 0;
+    uint64_t n;
+    (void)scale; /* the data set is fixed; a warm-up reads it all */
+    uint64_t t0 = bench_now_ns();
+    if (c->side == 0)
+        n = bench_envlog_read(c->env, &bytes);
+    else
+        n = bench_sql_scan(c->db, c->side == 2, &bytes);
+    uint64_t t1 = bench_now_ns();
+    bench_expect(n == c->expect, "%s read %" PRIu64 " records of %" PRIu64,
+                 c->side ? "sqlite" : "envlog", n, c->expect);
+    *out = (bench_run){(double)(t1 - t0) / 1e9, (double)n, bytes, 0};
+}
+
+static void read_rows(const char *what, uint64_t sessions, uint64_t per,
+                      size_t binary)
+{
+    char dir[4200], env[4300], db[4300];
+    bench_compile bc;
+    bench_fresh_dir(dir, sizeof dir, "read");
+    if (mkdir(dir, 0700))
+        bench_die("creating %s: %s", dir, strerror(errno));
+    snprintf(env, sizeof env, "%s/env", dir);
+    snprintf(db, sizeof db, "%s/records.db", dir);
+    if (binary)
+        bench_compile_init(&bc, binary);
+    for (uint64_t s = 0; s < sessions; s++) {
+        bench_envlog_record(env, ENVLOG_SYNC_CLOSE, per, binary ? &bc : NULL, s * per);
+        bench_sql_record(db, BENCH_SQL_BATCH, per, binary ? &bc : NULL, s * per);
+    }
+    if (binary)
+        bench_compile_free(&bc);
+    read_ctx ctx[3] = {
+        {0, env, db, sessions * (per + 1)},
+        {1, env, db, sessions * per},
+        {2, env, db, sessions * per},
+    };
+    bench_variant v[3];
+    static const char *const names[] = {"envlog", "sqlite scan", "sqlite scan+decode"};
+    for (int i = 0; i < 3; i++) {
+        memset(&v[i], 0, sizeof v[i]);
+        v[i].name = names[i];
+        v[i].fn = run_read;
+        v[i].ctx = &ctx[i];
+    }
+    bench_alternate(v, 3);
+    double lim = bench_read_limit_Bps();
+    double per_rec = (double)v[0].runs[0].bytes / v[0].runs[0].items;
+    for (int s = 1; s <= 2; s++) {
+        const char *vs = s == 1 ? "scan" : "scan+decode";
+        bench_row r = bench_row_make("read", "ev/s", BENCH_RATE, &v[0], &v[s],
+                                     "%s, %" PRIu64 "x%" PRIu64 " | %s", what,
+                                     sessions, per, vs);
+        bench_row_limit(&r, lim > 0 ? lim / per_rec : 0, "memcpy+xxh3");
+        bench_emit(&r);
+        r = bench_row_make("read", "MB/s", BENCH_MBPS, &v[0], &v[s],
+                           "%s, %" PRIu64 "x%" PRIu64 " | %s", what, sessions, per, vs);
+        bench_row_limit(&r, lim / 1e6, "memcpy+xxh3");
+        bench_emit(&r);
+    }
+    bench_rmtree(dir);
+}
+
+void bench_section_read(void)
+{
+    read_rows("tune", BENCH_SIZE(8, 4, 2), BENCH_SIZE(250000, 50000, 50), 0);
+    read_rows("compile 64K", BENCH_SIZE(4, 2, 2), BENCH_SIZE(512, 128, 2), 65536);
+}

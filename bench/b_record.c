@@ -1,0 +1,198 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * b_record.c - recording: envlog at each sync policy against SQLite.
+ *
+ * Each timed run is a whole recording process's life: open (or create) the
+ * store, record N records, close it (envlog seals and, at the default
+ * policy, syncs; SQLite checkpoints).  Building each record's struct is in
+ * the loop for both sides, and so is encoding: envlog encodes inside the
+ * recording call, the SQLite recorder calls envlog_event_encode itself.
+ *
+ * Pairs compared: envlog's default (sync=close) and sync=none against a
+ * commit per record and against one batched transaction; sync=record, which
+ * survives power loss, against SQLite with synchronous=FULL, which does too.
+ */
+#include "bench.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+
+typedef struct rec_ctx {
+    bool sql;
+    envlog_sync sync;
+    bench_sql_mode mode;
+    uint64_t n;          /* records per timed run */
+    bench_compile *bc;   /* NULL: tune records */
+    double payload;      /* mean CBOR payload bytes per record */
+} rec_ctx;
+
+static void run_rec(void *vctx, double scale, bench_run *out)
+{
+    rec_ctx *c = vctx;
+    char dir[4200], path[4300];
+    uint64_t n = (uint64_t)((double)c->n * scale);
+    if (n < 1)
+        n = 1;
+    bench_fresh_dir(dir, sizeof dir, c->sql ? "sql" : "env");
+    uint64_t t0, t1, disk;
+    if (c->sql) {
+        if (mkdir(dir, 0700))
+            bench_die("creating %s: %s", dir, strerror(errno));
+        snprintf(path, sizeof path, "%s/records.db", dir);
+        t0 = bench_now_ns();
+        bench_sql_record(path, c->mode, n, c->bc, 0);
+        t1 = bench_now_ns();
+        disk = bench_sql_du(path);
+    } else {
+        t0 = bench_now_ns();
+        bench_envlog_record(dir, c->sync, n, c->bc, 0);
+        t1 = bench_now_ns();
+        disk = bench_du(dir);
+    }
+    bench_rmtree(dir);
+    *out = (bench_run){(double)(t1 - t0) / 1e9, (double)n, (double)n * c->payload,
+                       (double)disk};
+}
+
+enum { V_NONE, V_CLOSE, V_RECORD, V_COMMIT, V_BATCH, V_FULL, V_COUNT };
+
+static const char *const vname[V_COUNT] = {
+    "sync=none", "sync=close", "sync=record", "sqlite commit/rec",
+    "sqlite one txn", "sqlite FULL commit/rec",
+};
+
+typedef struct pair {
+    int e, s;
+    const char *label;
+} pair;
+
+/* The pairs every recording section prints, in order of interest. */
+static const pair pairs[] = {
+    {V_CLOSE, V_COMMIT, "close | commit per record"},
+    {V_CLOSE, V_BATCH, "close | one transaction"},
+    {V_NONE, V_COMMIT, "none | commit per record"},
+    {V_NONE, V_BATCH, "none | one transaction"},
+    {V_RECORD, V_FULL, "record | FULL commit per record"},
+};
+
+/* The fastest a policy could record, in records per second: sync=none is
+ * bound by copying the bytes, sync=close by the disk taking them, and
+ * sync=record by one fdatasync per record. */
+static double rate_limit(int e, double payload, double disk_per_rec, const char **by)
+{
+    switch (e) {
+    case V_NONE:
+        *by = "memcpy";
+        return bench_lim.memcpy_Bps > 0 ? bench_lim.memcpy_Bps / payload : 0;
+    case V_CLOSE:
+        *by = "disk";
+        return bench_lim.disk_Bps > 0 && disk_per_rec > 0
+                   ? bench_lim.disk_Bps / disk_per_rec : 0;
+    default:
+        *by = "fdatasync";
+        return bench_lim.fsync_s > 0 ? 1.0 / bench_lim.fsync_s : 0;
+    }
+}
+
+/* Runs the six variants and prints the rows of one record kind. */
+static void record_rows(const char *section, const char *what, rec_ctx *ctx,
+                        bool ns_rows)
+{
+    bench_variant v[V_COUNT];
+    for (int i = 0; i < V_COUNT; i++) {
+        memset(&v[i], 0, sizeof v[i]);
+        v[i].name = vname[i];
+        v[i].fn = run_rec;
+        v[i].ctx = &ctx[i];
+    }
+    bench_alternate(v, V_COUNT);
+    double payload = ctx[V_CLOSE].payload;
+    double disk_per = bench_variant_stat(&v[V_CLOSE], BENCH_DISK_PER).median;
+    for (size_t i = 0; i < sizeof pairs / sizeof pairs[0]; i++) {
+        const pair *p = &pairs[i];
+        const char *by;
+        double lim = rate_limit(p->e, payload, disk_per, &by);
+        bench_row r = bench_row_make(section, "rec/s", BENCH_RATE, &v[p->e], &v[p->s],
+                                     "%s %s", what, p->label);
+        bench_row_limit(&r, lim, by);
+        bench_emit(&r);
+        if (ns_rows) {
+            r = bench_row_make(section, "ns/rec", BENCH_NS_PER, &v[p->e], &v[p->s],
+                               "%s %s", what, p->label);
+            bench_row_limit(&r, lim > 0 ? 1e9 / lim : 0, by);
+            bench_emit(&r);
+        }
+    }
+    for (int e = V_NONE; e <= V_CLOSE; e++) {
+        const char *by;
+        double lim = rate_limit(e, payload, disk_per, &by) * payload / 1e6;
+        bench_row r = bench_row_make(section, "MB/s", BENCH_MBPS, &v[e], &v[V_BATCH],
+                                     "%s payload, %s | one transaction", what,
+                                     e == V_NONE ? "none" : "close");
+        bench_row_limit(&r, lim, by);
+        bench_emit(&r);
+    }
+    bench_row r = bench_row_make(section, "B/rec", BENCH_DISK_PER, &v[V_CLOSE],
+                                 &v[V_COMMIT], "%s on disk | commit per record", what);
+    bench_row_limit(&r, payload, "payload");
+    bench_emit(&r);
+    r = bench_row_make(section, "B/rec", BENCH_DISK_PER, &v[V_CLOSE], &v[V_BATCH],
+                       "%s on disk | one transaction", what);
+    bench_row_limit(&r, payload, "payload");
+    bench_emit(&r);
+}
+
+/* Records per timed run: the fast variants get `bulk`, the ones that sync
+ * every record `synced`, and SQLite's commit per record `commits`. */
+static void sizes(rec_ctx *ctx, uint64_t bulk, uint64_t synced, uint64_t commits)
+{
+    ctx[V_NONE] = (rec_ctx){false, ENVLOG_SYNC_NONE, 0, bulk, NULL, 0};
+    ctx[V_CLOSE] = (rec_ctx){false, ENVLOG_SYNC_CLOSE, 0, bulk, NULL, 0};
+    ctx[V_RECORD] = (rec_ctx){false, ENVLOG_SYNC_RECORD, 0, synced, NULL, 0};
+    ctx[V_COMMIT] = (rec_ctx){true, 0, BENCH_SQL_COMMIT, commits, NULL, 0};
+    ctx[V_BATCH] = (rec_ctx){true, 0, BENCH_SQL_BATCH, bulk, NULL, 0};
+    ctx[V_FULL] = (rec_ctx){true, 0, BENCH_SQL_COMMIT_FULL, synced, NULL, 0};
+}
+
+void bench_section_record_tune(void)
+{
+    rec_ctx ctx[V_COUNT];
+    uint64_t bulk = BENCH_SIZE(500000, 100000, 200);
+    sizes(ctx, bulk, BENCH_SIZE(1000, 200, 5), BENCH_SIZE(20000, 4000, 20));
+    double payload = bench_tune_payload_size(bulk / 2);
+    for (int i = 0; i < V_COUNT; i++)
+        ctx[i].payload = payload;
+    char what[32];
+    snprintf(what, sizeof what, "tune %.0fB", payload);
+    record_rows("record-tune", what, ctx, true);
+}
+
+void bench_section_record_compile(void)
+{
+    static const size_t bin[] = {4096, 65536, 1u << 20};
+    static const char *const label[] = {"compile 4K", "compile 64K", "compile 1M"};
+    uint64_t budget = BENCH_SIZE(128u << 20, 24u << 20, 64u << 10);
+    uint64_t sync_budget = BENCH_SIZE(16u << 20, 3u << 20, 16u << 10);
+    for (int k = 0; k < 3; k++) {
+        bench_compile bc;
+        rec_ctx ctx[V_COUNT];
+        uint64_t bulk = budget / bin[k], synced = sync_budget / bin[k];
+        if (bulk < 8)
+            bulk = 8;
+        if (synced > 200)
+            synced = 200;
+        if (synced < 3)
+            synced = 3;
+        bench_compile_init(&bc, bin[k]);
+        sizes(ctx, bulk, synced, bulk);
+        double payload = bench_compile_payload_size(bin[k], bulk / 2);
+        for (int i = 0; i < V_COUNT; i++) {
+            ctx[i].bc = &bc;
+            ctx[i].payload = payload;
+        }
+        record_rows("record-compile", label[k], ctx, false);
+        bench_compile_free(&bc);
+    }
+}

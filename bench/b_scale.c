@@ -1,0 +1,79 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * b_scale.c - scaling: the cost per event from a thousand events to ten
+ * million, recording at the default policy and reading everything back.
+ *
+ * Every size records into a fresh environment (one session), then reads it
+ * back; the per-event cost should stay flat once the fixed cost of a
+ * session (directory, segment, and at sync=close a few fdatasyncs) is
+ * spread thin.  That fixed cost is its own row.
+ */
+#include "bench.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+static void one_size(uint64_t n, const char *label)
+{
+    bench_variant rec, rd;
+    char dir[4200];
+    memset(&rec, 0, sizeof rec);
+    memset(&rd, 0, sizeof rd);
+    int reps = bench_o.reps < BENCH_REPS_MAX ? bench_o.reps : BENCH_REPS_MAX;
+    for (int r = -1; r < reps; r++) {
+        /* r == -1: the warm-up, a quarter of the size, not kept. */
+        uint64_t k = r < 0 ? (n / 4 ? n / 4 : 1) : n;
+        double bytes = 0;
+        bench_fresh_dir(dir, sizeof dir, "scale");
+        uint64_t t0 = bench_now_ns();
+        bench_envlog_record(dir, ENVLOG_SYNC_CLOSE, k, NULL, 0);
+        uint64_t t1 = bench_now_ns();
+        uint64_t got = bench_envlog_read(dir, &bytes);
+        uint64_t t2 = bench_now_ns();
+        bench_expect(got == k + 1, "read %" PRIu64 " of %" PRIu64 " records", got, k + 1);
+        bench_rmtree(dir);
+        if (r < 0)
+            continue;
+        rec.runs[rec.n_runs++] = (bench_run){(double)(t1 - t0) / 1e9, (double)k, 0, 0};
+        rd.runs[rd.n_runs++] = (bench_run){(double)(t2 - t1) / 1e9, (double)got, bytes, 0};
+    }
+    bench_row row = bench_row_make("scale", "ns/ev", BENCH_NS_PER, &rec, NULL,
+                                   "record tune, sync=close, %s events", label);
+    bench_emit(&row);
+    row = bench_row_make("scale", "ns/ev", BENCH_NS_PER, &rd, NULL,
+                         "read back, %s events", label);
+    double lim = bench_read_limit_Bps();
+    if (lim > 0 && rd.runs[0].items > 0)
+        bench_row_limit(&row, 1e9 * rd.runs[0].bytes / rd.runs[0].items / lim,
+                        "memcpy+xxh3");
+    bench_emit(&row);
+}
+
+void bench_section_scale(void)
+{
+    static const struct {
+        uint64_t n;
+        const char *label;
+    } sz[] = {{1000, "1k"}, {10000, "10k"}, {100000, "100k"},
+              {1000000, "1M"}, {10000000, "10M"}};
+    size_t count = BENCH_SIZE(5u, 4u, 2u);
+    bench_variant life;
+    char dir[4200];
+    memset(&life, 0, sizeof life);
+    for (int r = 0; r < bench_o.reps && r < BENCH_REPS_MAX; r++) {
+        bench_fresh_dir(dir, sizeof dir, "life");
+        uint64_t t0 = bench_now_ns();
+        bench_envlog_record(dir, ENVLOG_SYNC_CLOSE, 1, NULL, 0);
+        uint64_t t1 = bench_now_ns();
+        bench_rmtree(dir);
+        life.runs[life.n_runs++] = (bench_run){(double)(t1 - t0) / 1e9, 1, 0, 0};
+    }
+    bench_row row = bench_row_make("scale", "us", BENCH_US_PER, &life, NULL,
+                                   "fixed cost: create env, 1 tune, seal (close)");
+    if (bench_lim.fsync_s > 0)
+        bench_row_limit(&row, bench_lim.fsync_s * 1e6, "fdatasync");
+    bench_emit(&row);
+    for (size_t i = 0; i < count; i++)
+        one_size(sz[i].n, sz[i].label);
+}

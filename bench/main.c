@@ -1,0 +1,142 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * main.c - envlog-bench: options, the table of sections, and the run.
+ *
+ * One command measures envlog against SQLite and against the machine's own
+ * limits in the same run.  The limits come first because the other sections
+ * report envlog's share of them.  A section is a function; the sections the
+ * later modules bring (replay fold, cold open plus first lookup, bundle
+ * export and import) are added to the table below.
+ */
+#include "bench.h"
+
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/utsname.h>
+#include <unistd.h>
+#include <zstd.h>
+
+typedef struct section {
+    const char *name;
+    void (*run)(void);
+    const char *what;
+} section;
+
+static const section sections[] = {
+    {"limits", bench_section_limits, "memcpy, XXH3, zstd and fdatasync on this machine"},
+    {"record-tune", bench_section_record_tune, "recording tune records, envlog vs SQLite"},
+    {"record-compile", bench_section_record_compile,
+     "recording compile records with 4 KiB, 64 KiB and 1 MiB binaries"},
+    {"read", bench_section_read, "reading everything back, envlog reader vs SQLite scan"},
+    {"scale", bench_section_scale, "recording and reading 1k to 10M events"},
+};
+#define N_SECTIONS (sizeof sections / sizeof sections[0])
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: envlog-bench [--quick] [--json] [--reps N] [--only SECTION] [--selftest]\n"
+            "  --quick      smaller sizes (under a minute); 10M scaling is left out\n"
+            "  --json       one JSON object per row on stdout\n"
+            "  --reps N     timed repetitions per measurement (default 5; 7 without --quick)\n"
+            "  --only NAME  run the sections whose name contains NAME\n"
+            "  --selftest   a tiny run that checks the harness; prints one line\n"
+            "Scratch files go under $ENVLOG_BENCH_DIR, else /tmp.\nSections:\n");
+    for (size_t i = 0; i < N_SECTIONS; i++)
+        fprintf(f, "  %-15s %s\n", sections[i].name, sections[i].what);
+}
+
+static void make_root(void)
+{
+    const char *base = getenv("ENVLOG_BENCH_DIR");
+    if (!base || !*base)
+        base = "/tmp";
+    int n = snprintf(bench_o.root, sizeof bench_o.root, "%s/envlog-bench.XXXXXX", base);
+    if (n < 0 || (size_t)n >= sizeof bench_o.root)
+        bench_die("ENVLOG_BENCH_DIR is too long");
+    if (!mkdtemp(bench_o.root)) {
+        bench_o.root[0] = 0;
+        bench_die("cannot create a directory under %s", base);
+    }
+}
+
+static void header(void)
+{
+    struct utsname u;
+    char host[128] = "?";
+    if (uname(&u))
+        strcpy(u.release, "?");
+    gethostname(host, sizeof host - 1);
+    FILE *f = bench_o.json ? stderr : bench_out;
+    fprintf(f,
+            "# envlog-bench: envlog %s, SQLite %s, zstd %s; %s %s, %ld CPUs\n"
+            "# mode %s, %d repetitions each, alternating; scratch %s\n"
+            "# ratio = envlog/sqlite; share = envlog's fraction of the limit; "
+            "spr = largest distance of a repetition from the median\n",
+            ENVLOG_VERSION_STRING, sqlite3_libversion(), ZSTD_versionString(),
+            u.sysname, u.release, sysconf(_SC_NPROCESSORS_ONLN),
+            bench_o.selftest ? "selftest" : bench_o.quick ? "quick" : "full",
+            bench_o.reps, bench_o.root);
+}
+
+int main(int argc, char **argv)
+{
+    int reps = 0;
+    bench_out = stdout;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--quick"))
+            bench_o.quick = true;
+        else if (!strcmp(a, "--json"))
+            bench_o.json = true;
+        else if (!strcmp(a, "--selftest"))
+            bench_o.selftest = true;
+        else if (!strcmp(a, "--reps") && i + 1 < argc)
+            reps = atoi(argv[++i]);
+        else if (!strcmp(a, "--only") && i + 1 < argc)
+            bench_o.only = argv[++i];
+        else if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            usage(stdout);
+            return 0;
+        } else {
+            usage(stderr);
+            return 2;
+        }
+    }
+    if (reps < 0 || reps > BENCH_REPS_MAX) {
+        fprintf(stderr, "envlog-bench: error: --reps takes 1 to %d\n", BENCH_REPS_MAX);
+        return 2;
+    }
+    bench_o.reps = reps ? reps : bench_o.selftest ? 2 : bench_o.quick ? 5 : 7;
+    if (bench_o.selftest) {
+        bench_out = fopen("/dev/null", "w");
+        if (!bench_out)
+            bench_die("cannot open /dev/null");
+        bench_selftest_harness();
+    }
+    make_root();
+    uint64_t t0 = bench_now_ns();
+    header();
+    bench_table_begin();
+    int ran = 0;
+    for (size_t i = 0; i < N_SECTIONS; i++) {
+        if (bench_o.only && !strstr(sections[i].name, bench_o.only))
+            continue;
+        sections[i].run();
+        ran++;
+    }
+    bench_rmtree(bench_o.root);
+    double secs = (double)(bench_now_ns() - t0) / 1e9;
+    if (bench_o.selftest) {
+        bench_expect(ran > 0 && bench_rows_emitted() > ran, "selftest printed %d rows",
+                     bench_rows_emitted());
+        printf("envlog-bench: selftest ok: %d sections, %d rows, %.1f s\n", ran,
+               bench_rows_emitted(), secs);
+        return 0;
+    }
+    fprintf(bench_o.json ? stderr : bench_out, "# %d sections, %d rows, %.1f s\n", ran,
+            bench_rows_emitted(), secs);
+    return 0;
+}

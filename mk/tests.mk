@@ -1,0 +1,56 @@
+# SPDX-License-Identifier: MIT
+# Tests of the recording core: the Check runner (every tests/check_*.c suite),
+# the CLI golden tests, and the interoperability check against python3-cbor2.
+# `make fixtures` regenerates fixtures/envs (deterministic; run by hand only).
+
+CHECK_CFLAGS := $(shell pkg-config --cflags check 2>/dev/null)
+CHECK_LIBS   := $(shell pkg-config --libs check 2>/dev/null || echo -lcheck)
+# Debian's python, which has python3-cbor2 (not whatever python3 is on PATH).
+DEB_PYTHON   ?= /usr/bin/python3
+
+TEST_SRC := tests/runner.c tests/testutil.c $(wildcard tests/check_*.c)
+TEST_OBJ := $(TEST_SRC:%.c=$(B)/%.o)
+TEST_HDR := $(wildcard tests/*.h)
+RUNNER   := $(B)/tests/runner
+
+$(B)/tests/%.o: tests/%.c $(HEADERS) $(TEST_HDR) | $(B)/.deps-ok
+	@mkdir -p $(dir $@)
+	@echo "  CC  $<"
+	@$(CC) $(LIB_CPPFLAGS) -Itests $(CHECK_CFLAGS) $(CFLAGS_ALL) -c $< -o $@
+
+$(RUNNER): $(TEST_OBJ) $(STATIC)
+	@echo "  LD  $@"
+	@$(CC) $(CFLAGS_ALL) $(LDFLAGS) -o $@ $(TEST_OBJ) $(STATIC) $(CHECK_LIBS) $(LDLIBS_ALL)
+
+$(B)/tests/gen_fixtures: $(B)/tests/gen_fixtures.o $(STATIC)
+	@echo "  LD  $@"
+	@$(CC) $(CFLAGS_ALL) $(LDFLAGS) -o $@ $< $(STATIC) $(LDLIBS_ALL)
+
+$(B)/tests/interop_rec: $(B)/tests/interop_rec.o $(STATIC)
+	@echo "  LD  $@"
+	@$(CC) $(CFLAGS_ALL) $(LDFLAGS) -o $@ $< $(STATIC) $(LDLIBS_ALL)
+
+.PHONY: check-unit check-cli check-interop fixtures
+
+# ASan: forked tests and mmap'd segments work with these; leaks fail the run.
+check-unit: $(RUNNER)
+	@echo "== unit tests (Check)"
+	@ASAN_OPTIONS="$${ASAN_OPTIONS:-abort_on_error=0:detect_leaks=1:allow_user_segv_handler=1}" \
+	  $(RUNNER)
+
+check-cli: $(BIN)
+	@echo "== CLI golden tests"
+	@bash tests/cli/run.sh $(BIN) fixtures
+
+check-interop: $(BIN) $(B)/tests/interop_rec
+	@echo "== interoperability (python3-cbor2)"
+	@set -e; d=$$(mktemp -d "$${TMPDIR:-/tmp}/envlog-interop-XXXXXX"); \
+	  trap 'rm -rf "$$d"' EXIT; \
+	  $(B)/tests/interop_rec "$$d/env"; \
+	  $(DEB_PYTHON) tests/interop.py $(BIN) "$$d/env" fixtures/envs/basic fixtures/envs/damaged
+
+fixtures: $(B)/tests/gen_fixtures
+	rm -rf fixtures/envs
+	$(B)/tests/gen_fixtures fixtures/envs
+
+CHECK_TARGETS += check-unit check-cli check-interop

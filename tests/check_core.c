@@ -1,0 +1,1158 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * check_core.c - the core module: the event codec (round trips of every
+ * kind, forward compatibility, hostile input), UTF-8, the renderers (JSON,
+ * text, diagnostic notation), ids and hashes, and allocation failure.
+ */
+#include "suites.h"
+#include "testutil.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const envlog_stamp stamp0 = {
+    {{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15}}, 3, 7};
+
+/* A write sink into a growing NUL-terminated string. */
+typedef struct sink {
+    char *p;
+    size_t len, cap;
+    int fail_after; /* fail the n-th call (0: never) */
+    int calls;
+} sink;
+
+static int sink_fn(void *ctx, const char *text, size_t len)
+{
+    sink *s = ctx;
+    if (s->fail_after && ++s->calls >= s->fail_after)
+        return -1;
+    if (s->len + len + 1 > s->cap) {
+        s->cap = (s->len + len + 1) * 2;
+        s->p = realloc(s->p, s->cap);
+        ck_assert_ptr_nonnull(s->p);
+    }
+    memcpy(s->p + s->len, text, len);
+    s->len += len;
+    s->p[s->len] = 0;
+    return 0;
+}
+
+static void sink_reset(sink *s)
+{
+    free(s->p);
+    memset(s, 0, sizeof *s);
+}
+
+/* ------------------------------------------------------ a tiny JSON check */
+
+/* A strict recursive-descent recognizer of RFC 8259 JSON text. */
+typedef struct jp {
+    const char *p, *end;
+    int depth;
+} jp;
+
+static void jws(jp *j)
+{
+    while (j->p < j->end && (*j->p == ' ' || *j->p == '\n' || *j->p == '\t' ||
+                             *j->p == '\r'))
+        j->p++;
+}
+
+static bool jvalue(jp *j);
+
+static bool jstring(jp *j)
+{
+    if (j->p >= j->end || *j->p != '"')
+        return false;
+    j->p++;
+    while (j->p < j->end && *j->p != '"') {
+        unsigned char c = (unsigned char)*j->p;
+        if (c < 0x20)
+            return false;
+        if (c == '\\') {
+            j->p++;
+            if (j->p >= j->end)
+                return false;
+            if (*j->p == 'u') {
+                for (int i = 1; i <= 4; i++)
+                    if (j->p + i >= j->end || !strchr("0123456789abcdefABCDEF", j->p[i]) ||
+                        !j->p[i])
+                        return false;
+                j->p += 5;
+                continue;
+            }
+            if (!strchr("\"\\/bfnrt", *j->p) || !*j->p)
+                return false;
+        }
+        j->p++;
+    }
+    if (j->p >= j->end)
+        return false;
+    j->p++;
+    return true;
+}
+
+static bool jdigits(jp *j)
+{
+    const char *s = j->p;
+    while (j->p < j->end && *j->p >= '0' && *j->p <= '9')
+        j->p++;
+    return j->p > s;
+}
+
+static bool jnumber(jp *j)
+{
+    if (j->p < j->end && *j->p == '-')
+        j->p++;
+    if (j->p < j->end && *j->p == '0')
+        j->p++;
+    else if (!jdigits(j))
+        return false;
+    if (j->p < j->end && *j->p == '.') {
+        j->p++;
+        if (!jdigits(j))
+            return false;
+    }
+    if (j->p < j->end && (*j->p == 'e' || *j->p == 'E')) {
+        j->p++;
+        if (j->p < j->end && (*j->p == '+' || *j->p == '-'))
+            j->p++;
+        if (!jdigits(j))
+            return false;
+    }
+    return true;
+}
+
+static bool jlit(jp *j, const char *w)
+{
+    size_t n = strlen(w);
+    if ((size_t)(j->end - j->p) < n || memcmp(j->p, w, n))
+        return false;
+    j->p += n;
+    return true;
+}
+
+static bool jvalue(jp *j)
+{
+    jws(j);
+    if (j->p >= j->end || ++j->depth > 200)
+        return false;
+    bool ok;
+    char c = *j->p;
+    if (c == '{' || c == '[') {
+        char close = c == '{' ? '}' : ']';
+        j->p++;
+        jws(j);
+        if (j->p < j->end && *j->p == close) {
+            j->p++;
+            ok = true;
+        } else {
+            for (;;) {
+                if (c == '{') {
+                    jws(j);
+                    if (!jstring(j))
+                        return false;
+                    jws(j);
+                    if (j->p >= j->end || *j->p++ != ':')
+                        return false;
+                }
+                if (!jvalue(j))
+                    return false;
+                jws(j);
+                if (j->p < j->end && *j->p == ',') {
+                    j->p++;
+                    continue;
+                }
+                if (j->p < j->end && *j->p == close) {
+                    j->p++;
+                    break;
+                }
+                return false;
+            }
+            ok = true;
+        }
+    } else if (c == '"') {
+        ok = jstring(j);
+    } else if (c == 't') {
+        ok = jlit(j, "true");
+    } else if (c == 'f') {
+        ok = jlit(j, "false");
+    } else if (c == 'n') {
+        ok = jlit(j, "null");
+    } else {
+        ok = jnumber(j);
+    }
+    j->depth--;
+    return ok;
+}
+
+static bool json_valid(const char *s, size_t n)
+{
+    if (!envlog_utf8_valid(s, n))
+        return false;
+    jp j = {s, s + n, 0};
+    if (!jvalue(&j))
+        return false;
+    jws(&j);
+    return j.p == j.end;
+}
+
+START_TEST(test_json_checker)
+{
+    /* The checker itself must refuse what is not JSON, or the renderer
+     * tests below could not fail. */
+    static const char *const good[] = {"{}", "[]", "{\"a\":[1,-0,2.5e+3,true,null]}",
+                                       "\"\\u00e9\\n\"", "-0.5E-2"};
+    static const char *const bad[] = {"{", "{\"a\"}", "[1,]", "01", "nan", "\"\x01\"",
+                                      "{\"a\":1}}", "inf", "\"\\x\"", "[1 2]",
+                                      "{a:1}", "1.", "\"\xff\""};
+    for (size_t i = 0; i < sizeof good / sizeof *good; i++)
+        ck_assert_msg(json_valid(good[i], strlen(good[i])), "%s", good[i]);
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++)
+        ck_assert_msg(!json_valid(bad[i], strlen(bad[i])), "%s", bad[i]);
+}
+END_TEST
+
+/* ------------------------------------------------------------ round trips */
+
+static const char *const variant_names[] = {"empty", "typical", "maximal", "unicode"};
+
+/* The codec's own decode of `b`, asserting success. */
+static void decode_ok(const envlog_buf *b, envlog_record *rec, envlog_arena *a)
+{
+    envlog_arena_reset(a);
+    ck_assert_ok(envlog_event_decode(b->p, b->len, rec, a));
+}
+
+START_TEST(test_roundtrip_kind)
+{
+    envlog_kind kind = tu_kinds[_i];
+    for (int v = TU_EMPTY; v <= TU_UNICODE; v++) {
+        for (int lv = ENVLOG_LEVEL_BASIC; lv <= ENVLOG_LEVEL_FULL; lv++) {
+            tu_sample s;
+            tu_sample_make(&s, kind, (tu_variant)v);
+            envlog_buf b = {0}, b2 = {0};
+            envlog_arena a = {0};
+            envlog_record rec;
+            envlog_stamp st = stamp0;
+            st.seq = v == TU_MAXIMAL ? UINT64_MAX : (uint64_t)v;
+            st.offset_ns = v == TU_MAXIMAL ? UINT64_MAX : 1000u * (unsigned)v;
+            envlog_effect eff = v % 2 ? ENVLOG_CHANGED : ENVLOG_OBSERVED;
+            envlog_err e = envlog_event_encode(&b, kind, &st, eff, (envlog_level)lv, &s.u);
+            ck_assert_msg(e == ENVLOG_OK, "%s/%s: %s", envlog_kind_name(kind),
+                          variant_names[v], envlog_errmsg());
+            decode_ok(&b, &rec, &a);
+            ck_assert_int_eq(rec.kind, kind);
+            ck_assert_uint_eq(rec.stamp.seq, st.seq);
+            ck_assert_uint_eq(rec.stamp.offset_ns, st.offset_ns);
+            ck_assert_int_eq(rec.effect, eff);
+            ck_assert_ptr_eq(rec.payload.data, b.p);
+            ck_assert_uint_eq(rec.payload.size, b.len);
+            tu_sample_check(kind, &s.u, &rec.u, lv == ENVLOG_LEVEL_FULL);
+            /* Encoding what was decoded gives the same bytes: one canonical
+             * form, nothing lost or invented on the way. */
+            ck_assert_ok(envlog_event_encode(&b2, kind, &st, eff, (envlog_level)lv, &rec.u));
+            ck_assert_uint_eq(b2.len, b.len);
+            ck_assert_msg(!memcmp(b2.p, b.p, b.len), "%s/%s: re-encoding differs",
+                          envlog_kind_name(kind), variant_names[v]);
+            envlog_buf_free(&b);
+            envlog_buf_free(&b2);
+            envlog_arena_free(&a);
+        }
+    }
+}
+END_TEST
+
+START_TEST(test_full_only_fields)
+{
+    /* At BASIC, sources, IR and samples are left out of the bytes, not just
+     * ignored on decode. */
+    tu_sample s;
+    tu_sample_make(&s, ENVLOG_KIND_COMPILE, TU_TYPICAL);
+    envlog_buf basic = {0}, full = {0};
+    ck_assert_ok(envlog_event_encode(&basic, ENVLOG_KIND_COMPILE, &stamp0,
+                                     ENVLOG_CHANGED, ENVLOG_LEVEL_BASIC, &s.u));
+    ck_assert_ok(envlog_event_encode(&full, ENVLOG_KIND_COMPILE, &stamp0,
+                                     ENVLOG_CHANGED, ENVLOG_LEVEL_FULL, &s.u));
+    const char *src = s.u.compile.source;
+    ck_assert_ptr_null(memmem(basic.p, basic.len, src, strlen(src)));
+    ck_assert_ptr_nonnull(memmem(full.p, full.len, src, strlen(src)));
+    ck_assert_uint_gt(full.len, basic.len);
+    envlog_buf_free(&basic);
+    envlog_buf_free(&full);
+}
+END_TEST
+
+START_TEST(test_floats_shortest)
+{
+    /* A double that a float holds exactly is stored as a float (5 bytes),
+     * one that it does not as a double (9 bytes), with the value kept. */
+    envlog_buf b = {0};
+    ck_assert_ok(envlog_enc_double(&b, 1.5));
+    ck_assert_uint_eq(b.len, 5);
+    ck_assert_uint_eq(b.p[0], 0xfa);
+    b.len = 0;
+    ck_assert_ok(envlog_enc_double(&b, 0.1));
+    ck_assert_uint_eq(b.len, 9);
+    ck_assert_uint_eq(b.p[0], 0xfb);
+    envlog_pull p = {b.p, b.len, 0};
+    envlog_tok t;
+    ck_assert_ok(envlog_pull_next(&p, &t));
+    ck_assert_int_eq(t.type, ENVLOG_TOK_FLOAT);
+    ck_assert(t.f == 0.1);
+    envlog_buf_free(&b);
+}
+END_TEST
+
+/* --------------------------------------------- hand-built CBOR payloads */
+
+/* Appends raw bytes. */
+static void raw(envlog_buf *b, const char *bytes, size_t n)
+{
+    ck_assert_ok(envlog_buf_append(b, bytes, n));
+}
+static void u(envlog_buf *b, uint64_t v) { ck_assert_ok(envlog_enc_uint(b, v)); }
+static void txt(envlog_buf *b, const char *s) { ck_assert_ok(envlog_enc_text(b, s, strlen(s))); }
+
+/* The envelope of a record of `kind` in a map of `pairs` pairs. */
+static void envelope(envlog_buf *b, size_t pairs, envlog_kind kind)
+{
+    b->len = 0;
+    ck_assert_ok(envlog_enc_map(b, pairs));
+    u(b, 0), u(b, kind), u(b, 1), u(b, 5), u(b, 2), u(b, 6), u(b, 3), u(b, 1);
+}
+
+START_TEST(test_unknown_keys)
+{
+    envlog_buf b = {0};
+    envlog_arena a = {0};
+    envlog_record rec;
+    /* A tune from a future version: key 99 holds a nested map, a text key
+     * holds an array, key 200 a tag; the known keys around them decode. */
+    envelope(&b, 4 + 6, ENVLOG_KIND_TUNE);
+    u(&b, 4), txt(&b, "ns/1");
+    u(&b, 99);
+    ck_assert_ok(envlog_enc_map(&b, 2));
+    u(&b, 1), txt(&b, "deep"), txt(&b, "x");
+    ck_assert_ok(envlog_enc_array(&b, 2));
+    u(&b, 1), u(&b, 2);
+    txt(&b, "future"); ck_assert_ok(envlog_enc_array(&b, 3));
+    u(&b, 1); ck_assert_ok(envlog_enc_double(&b, 2.5)); ck_assert_ok(envlog_enc_bytes(&b, "ab", 2));
+    u(&b, 5), txt(&b, "key/1");
+    u(&b, 200), raw(&b, "\xc1\x1a\x00\x01\x00\x00", 6); /* 1(65536) */
+    /* A trial with an unknown key 50 inside it. */
+    u(&b, 8); ck_assert_ok(envlog_enc_array(&b, 1));
+    ck_assert_ok(envlog_enc_map(&b, 3));
+    u(&b, 0), txt(&b, "cand"), u(&b, 50), raw(&b, "\xf6", 1), u(&b, 2), u(&b, 9);
+    decode_ok(&b, &rec, &a);
+    ck_assert_int_eq(rec.kind, ENVLOG_KIND_TUNE);
+    ck_assert_uint_eq(rec.stamp.seq, 5);
+    ck_assert_uint_eq(rec.stamp.offset_ns, 6);
+    ck_assert_int_eq(rec.effect, ENVLOG_CHANGED);
+    ck_assert_str_eq(rec.u.tune.ns, "ns/1");
+    ck_assert_str_eq(rec.u.tune.key, "key/1");
+    ck_assert_uint_eq(rec.u.tune.n_trials, 1);
+    ck_assert_str_eq(rec.u.tune.trials[0].name, "cand");
+    ck_assert_uint_eq(rec.u.tune.trials[0].samples, 9);
+    ck_assert_int_eq(rec.u.tune.winner, -1); /* absent: no winner */
+
+    /* The JSON shows the unknown keys rather than dropping them. */
+    sink s = {0};
+    ck_assert_ok(envlog_record_json(&rec, sink_fn, &s));
+    ck_assert_msg(json_valid(s.p, s.len), "%s", s.p);
+    ck_assert_ptr_nonnull(strstr(s.p, "\"k99\":{\"k1\":\"deep\",\"x\":[1,2]}"));
+    ck_assert_ptr_nonnull(strstr(s.p, "\"future\":[1,2.5,\"6162\"]"));
+    ck_assert_ptr_nonnull(strstr(s.p, "\"k200\":65536"));
+    ck_assert_ptr_nonnull(strstr(s.p, "\"trials\":[{\"name\":\"cand\",\"k50\":null,\"samples\":9}]"));
+    sink_reset(&s);
+
+    /* A kind this version does not know decodes with its envelope. */
+    envelope(&b, 4 + 1, (envlog_kind)77);
+    u(&b, 4), txt(&b, "whatever");
+    decode_ok(&b, &rec, &a);
+    ck_assert_int_eq(rec.kind, 77);
+    ck_assert_uint_eq(rec.stamp.seq, 5);
+    ck_assert_ok(envlog_record_json(&rec, sink_fn, &s));
+    ck_assert_ptr_nonnull(strstr(s.p, "\"kind\":77,"));
+    ck_assert_ptr_nonnull(strstr(s.p, "\"k4\":\"whatever\""));
+    sink_reset(&s);
+    envlog_buf_free(&b);
+    envlog_arena_free(&a);
+}
+END_TEST
+
+/* Decoding `b` must fail with `want`. */
+static void decode_fails(const envlog_buf *b, envlog_err want, const char *what)
+{
+    envlog_arena a = {0};
+    envlog_record rec;
+    envlog_err e = envlog_event_decode(b->p, b->len, &rec, &a);
+    ck_assert_msg(e == want, "%s: got %s, want %s", what, envlog_strerror(e),
+                  envlog_strerror(want));
+    /* What little was taken is bounded by the input, never by a length the
+     * input claims. */
+    ck_assert_msg(a.want <= 64 * (b->len + 64), "%s: arena asked for %zu bytes", what,
+                  a.want);
+    envlog_arena_free(&a);
+}
+
+START_TEST(test_wrong_types)
+{
+    envlog_buf b = {0};
+    struct {
+        envlog_kind kind;
+        uint64_t key;
+        const char *bytes;
+        size_t n;
+        const char *what;
+    } cases[] = {
+        {ENVLOG_KIND_TUNE, 4, "\x01", 1, "namespace as uint"},
+        {ENVLOG_KIND_TUNE, 6, "\x20", 1, "checksum as negint"},
+        {ENVLOG_KIND_TUNE, 6, "\x61x", 2, "checksum as text"},
+        {ENVLOG_KIND_TUNE, 7, "\x61x", 2, "candidates as text"},
+        {ENVLOG_KIND_TUNE, 7, "\x81\x01", 2, "candidate as uint"},
+        {ENVLOG_KIND_TUNE, 8, "\x81\x01", 2, "trial as uint"},
+        {ENVLOG_KIND_TUNE, 8, "\x81\xa1\x01\x61x", 5, "trial index as text"},
+        {ENVLOG_KIND_TUNE, 8, "\x81\xa1\x01\x1b\x00\x00\x00\x01\x00\x00\x00\x00", 12,
+         "trial index over u32"},
+        {ENVLOG_KIND_TUNE, 11, "\x1b\x80\x00\x00\x00\x00\x00\x00\x00", 9,
+         "winner over i64"},
+        {ENVLOG_KIND_TUNE, 11, "\xf5", 1, "winner as bool"},
+        {ENVLOG_KIND_TUNE, 12, "\x61x", 2, "margin as text"},
+        {ENVLOG_KIND_TUNE, 13, "\x01", 1, "within_noise as uint"},
+        {ENVLOG_KIND_TUNE, 10, "\xa0", 1, "params as map"},
+        {ENVLOG_KIND_COMPILE, 6, "\x4f" "012345678901234", 16, "kernel_key of 15 bytes"},
+        {ENVLOG_KIND_COMPILE, 6, "\x70" "0123456789012345", 17, "kernel_key as text"},
+        {ENVLOG_KIND_COMPILE, 11, "\x1b\x00\x00\x00\x01\x00\x00\x00\x00", 9,
+         "outcome over int"},
+        {ENVLOG_KIND_COMPILE, 15, "\x61x", 2, "binary as text"},
+        {ENVLOG_KIND_COMPILE, 19, "\x82\x50" "0123456789012345\x01", 19,
+         "stamp of two items"},
+        {ENVLOG_KIND_COMPILE, 19, "\x83\x01\x02\x03", 4, "stamp session as uint"},
+        {ENVLOG_KIND_SESSION, 4, "\x01", 1, "session id as uint"},
+        {ENVLOG_KIND_SESSION, 14, "\x82\x61x\x02", 4, "device as uint"},
+        {ENVLOG_KIND_SPAN, 9, "\x81\xa1\x00\x02", 4, "attr key as uint"},
+        {ENVLOG_KIND_MARK, 5, "\xfa\x3f\xc0\x00\x00", 5, "wall time as float"},
+        {ENVLOG_KIND_MARK, 4, "\x41x", 2, "label as bytes"},
+        {ENVLOG_KIND_IMPORT, 7, "\x20", 1, "taken as negint"},
+        {ENVLOG_KIND_FORGET, 4, "\x61x", 2, "table as text"},
+        {ENVLOG_KIND_USER, 4, "\x41x", 2, "user kind as bytes"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        envelope(&b, 5, cases[i].kind);
+        u(&b, cases[i].key);
+        raw(&b, cases[i].bytes, cases[i].n);
+        decode_fails(&b, ENVLOG_BAD_DATA, cases[i].what);
+    }
+    /* Envelope damage. */
+    b.len = 0;
+    raw(&b, "\xa0", 1);
+    decode_fails(&b, ENVLOG_BAD_DATA, "empty map");
+    b.len = 0;
+    raw(&b, "\x81\x00", 2);
+    decode_fails(&b, ENVLOG_BAD_DATA, "an array");
+    b.len = 0;
+    raw(&b, "\xa2\x01\x00\x00\x14", 5);
+    decode_fails(&b, ENVLOG_BAD_DATA, "kind not first");
+    b.len = 0;
+    raw(&b, "\xa1\x00\x61x", 4);
+    decode_fails(&b, ENVLOG_BAD_DATA, "kind as text");
+    envelope(&b, 4, ENVLOG_KIND_MARK);
+    b.p[b.len - 1] = 2; /* effect 2 */
+    decode_fails(&b, ENVLOG_BAD_DATA, "effect 2");
+    envelope(&b, 4, ENVLOG_KIND_MARK);
+    b.p[4] = 0x61, b.p[5] = 'x'; /* seq value: "x" in place of 5, 2 */
+    decode_fails(&b, ENVLOG_BAD_DATA, "seq as text");
+    envelope(&b, 4, ENVLOG_KIND_MARK);
+    raw(&b, "\x00", 1);
+    decode_fails(&b, ENVLOG_BAD_DATA, "trailing byte");
+    envelope(&b, 4, ENVLOG_KIND_MARK);
+    b.len--;
+    decode_fails(&b, ENVLOG_BAD_DATA, "cut short");
+    /* Every proper prefix of a good record is refused. */
+    tu_sample s;
+    tu_sample_make(&s, ENVLOG_KIND_TUNE, TU_TYPICAL);
+    ck_assert_ok(envlog_event_encode(&b, ENVLOG_KIND_TUNE, &stamp0, ENVLOG_CHANGED,
+                                     ENVLOG_LEVEL_FULL, &s.u));
+    size_t full = b.len;
+    for (size_t cut = 0; cut < full; cut++) {
+        b.len = cut;
+        decode_fails(&b, ENVLOG_BAD_DATA, "prefix");
+    }
+    envlog_buf_free(&b);
+}
+END_TEST
+
+START_TEST(test_lying_lengths)
+{
+    envlog_buf b = {0};
+    /* Counts far beyond the bytes there: refused before any allocation is
+     * sized from them (decode_fails checks the arena). */
+    static const struct {
+        uint64_t key;
+        const char *bytes;
+        size_t n;
+        const char *what;
+    } cases[] = {
+        {7, "\x9b\x10\x00\x00\x00\x00\x00\x00\x00", 9, "2^60 candidates"},
+        {7, "\x9a\xff\xff\xff\xff\x61x", 7, "2^32 candidates"},
+        {8, "\x9b\x00\x00\x00\x01\x00\x00\x00\x00\xa0", 10, "2^32 trials"},
+        {8, "\x81\xbb\x7f\xff\xff\xff\xff\xff\xff\xff", 10, "trial map of 2^63 pairs"},
+        {4, "\x7b\x00\x00\x01\x00\x00\x00\x00\x00xyz", 12, "text of 2^40 bytes"},
+        {4, "\x7a\xff\xff\xff\xff", 5, "text of 4 GiB"},
+        {99, "\x9b\xff\xff\xff\xff\xff\xff\xff\xff", 9, "unknown key, 2^64-1 items"},
+        {99, "\xbb\x80\x00\x00\x00\x00\x00\x00\x00", 9, "unknown key, 2^63 pairs"},
+        {99, "\x5b\x00\x00\x10\x00\x00\x00\x00\x00", 9, "bytes of 2^44"},
+        {99, "\x9f\x01\xff", 3, "indefinite array"},
+        {99, "\x7f\x61x\xff", 4, "indefinite text"},
+        {99, "\xf0", 1, "unassigned simple value"},
+        {99, "\xf8\x20", 2, "one-byte simple value"},
+        {99, "\x1c", 1, "reserved additional info"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        envelope(&b, 5, ENVLOG_KIND_TUNE);
+        u(&b, cases[i].key);
+        raw(&b, cases[i].bytes, cases[i].n);
+        decode_fails(&b, ENVLOG_BAD_DATA, cases[i].what);
+    }
+    /* A map claiming 2^32 pairs. */
+    b.len = 0;
+    raw(&b, "\xba\xff\xff\xff\xff\x00\x11", 7);
+    decode_fails(&b, ENVLOG_BAD_DATA, "record map of 2^32 pairs");
+    /* Nesting deeper than the limit, under a key nobody knows. */
+    envelope(&b, 5, ENVLOG_KIND_MARK);
+    u(&b, 99);
+    for (int i = 0; i < 1000; i++)
+        raw(&b, "\x81", 1);
+    raw(&b, "\x00", 1);
+    decode_fails(&b, ENVLOG_BAD_DATA, "1000 nested arrays");
+    /* Just within the limit is fine. */
+    envelope(&b, 5, ENVLOG_KIND_MARK);
+    u(&b, 99);
+    for (int i = 0; i < ENVLOG_CBOR_MAX_DEPTH; i++)
+        raw(&b, "\x81", 1);
+    raw(&b, "\x00", 1);
+    envlog_arena a = {0};
+    envlog_record rec;
+    ck_assert_ok(envlog_event_decode(b.p, b.len, &rec, &a));
+    envlog_arena_free(&a);
+    envlog_buf_free(&b);
+}
+END_TEST
+
+/* ------------------------------------------------------------------ UTF-8 */
+
+static const char *const bad_utf8[] = {
+    "\x80",              /* lone continuation */
+    "\xc0\xaf",          /* overlong '/' */
+    "\xe0\x80\xaf",      /* overlong, 3 bytes */
+    "\xf0\x80\x80\xaf",  /* overlong, 4 bytes */
+    "\xed\xa0\x80",      /* surrogate U+D800 */
+    "\xed\xbf\xbf",      /* surrogate U+DFFF */
+    "\xf4\x90\x80\x80",  /* U+110000 */
+    "\xe6\x97",          /* cut short */
+    "ok\xff",            /* 0xff */
+    "\xf8\x88\x80\x80\x80", /* 5-byte form */
+    "a\xc3",             /* truncated at the end */
+    "\xc3\x28",          /* bad continuation */
+};
+#define N_BAD_UTF8 (sizeof bad_utf8 / sizeof *bad_utf8)
+
+START_TEST(test_utf8)
+{
+    static const char *const good[] = {"", "ascii", "é", "日本", "🚀", "\xef\xbf\xbf",
+                                       "\xf4\x8f\xbf\xbf", "\xed\x9f\xbf", "\xee\x80\x80"};
+    for (size_t i = 0; i < sizeof good / sizeof *good; i++)
+        ck_assert_msg(envlog_utf8_valid(good[i], strlen(good[i])), "good[%zu]", i);
+    for (size_t i = 0; i < N_BAD_UTF8; i++)
+        ck_assert_msg(!envlog_utf8_valid(bad_utf8[i], strlen(bad_utf8[i])), "bad[%zu]", i);
+    ck_assert(!envlog_utf8_valid("a\0b", 3)); /* a NUL inside */
+}
+END_TEST
+
+START_TEST(test_utf8_refused_on_encode)
+{
+    envlog_buf b = {0};
+    for (size_t i = 0; i < N_BAD_UTF8; i++) {
+        const char *bad = bad_utf8[i];
+        /* A top-level text field, an item of a text array, a field of a
+         * nested struct and of a span attribute. */
+        tu_sample s;
+        tu_sample_make(&s, ENVLOG_KIND_TUNE, TU_TYPICAL);
+        s.u.tune.key = bad;
+        ck_assert_err(envlog_event_encode(&b, ENVLOG_KIND_TUNE, &stamp0, ENVLOG_CHANGED,
+                                          ENVLOG_LEVEL_BASIC, &s.u), ENVLOG_INVALID_ARG);
+        tu_sample_make(&s, ENVLOG_KIND_TUNE, TU_TYPICAL);
+        const char *cands[] = {"a", bad};
+        s.u.tune.candidates = cands;
+        s.u.tune.n_candidates = 2;
+        ck_assert_err(envlog_event_encode(&b, ENVLOG_KIND_TUNE, &stamp0, ENVLOG_CHANGED,
+                                          ENVLOG_LEVEL_BASIC, &s.u), ENVLOG_INVALID_ARG);
+        tu_sample_make(&s, ENVLOG_KIND_TUNE, TU_TYPICAL);
+        envlog_trial tr = {.name = "x", .error = bad};
+        s.u.tune.trials = &tr;
+        s.u.tune.n_trials = 1;
+        ck_assert_err(envlog_event_encode(&b, ENVLOG_KIND_TUNE, &stamp0, ENVLOG_CHANGED,
+                                          ENVLOG_LEVEL_BASIC, &s.u), ENVLOG_INVALID_ARG);
+        envlog_attr at = {"k", bad};
+        envlog_span_rec sp = {.name = "s", .attrs = &at, .n_attrs = 1};
+        ck_assert_err(envlog_event_encode(&b, ENVLOG_KIND_SPAN, &stamp0, ENVLOG_OBSERVED,
+                                          ENVLOG_LEVEL_BASIC, &sp), ENVLOG_INVALID_ARG);
+        envlog_mark m = {bad, 1};
+        ck_assert_err(envlog_event_encode(&b, ENVLOG_KIND_MARK, &stamp0, ENVLOG_OBSERVED,
+                                          ENVLOG_LEVEL_BASIC, &m), ENVLOG_INVALID_ARG);
+    }
+    /* The same strings, valid, go through: the refusals above are the
+     * strings' doing. */
+    envlog_mark m = {"fine é", 1};
+    ck_assert_ok(envlog_event_encode(&b, ENVLOG_KIND_MARK, &stamp0, ENVLOG_OBSERVED,
+                                     ENVLOG_LEVEL_BASIC, &m));
+    envlog_buf_free(&b);
+}
+END_TEST
+
+START_TEST(test_utf8_refused_on_decode)
+{
+    envlog_buf b = {0};
+    for (size_t i = 0; i < N_BAD_UTF8; i++) {
+        size_t n = strlen(bad_utf8[i]);
+        envelope(&b, 5, ENVLOG_KIND_MARK);
+        u(&b, 4);
+        ck_assert_ok(envlog_enc_text(&b, bad_utf8[i], n));
+        decode_fails(&b, ENVLOG_BAD_DATA, bad_utf8[i]);
+        /* In an array of texts, too. */
+        envelope(&b, 5, ENVLOG_KIND_SESSION);
+        u(&b, 14); ck_assert_ok(envlog_enc_array(&b, 2));
+        txt(&b, "ok");
+        ck_assert_ok(envlog_enc_text(&b, bad_utf8[i], n));
+        decode_fails(&b, ENVLOG_BAD_DATA, "device");
+    }
+    /* A NUL inside a text string is refused: the API hands out C strings. */
+    envelope(&b, 5, ENVLOG_KIND_MARK);
+    u(&b, 4);
+    ck_assert_ok(envlog_enc_text(&b, "a\0b", 3));
+    decode_fails(&b, ENVLOG_BAD_DATA, "NUL in text");
+    envlog_buf_free(&b);
+}
+END_TEST
+
+/* ------------------------------------------------------------- renderers */
+
+static char *render_json(envlog_kind kind, const void *body, envlog_effect eff,
+                         envlog_level lv)
+{
+    envlog_buf b = {0};
+    envlog_arena a = {0};
+    envlog_record rec;
+    ck_assert_ok(envlog_event_encode(&b, kind, &stamp0, eff, lv, body));
+    decode_ok(&b, &rec, &a);
+    rec.stamp.session = stamp0.session;
+    sink s = {0};
+    ck_assert_ok(envlog_record_json(&rec, sink_fn, &s));
+    envlog_buf_free(&b);
+    envlog_arena_free(&a);
+    return s.p;
+}
+
+#define SID "000102030405060708090a0b0c0d0e0f"
+
+START_TEST(test_json_every_kind_valid)
+{
+    for (size_t k = 0; k < 8; k++)
+        for (int v = TU_EMPTY; v <= TU_UNICODE; v++) {
+            tu_sample s;
+            tu_sample_make(&s, tu_kinds[k], (tu_variant)v);
+            char *j = render_json(tu_kinds[k], &s.u, ENVLOG_CHANGED, ENVLOG_LEVEL_FULL);
+            ck_assert_msg(json_valid(j, strlen(j)), "%s/%s: invalid JSON: %.300s",
+                          envlog_kind_name(tu_kinds[k]), variant_names[v], j);
+            char head[160];
+            snprintf(head, sizeof head, "{\"session\":\"" SID "\",\"kind\":\"%s\",\"seq\":3,"
+                     "\"offset_ns\":7,\"effect\":\"changed\"",
+                     envlog_kind_name(tu_kinds[k]));
+            ck_assert_msg(!strncmp(j, head, strlen(head)), "%.200s", j);
+            free(j);
+        }
+}
+END_TEST
+
+START_TEST(test_json_golden)
+{
+    envlog_mark m = {"a\"b\\\n\t\x01\x7f é/", 5};
+    char *j = render_json(ENVLOG_KIND_MARK, &m, ENVLOG_OBSERVED, ENVLOG_LEVEL_BASIC);
+    ck_assert_str_eq(j, "{\"session\":\"" SID "\",\"kind\":\"mark\",\"seq\":3,"
+                        "\"offset_ns\":7,\"effect\":\"observed\","
+                        "\"label\":\"a\\\"b\\\\\\n\\t\\u0001\\u007f é/\",\"wall_unix_ns\":5}");
+    free(j);
+
+    static const char *const cands[] = {"a", "b"};
+    double sample[] = {1, 2};
+    envlog_trial tr = {.name = "a", .index = 0, .samples = 2, .sample_ns = sample,
+                       .n_sample_ns = 2, .min_ns = 1.5, .median_ns = 2,
+                       .mean_ns = 0.1, .max_ns = INFINITY, .stddev_ns = -0.0};
+    envlog_param pa = {"w", 0.5};
+    envlog_tune t = {.ns = "n", .key = "k", .checksum = 1, .candidates = cands,
+                     .n_candidates = 2, .trials = &tr, .n_trials = 1, .policy = "p",
+                     .params = &pa, .n_params = 1, .winner = 1, .margin = 0.25,
+                     .short_circuit = true, .wall_ns = 10, .stored = true};
+    j = render_json(ENVLOG_KIND_TUNE, &t, ENVLOG_CHANGED, ENVLOG_LEVEL_BASIC);
+    ck_assert_str_eq(j, "{\"session\":\"" SID "\",\"kind\":\"tune\",\"seq\":3,"
+        "\"offset_ns\":7,\"effect\":\"changed\",\"namespace\":\"n\",\"key\":\"k\","
+        "\"checksum\":1,\"candidates\":[\"a\",\"b\"],\"trials\":[{\"name\":\"a\","
+        "\"index\":0,\"samples\":2,\"min_ns\":1.5,\"median_ns\":2,\"mean_ns\":0.1,"
+        "\"max_ns\":null,\"stddev_ns\":-0}],\"policy\":\"p\",\"params\":[{\"name\":"
+        "\"w\",\"value\":0.5}],\"winner\":1,\"margin\":0.25,\"within_noise\":false,"
+        "\"short_circuit\":true,\"wall_ns\":10,\"stored\":true,\"imported\":false}");
+    free(j);
+    /* At FULL the samples show, in the trial. */
+    j = render_json(ENVLOG_KIND_TUNE, &t, ENVLOG_CHANGED, ENVLOG_LEVEL_FULL);
+    ck_assert_ptr_nonnull(strstr(j, "\"stddev_ns\":-0,\"sample_ns\":[1,2]}"));
+    free(j);
+    t.winner = -1;
+    j = render_json(ENVLOG_KIND_TUNE, &t, ENVLOG_CHANGED, ENVLOG_LEVEL_BASIC);
+    ck_assert_ptr_nonnull(strstr(j, "\"winner\":-1,"));
+    free(j);
+
+    envlog_compile c = {.ns = "c", .name = "k", .arch = "sm_90",
+                        .outcome = ENVLOG_LOADED, .duration_ns = 5,
+                        .binary_size = 2, .binary = {"\x01\xab", 2},
+                        .has_tune = true, .tune = {stamp0.session, 9, 11}};
+    memset(c.kernel_key.b, 0x11, 16);
+    memset(c.binary_hash.b, 0xfe, 16);
+    j = render_json(ENVLOG_KIND_COMPILE, &c, ENVLOG_OBSERVED, ENVLOG_LEVEL_BASIC);
+    ck_assert_str_eq(j, "{\"session\":\"" SID "\",\"kind\":\"compile\",\"seq\":3,"
+        "\"offset_ns\":7,\"effect\":\"observed\",\"namespace\":\"c\",\"name\":\"k\","
+        "\"kernel_key\":\"11111111111111111111111111111111\","
+        "\"source_hash\":\"00000000000000000000000000000000\",\"arch\":\"sm_90\","
+        "\"outcome\":\"loaded\",\"duration_ns\":5,"
+        "\"binary_hash\":\"fefefefefefefefefefefefefefefefe\",\"binary_size\":2,"
+        "\"binary\":\"01ab\",\"tune\":{\"session\":\"" SID "\",\"seq\":9,\"offset_ns\":11},"
+        "\"imported\":false}");
+    free(j);
+
+    const char *devs[] = {"sm_90", "é"};
+    envlog_session_rec sr = {.id = stamp0.session, .start_unix_ns = 1, .label = "",
+                             .pid = 2, .devices = devs, .n_devices = 2,
+                             .level = ENVLOG_LEVEL_FULL, .dropped = 4};
+    j = render_json(ENVLOG_KIND_SESSION, &sr, ENVLOG_OBSERVED, ENVLOG_LEVEL_BASIC);
+    ck_assert_str_eq(j, "{\"session\":\"" SID "\",\"kind\":\"session\",\"seq\":3,"
+        "\"offset_ns\":7,\"effect\":\"observed\",\"id\":\"" SID "\",\"start_unix_ns\":1,"
+        "\"label\":\"\",\"pid\":2,\"devices\":[\"sm_90\",\"é\"],\"level\":\"full\","
+        "\"dropped\":4}");
+    free(j);
+
+    envlog_forget f = {ENVLOG_TABLE_KERNEL, "ns", "key", 0, NULL};
+    j = render_json(ENVLOG_KIND_FORGET, &f, ENVLOG_CHANGED, ENVLOG_LEVEL_BASIC);
+    ck_assert_str_eq(j, "{\"session\":\"" SID "\",\"kind\":\"forget\",\"seq\":3,"
+        "\"offset_ns\":7,\"effect\":\"changed\",\"table\":\"kernel\",\"namespace\":\"ns\","
+        "\"key\":\"key\",\"checksum\":0}");
+    free(j);
+
+    /* {"name": "b", "entries": [1, 2, 3], 7: h'00ff'} as a user body. */
+    tu_sample s;
+    tu_sample_make(&s, ENVLOG_KIND_USER, TU_TYPICAL);
+    j = render_json(ENVLOG_KIND_USER, &s.u, ENVLOG_OBSERVED, ENVLOG_LEVEL_BASIC);
+    ck_assert_str_eq(j, "{\"session\":\"" SID "\",\"kind\":\"user\",\"seq\":3,"
+        "\"offset_ns\":7,\"effect\":\"observed\",\"user_kind\":\"profiler-sample\","
+        "\"body\":{\"name\":\"b\",\"entries\":[1,2,3],\"k7\":\"00ff\"}}");
+    free(j);
+}
+END_TEST
+
+START_TEST(test_json_write_failure)
+{
+    /* A sink that fails is ENVLOG_IO, at whatever call it fails. */
+    tu_sample s;
+    tu_sample_make(&s, ENVLOG_KIND_TUNE, TU_TYPICAL);
+    envlog_buf b = {0};
+    envlog_arena a = {0};
+    envlog_record rec;
+    ck_assert_ok(envlog_event_encode(&b, ENVLOG_KIND_TUNE, &stamp0, ENVLOG_CHANGED,
+                                     ENVLOG_LEVEL_BASIC, &s.u));
+    decode_ok(&b, &rec, &a);
+    /* Count the sink calls of each renderer, then fail each one in turn. */
+    sink count = {.fail_after = 1 << 30};
+    ck_assert_ok(envlog_record_json(&rec, sink_fn, &count));
+    int json_calls = count.calls;
+    sink_reset(&count);
+    count.fail_after = 1 << 30;
+    ck_assert_ok(envlog_record_text(&rec, sink_fn, &count));
+    int text_calls = count.calls;
+    sink_reset(&count);
+    ck_assert_int_gt(json_calls, 5);
+    ck_assert_int_gt(text_calls, 2);
+    for (int k = 1; k <= json_calls; k++) {
+        sink f = {.fail_after = k};
+        ck_assert_err(envlog_record_json(&rec, sink_fn, &f), ENVLOG_IO);
+        sink_reset(&f);
+    }
+    for (int k = 1; k <= text_calls; k++) {
+        sink f = {.fail_after = k};
+        ck_assert_err(envlog_record_text(&rec, sink_fn, &f), ENVLOG_IO);
+        sink_reset(&f);
+    }
+    envlog_buf_free(&b);
+    envlog_arena_free(&a);
+}
+END_TEST
+
+START_TEST(test_json_string)
+{
+    sink s = {0};
+    ck_assert_ok(envlog_json_string("é\"\x1f", sink_fn, &s));
+    ck_assert_str_eq(s.p, "\"é\\\"\\u001f\"");
+    sink_reset(&s);
+    /* Bytes that are not UTF-8 come out as U+FFFD: the output stays JSON. */
+    ck_assert_int_eq(envlog__write_json_str(sink_fn, &s, "a\xff\xc3", 3), 0);
+    ck_assert_str_eq(s.p, "\"a\xef\xbf\xbd\xef\xbf\xbd\"");
+    ck_assert(json_valid(s.p, s.len));
+    sink_reset(&s);
+}
+END_TEST
+
+START_TEST(test_text_summary)
+{
+    tu_sample s;
+    tu_sample_make(&s, ENVLOG_KIND_TUNE, TU_TYPICAL);
+    envlog_buf b = {0};
+    envlog_arena a = {0};
+    envlog_record rec;
+    envlog_stamp st = {stamp0.session, 12, 1500000};
+    ck_assert_ok(envlog_event_encode(&b, ENVLOG_KIND_TUNE, &st, ENVLOG_CHANGED,
+                                     ENVLOG_LEVEL_BASIC, &s.u));
+    decode_ok(&b, &rec, &a);
+    sink o = {0};
+    ck_assert_ok(envlog_record_text(&rec, sink_fn, &o));
+    ck_assert_msg(!strncmp(o.p, "#12 +0.001500s CHANGED  tune autotune/example-rt/1.0/sim-gpu "
+                           "matmul-1024 winner=tile2 ", 76), "%s", o.p);
+    ck_assert_ptr_nonnull(strstr(o.p, " candidates=4 trials=3 policy=median-adaptive"));
+    ck_assert_ptr_nonnull(strstr(o.p, " stored"));
+    ck_assert_ptr_null(strchr(o.p, '\n'));
+    sink_reset(&o);
+    for (size_t k = 0; k < 8; k++) {
+        tu_sample_make(&s, tu_kinds[k], TU_UNICODE);
+        ck_assert_ok(envlog_event_encode(&b, tu_kinds[k], &st, ENVLOG_OBSERVED,
+                                         ENVLOG_LEVEL_BASIC, &s.u));
+        decode_ok(&b, &rec, &a);
+        ck_assert_ok(envlog_record_text(&rec, sink_fn, &o));
+        ck_assert_msg(strstr(o.p, envlog_kind_name(tu_kinds[k])) != NULL, "%s", o.p);
+        ck_assert(envlog_utf8_valid(o.p, o.len));
+        sink_reset(&o);
+    }
+    envlog_buf_free(&b);
+    envlog_arena_free(&a);
+}
+END_TEST
+
+static void diag_is(const char *bytes, size_t n, const char *want)
+{
+    sink s = {0};
+    envlog_err e = envlog_cbor_diag(bytes, n, sink_fn, &s);
+    ck_assert_msg(e == ENVLOG_OK, "diag of '%s': %s", want, envlog_errmsg());
+    ck_assert_str_eq(s.p ? s.p : "", want);
+    sink_reset(&s);
+}
+
+static void diag_fails(const char *bytes, size_t n, const char *what)
+{
+    sink s = {0};
+    ck_assert_msg(envlog_cbor_diag(bytes, n, sink_fn, &s) == ENVLOG_BAD_DATA, "%s", what);
+    sink_reset(&s);
+}
+
+START_TEST(test_diag)
+{
+    diag_is("\x00", 1, "0");
+    diag_is("\x17", 1, "23");
+    diag_is("\x18\x18", 2, "24");
+    diag_is("\x1b\xff\xff\xff\xff\xff\xff\xff\xff", 9, "18446744073709551615");
+    diag_is("\x20", 1, "-1");
+    diag_is("\x38\x63", 2, "-100");
+    diag_is("\x3b\xff\xff\xff\xff\xff\xff\xff\xff", 9, "-18446744073709551616");
+    diag_is("\x40", 1, "h''");
+    diag_is("\x42\x00\xff", 3, "h'00ff'");
+    diag_is("\x60", 1, "\"\"");
+    diag_is("\x64\x61\x22\x5c\xc3", 5, "\"a\\\"\\\\\xef\xbf\xbd\""); /* bad UTF-8 shown safely */
+    diag_is("\x63\xe6\x97\xa5", 4, "\"日\"");
+    diag_is("\x80", 1, "[]");
+    diag_is("\x83\x01\x82\x02\x03\x04", 6, "[1, [2, 3], 4]");
+    diag_is("\xa0", 1, "{}");
+    diag_is("\xa2\x01\x02\x61\x61\xf5", 6, "{1: 2, \"a\": true}");
+    diag_is("\xf4", 1, "false");
+    diag_is("\xf6", 1, "null");
+    diag_is("\xf7", 1, "undefined");
+    diag_is("\xc1\x1a\x51\x4b\x67\xb0", 6, "1(1363896240)");
+    diag_is("\xd8\x20\x63\x61\x62\x63", 6, "32(\"abc\")");
+    diag_is("\xf9\x3c\x00", 3, "1.0");
+    diag_is("\xfa\x3f\xc0\x00\x00", 5, "1.5");
+    diag_is("\xfb\x3f\xb9\x99\x99\x99\x99\x99\x9a", 9, "0.1");
+    diag_is("\xfa\x7f\xc0\x00\x00", 5, "NaN");
+    diag_is("\xfa\x7f\x80\x00\x00", 5, "Infinity");
+    diag_is("\xfb\xff\xf0\x00\x00\x00\x00\x00\x00", 9, "-Infinity");
+    diag_is("\xfa\xc0\x00\x00\x00", 5, "-2.0");
+    diag_is("\xfb\x7e\x37\xe4\x3c\x88\x00\x75\x9c", 9, "1e+300");
+
+    diag_fails("", 0, "empty");
+    diag_fails("\x00\x00", 2, "trailing item");
+    diag_fails("\x82\x01", 2, "array cut short");
+    diag_fails("\x62\x61", 2, "text cut short");
+    diag_fails("\x9f\x01\xff", 3, "indefinite array");
+    diag_fails("\xf0", 1, "unassigned simple value");
+    diag_fails("\x9b\x00\x00\x00\x01\x00\x00\x00\x00\x00", 10, "2^32 items in 1 byte");
+    char deep[200];
+    memset(deep, 0x81, sizeof deep);
+    deep[sizeof deep - 1] = 0;
+    diag_fails(deep, sizeof deep, "nested 199 deep");
+}
+END_TEST
+
+START_TEST(test_cbor_check_item)
+{
+    ck_assert_ok(envlog_cbor_check_item("\xa1\x01\x82\x02\x03", 5));
+    ck_assert_err(envlog_cbor_check_item("\x01\x02", 2), ENVLOG_BAD_DATA);
+    ck_assert_err(envlog_cbor_check_item("\x82\x01", 2), ENVLOG_BAD_DATA);
+    ck_assert_err(envlog_cbor_check_item("", 0), ENVLOG_BAD_DATA);
+    /* A user or import body must be exactly one item, checked on encode. */
+    envlog_user us = {"k", {"\x01\x02", 2}};
+    envlog_buf b = {0};
+    ck_assert_err(envlog_event_encode(&b, ENVLOG_KIND_USER, &stamp0, ENVLOG_OBSERVED,
+                                      ENVLOG_LEVEL_BASIC, &us), ENVLOG_INVALID_ARG);
+    envlog_import im = {.bundle = "b", .manifest = {"\x9f\xff", 2}};
+    ck_assert_err(envlog_event_encode(&b, ENVLOG_KIND_IMPORT, &stamp0, ENVLOG_CHANGED,
+                                      ENVLOG_LEVEL_BASIC, &im), ENVLOG_INVALID_ARG);
+    envlog_buf_free(&b);
+}
+END_TEST
+
+/* ------------------------------------------------------ ids, hashes, codes */
+
+START_TEST(test_ids_and_hashes)
+{
+    envlog_id128 id, back;
+    char hex[33];
+    ck_assert_ok(envlog_id_new(&id));
+    envlog_id_format(&id, hex);
+    ck_assert_uint_eq(strlen(hex), 32);
+    ck_assert_ok(envlog_id_parse(hex, &back));
+    ck_assert(!memcmp(id.b, back.b, 16));
+    ck_assert_ok(envlog_id_parse("00112233445566778899AABBCCDDEEFF", &back));
+    envlog_id_format(&back, hex);
+    ck_assert_str_eq(hex, "00112233445566778899aabbccddeeff");
+    ck_assert_err(envlog_id_parse("0011", &back), ENVLOG_INVALID_ARG);
+    ck_assert_err(envlog_id_parse("0011223344556677889AABBCCDDEEFFG", &back),
+                  ENVLOG_INVALID_ARG);
+    ck_assert_err(envlog_id_parse(NULL, &back), ENVLOG_INVALID_ARG);
+    /* Time-ordered: the first 48 bits are Unix milliseconds. */
+    uint64_t ms = 0;
+    for (int i = 0; i < 6; i++)
+        ms = ms << 8 | id.b[i];
+    uint64_t now = envlog_clock_unix_ns() / 1000000u;
+    ck_assert_uint_le(ms, now);
+    ck_assert_uint_ge(ms + 60000, now);
+    envlog_id128 id2;
+    ck_assert_ok(envlog_id_new(&id2));
+    ck_assert(memcmp(id.b, id2.b, 16) != 0);
+    ck_assert_int_le(memcmp(id.b, id2.b, 6), 0);
+
+    /* Reference values from python3-xxhash, an implementation not ours. */
+    envlog_hash128 h = envlog_hash128_bytes("", 0);
+    envlog_id_format(&h, hex);
+    ck_assert_str_eq(hex, "99aa06d3014798d86001c324468d497f");
+    h = envlog_hash128_bytes("envlog", 6);
+    envlog_id_format(&h, hex);
+    ck_assert_str_eq(hex, "dec64bcf476a22d3dfb254c50537baca");
+    const char *names[] = {"a", "b"};
+    ck_assert_uint_eq(envlog_tune_checksum(names, 2), 0x50e9fe6f7fb8a296ull);
+    ck_assert_uint_ne(envlog_tune_checksum(names, 1), envlog_tune_checksum(names, 2));
+}
+END_TEST
+
+START_TEST(test_names)
+{
+    for (int e = ENVLOG_OK; e <= ENVLOG_STATE; e++) {
+        const char *s = envlog_strerror((envlog_err)e);
+        ck_assert_ptr_nonnull(s);
+        ck_assert_str_ne(s, "unknown error");
+        for (int k = ENVLOG_OK; k < e; k++)
+            ck_assert_str_ne(s, envlog_strerror((envlog_err)k));
+    }
+    ck_assert_str_eq(envlog_strerror((envlog_err)999), "unknown error");
+    static const char *const kinds[] = {"session", "tune", "compile", "span",
+                                        "mark", "import", "forget", "user"};
+    for (int i = 0; i < 8; i++)
+        ck_assert_str_eq(envlog_kind_name(tu_kinds[i]), kinds[i]);
+    ck_assert_str_eq(envlog_kind_name(ENVLOG_KIND_HEADER), "header");
+    ck_assert_str_eq(envlog_kind_name(ENVLOG_KIND_SEAL), "seal");
+    ck_assert_str_eq(envlog_kind_name((envlog_kind)99), "unknown");
+    ck_assert_str_eq(envlog_session_state_name(ENVLOG_STATE_TORN), "torn");
+    ck_assert_str_eq(envlog_session_state_name(ENVLOG_STATE_SEALED), "sealed");
+    /* Effects of the built-in kinds (envlog.h). */
+    envlog_tune t = {.stored = true};
+    ck_assert_int_eq(envlog_effect_of(ENVLOG_KIND_TUNE, &t), ENVLOG_CHANGED);
+    t.stored = false;
+    ck_assert_int_eq(envlog_effect_of(ENVLOG_KIND_TUNE, &t), ENVLOG_OBSERVED);
+    envlog_compile c = {.outcome = ENVLOG_COMPILED, .binary = {"x", 1}};
+    ck_assert_int_eq(envlog_effect_of(ENVLOG_KIND_COMPILE, &c), ENVLOG_CHANGED);
+    c.outcome = ENVLOG_LOADED;
+    ck_assert_int_eq(envlog_effect_of(ENVLOG_KIND_COMPILE, &c), ENVLOG_OBSERVED);
+    c.outcome = ENVLOG_COMPILED;
+    c.binary.size = 0;
+    ck_assert_int_eq(envlog_effect_of(ENVLOG_KIND_COMPILE, &c), ENVLOG_OBSERVED);
+}
+END_TEST
+
+START_TEST(test_errmsg)
+{
+    envlog_buf b = {0};
+    envlog_mark m = {"\xff", 0};
+    ck_assert_err(envlog_event_encode(&b, ENVLOG_KIND_MARK, &stamp0, ENVLOG_OBSERVED,
+                                      ENVLOG_LEVEL_BASIC, &m), ENVLOG_INVALID_ARG);
+    ck_assert_ptr_nonnull(strstr(envlog_errmsg(), "label"));
+    ck_assert_ptr_nonnull(strstr(envlog_errmsg(), "UTF-8"));
+    ck_assert_err(envlog_event_encode(&b, ENVLOG_KIND_HEADER, &stamp0, ENVLOG_OBSERVED,
+                                      ENVLOG_LEVEL_BASIC, &m), ENVLOG_INVALID_ARG);
+    envlog_buf_free(&b);
+}
+END_TEST
+
+/* ------------------------------------------------------- allocation faults */
+
+START_TEST(test_alloc_fail_encode)
+{
+    tu_sample s;
+    envlog_kind kind = tu_kinds[_i];
+    tu_sample_make(&s, kind, TU_MAXIMAL);
+    envlog_buf ref = {0};
+    ck_assert_ok(envlog_event_encode(&ref, kind, &stamp0, ENVLOG_CHANGED,
+                                     ENVLOG_LEVEL_FULL, &s.u));
+    long n;
+    for (n = 1; n < 10000; n++) {
+        envlog_buf b = {0};
+        envlog_alloc_fail_after(n);
+        envlog_err e = envlog_event_encode(&b, kind, &stamp0, ENVLOG_CHANGED,
+                                           ENVLOG_LEVEL_FULL, &s.u);
+        long made = envlog_alloc_fail_reset();
+        if (e == ENVLOG_OK) {
+            ck_assert_msg(made < n, "succeeded though allocation %ld failed", n);
+            ck_assert_uint_eq(b.len, ref.len);
+            ck_assert(!memcmp(b.p, ref.p, b.len));
+            envlog_buf_free(&b);
+            break;
+        }
+        ck_assert_err(e, ENVLOG_NOMEM);
+        envlog_buf_free(&b);
+    }
+    ck_assert_int_gt(n, 1); /* at least one allocation was failed */
+    ck_assert_int_lt(n, 10000);
+    envlog_buf_free(&ref);
+}
+END_TEST
+
+START_TEST(test_alloc_fail_decode)
+{
+    tu_sample s;
+    envlog_kind kind = tu_kinds[_i];
+    tu_sample_make(&s, kind, TU_MAXIMAL);
+    envlog_buf b = {0};
+    ck_assert_ok(envlog_event_encode(&b, kind, &stamp0, ENVLOG_CHANGED,
+                                     ENVLOG_LEVEL_FULL, &s.u));
+    long n;
+    bool failed_once = false;
+    for (n = 1; n < 10000; n++) {
+        envlog_arena a = {0};
+        envlog_record rec;
+        envlog_alloc_fail_after(n);
+        envlog_err e = envlog_event_decode(b.p, b.len, &rec, &a);
+        envlog_alloc_fail_reset();
+        if (e == ENVLOG_OK) {
+            tu_sample_check(kind, &s.u, &rec.u, true);
+            /* And the arena, after failures, still works warm. */
+            envlog_arena_reset(&a);
+            envlog_alloc_fail_after(1);
+            e = envlog_event_decode(b.p, b.len, &rec, &a);
+            envlog_alloc_fail_reset();
+            ck_assert_ok(e);
+            envlog_arena_free(&a);
+            break;
+        }
+        failed_once = true;
+        ck_assert_err(e, ENVLOG_NOMEM);
+        envlog_arena_free(&a);
+    }
+    /* Kinds with strings allocate; a hash-only empty record might not. */
+    ck_assert(failed_once);
+    ck_assert_int_lt(n, 10000);
+    envlog_buf_free(&b);
+}
+END_TEST
+
+START_TEST(test_arena_reuse)
+{
+    /* After a record needed several chunks, a reset keeps one chunk big
+     * enough, so decoding the same record again allocates nothing. */
+    tu_sample s;
+    tu_sample_make(&s, ENVLOG_KIND_TUNE, TU_MAXIMAL);
+    envlog_buf b = {0};
+    ck_assert_ok(envlog_event_encode(&b, ENVLOG_KIND_TUNE, &stamp0, ENVLOG_CHANGED,
+                                     ENVLOG_LEVEL_FULL, &s.u));
+    envlog_arena a = {0};
+    envlog_record rec;
+    decode_ok(&b, &rec, &a);
+    decode_ok(&b, &rec, &a);
+    envlog_arena_reset(&a);
+    envlog_alloc_fail_after(1);
+    envlog_err e = envlog_event_decode(b.p, b.len, &rec, &a);
+    long made = envlog_alloc_fail_reset();
+    ck_assert_ok(e);
+    ck_assert_int_eq(made, 0);
+    tu_sample_check(ENVLOG_KIND_TUNE, &s.u, &rec.u, true);
+    envlog_arena_free(&a);
+    envlog_buf_free(&b);
+}
+END_TEST
+
+Suite *suite_core(void)
+{
+    Suite *s = suite_create("core");
+    TCase *tc = tcase_create("codec");
+    tcase_set_timeout(tc, 120);
+    tcase_add_loop_test(tc, test_roundtrip_kind, 0, 8);
+    tcase_add_test(tc, test_full_only_fields);
+    tcase_add_test(tc, test_floats_shortest);
+    tcase_add_test(tc, test_unknown_keys);
+    tcase_add_test(tc, test_wrong_types);
+    tcase_add_test(tc, test_lying_lengths);
+    tcase_add_test(tc, test_cbor_check_item);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("utf8");
+    tcase_add_test(tc, test_utf8);
+    tcase_add_test(tc, test_utf8_refused_on_encode);
+    tcase_add_test(tc, test_utf8_refused_on_decode);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("render");
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, test_json_checker);
+    tcase_add_test(tc, test_json_every_kind_valid);
+    tcase_add_test(tc, test_json_golden);
+    tcase_add_test(tc, test_json_write_failure);
+    tcase_add_test(tc, test_json_string);
+    tcase_add_test(tc, test_text_summary);
+    tcase_add_test(tc, test_diag);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("misc");
+    tcase_add_test(tc, test_ids_and_hashes);
+    tcase_add_test(tc, test_names);
+    tcase_add_test(tc, test_errmsg);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("alloc");
+    tcase_set_timeout(tc, 300);
+    tcase_add_loop_test(tc, test_alloc_fail_encode, 0, 8);
+    tcase_add_loop_test(tc, test_alloc_fail_decode, 0, 8);
+    tcase_add_test(tc, test_arena_reuse);
+    suite_add_tcase(s, tc);
+    return s;
+}

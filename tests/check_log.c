@@ -1,0 +1,1169 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * check_log.c - the log module's framing and reader: fragments and block
+ * boundaries, then the damage catalogue (LevelDB's log_test.cc, systemd's
+ * test-journal-verify.c): truncation at every byte offset of a three-segment
+ * session, every bit flipped, segments removed, swapped and replaced,
+ * corruption followed by more appends, torn tails of a killed writer, and a
+ * reader beside a live writer.
+ *
+ * The reader runs in-process; a damaged record is never handed out, so every
+ * record that comes back is compared byte for byte with what was written.
+ */
+#include "suites.h"
+#include "testutil.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+/* ---------------------------------------------------------------- framing */
+
+/* Checks the fragments of a record framed at [start, end) of `buf` the way
+ * envlog(5) describes them, without the frame reader: headers, types,
+ * checksums, zero padding, and the payload reassembled. */
+static void check_fragments(const uint8_t *buf, uint64_t start, uint64_t end,
+                            uint64_t seed, const uint8_t *p, size_t n)
+{
+    uint64_t at = start;
+    size_t got = 0;
+    int i = 0;
+    for (;;) {
+        uint64_t left = ENVLOG_BLOCK - at % ENVLOG_BLOCK;
+        if (left < ENVLOG_FRAG_HDR) {
+            for (uint64_t k = 0; k < left; k++)
+                ck_assert_msg(buf[at + k] == 0, "padding at %llu not zero",
+                              (unsigned long long)(at + k));
+            at += left;
+            continue;
+        }
+        const uint8_t *h = buf + at;
+        uint16_t len = envlog_get_le16(h + 4);
+        uint8_t type = h[6];
+        ck_assert_uint_le(ENVLOG_FRAG_HDR + len, left);
+        uint32_t want = (uint32_t)envlog_xxh64(h + 4, 3u + len, seed);
+        ck_assert_uint_eq(envlog_get_le32(h), want);
+        bool last = got + len == n;
+        if (i == 0)
+            ck_assert_uint_eq(type, last ? ENVLOG_FRAG_FULL : ENVLOG_FRAG_FIRST);
+        else
+            ck_assert_uint_eq(type, last ? ENVLOG_FRAG_LAST : ENVLOG_FRAG_MIDDLE);
+        /* A fragment that is not the last fills its block. */
+        if (!last)
+            ck_assert_uint_eq(ENVLOG_FRAG_HDR + len, left);
+        ck_assert(len == 0 || !memcmp(h + ENVLOG_FRAG_HDR, p + got, len));
+        got += len;
+        at += ENVLOG_FRAG_HDR + len;
+        i++;
+        if (last)
+            break;
+    }
+    ck_assert_uint_eq(at, end);
+    ck_assert_uint_eq(got, n);
+}
+
+START_TEST(test_framing_sizes)
+{
+    const uint64_t seed = 0x1234abcdu;
+    const size_t B = ENVLOG_BLOCK, H = ENVLOG_FRAG_HDR;
+    /* (start offset, payload size) pairs around every boundary case. */
+    const struct {
+        uint64_t start;
+        size_t n;
+        const char *what;
+    } cases[] = {
+        {0, 0, "empty record"},
+        {0, 1, "one byte"},
+        {0, 100, "fits"},
+        {0, B - H, "ends exactly on the block boundary"},
+        {0, B - H - 1, "leaves one byte: padding"},
+        {0, B - H - 6, "leaves six bytes: padding"},
+        {0, B - 2 * H, "leaves a header's room"},
+        {0, B - H + 1, "spills one byte into the next block"},
+        {B - H, 0, "empty record in the last header's room"},
+        {B - H, 10, "starts with a header and no payload room"},
+        {B - 6, 10, "starts in the padding"},
+        {B - 1, 1, "starts one byte before the boundary"},
+        {100, 3 * B, "spans four blocks"},
+        {5, 2 * (B - H), "two whole fragments"},
+        {0, (size_t)1 << 20, "1 MiB"},
+        {B + 17, ((size_t)1 << 20) + 12345, "1 MiB and more, unaligned"},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
+        uint64_t start = cases[c].start;
+        size_t n = cases[c].n;
+        uint64_t fs = envlog_framed_size(start, n);
+        size_t cap = (size_t)(start + fs + 2 * B);
+        uint8_t *buf = calloc(1, cap);
+        uint8_t *p = malloc(n ? n : 1);
+        ck_assert(buf && p);
+        for (size_t i = 0; i < n; i++)
+            p[i] = (uint8_t)(i * 131 + c);
+        uint64_t pos = start, chain = 7, chain0 = 7;
+        envlog_frame_write(buf, &pos, seed, p, n, &chain);
+        ck_assert_msg(pos - start == fs, "%s: framed %llu, predicted %llu", cases[c].what,
+                      (unsigned long long)(pos - start), (unsigned long long)fs);
+        ck_assert_msg(chain != chain0, "%s: chain did not advance", cases[c].what);
+        check_fragments(buf, start, pos, seed, p, n);
+        if (!strcmp(cases[c].what, "ends exactly on the block boundary"))
+            ck_assert_uint_eq(pos, B);
+        /* The frame reader gets it back, then a clean end at the zeros. */
+        envlog_frame_reader fr;
+        envlog_frame_reader_init(&fr, buf, cap, seed, 0);
+        fr.pos = start;
+        ck_assert_int_eq(envlog_frame_reader_next(&fr), ENVLOG_FR_RECORD);
+        ck_assert_uint_eq(fr.out_len, n);
+        ck_assert(n == 0 || !memcmp(fr.out, p, n));
+        ck_assert_uint_eq(fr.rec_off, start % B > B - H ? (start / B + 1) * B : start);
+        ck_assert_uint_eq(fr.pos, pos);
+        ck_assert_int_eq(envlog_frame_reader_next(&fr), ENVLOG_FR_END);
+        /* The wrong seed (another segment's identity) fails every fragment. */
+        envlog_frame_reader_free(&fr);
+        envlog_frame_reader_init(&fr, buf, pos, seed + 1, 0);
+        fr.pos = start;
+        ck_assert_int_ne(envlog_frame_reader_next(&fr), ENVLOG_FR_RECORD);
+        envlog_frame_reader_free(&fr);
+        free(buf);
+        free(p);
+    }
+}
+END_TEST
+
+START_TEST(test_framing_sequence)
+{
+    /* Many records of sizes that walk across every in-block position read
+     * back in order, with the chain the writer computed. */
+    const uint64_t seed = 99;
+    size_t cap = 8u << 20;
+    uint8_t *buf = calloc(1, cap);
+    ck_assert_ptr_nonnull(buf);
+    uint64_t pos = 0, chain = 0;
+    size_t sizes[700];
+    for (size_t i = 0; i < 700; i++)
+        sizes[i] = (i * 7919) % (i % 10 == 0 ? 70000 : 9000);
+    uint8_t *p = malloc(70000);
+    ck_assert_ptr_nonnull(p);
+    for (size_t i = 0; i < 700; i++) {
+        memset(p, (int)(i & 0xff), sizes[i]);
+        ck_assert_uint_le(pos + envlog_framed_size(pos, sizes[i]), cap);
+        envlog_frame_write(buf, &pos, seed, p, sizes[i], &chain);
+    }
+    envlog_frame_reader fr;
+    envlog_frame_reader_init(&fr, buf, pos, seed, 0);
+    for (size_t i = 0; i < 700; i++) {
+        ck_assert_int_eq(envlog_frame_reader_next(&fr), ENVLOG_FR_RECORD);
+        ck_assert_uint_eq(fr.out_len, sizes[i]);
+        for (size_t k = 0; k < sizes[i]; k++)
+            if (fr.out[k] != (uint8_t)(i & 0xff))
+                ck_abort_msg("record %zu byte %zu differs", i, k);
+    }
+    ck_assert_int_eq(envlog_frame_reader_next(&fr), ENVLOG_FR_END);
+    ck_assert_uint_eq(fr.chain, chain);
+    envlog_frame_reader_free(&fr);
+    free(p);
+    free(buf);
+}
+END_TEST
+
+START_TEST(test_frame_reader_resync)
+{
+    /* Damage in block 0 costs the rest of block 0 and the tail of a record
+     * that continues into block 1, no more. */
+    const uint64_t seed = 5;
+    size_t cap = 4 * ENVLOG_BLOCK;
+    uint8_t *buf = calloc(1, cap);
+    ck_assert_ptr_nonnull(buf);
+    uint8_t p[20000];
+    memset(p, 0xab, sizeof p);
+    uint64_t pos = 0, offs[8];
+    for (int i = 0; i < 8; i++) {
+        offs[i] = pos;
+        envlog_frame_write(buf, &pos, seed, p, i == 1 ? 20000 : 6000, NULL);
+    }
+    /* Record 0 at 0, record 1 spans into block 1, 2.. follow. */
+    ck_assert_uint_lt(offs[1], ENVLOG_BLOCK);
+    ck_assert_uint_gt(offs[2], ENVLOG_BLOCK);
+    buf[offs[0] + 10] ^= 1;
+    envlog_frame_reader fr;
+    envlog_frame_reader_init(&fr, buf, pos, seed, 0);
+    ck_assert_int_eq(envlog_frame_reader_next(&fr), ENVLOG_FR_BAD);
+    ck_assert_uint_eq(fr.bad_off, 0);
+    ck_assert_uint_eq(fr.bad_off + fr.bad_len, offs[2]);
+    for (int i = 2; i < 8; i++) {
+        ck_assert_int_eq(envlog_frame_reader_next(&fr), ENVLOG_FR_RECORD);
+        ck_assert_uint_eq(fr.rec_off, offs[i]);
+    }
+    ck_assert_int_eq(envlog_frame_reader_next(&fr), ENVLOG_FR_END);
+    envlog_frame_reader_free(&fr);
+    free(buf);
+}
+END_TEST
+
+/* --------------------------------------------------- a session on disk */
+
+/* One frame of a segment as written, from a walk of the intact file. */
+typedef struct frame {
+    uint64_t off, end;
+    int kind;
+    uint64_t seq;
+} frame;
+
+typedef struct seg {
+    char name[40];
+    char path[4200];
+    uint32_t segment;
+    uint8_t *data;
+    size_t size;
+    frame *f;
+    size_t nf;
+    size_t first_event; /* index in the readback of its first event */
+    size_t n_events;
+} seg;
+
+typedef struct sess {
+    char *dir;
+    envlog_env *env;
+    envlog_id128 id;
+    char sdir[4096];
+    seg s[16];
+    size_t nseg;
+    tu_readback orig;
+} sess;
+
+/* Walks segment `g` with the frame reader to find every frame's extent. */
+static void walk_frames(sess *x, seg *g)
+{
+    envlog_frame_reader fr;
+    envlog_frame_reader_init(&fr, g->data, g->size, envlog_seg_seed(&x->id, g->segment), 0);
+    size_t cap = 0;
+    envlog_fr_status st;
+    while ((st = envlog_frame_reader_next(&fr)) == ENVLOG_FR_RECORD) {
+        if (g->nf == cap) {
+            cap = cap ? 2 * cap : 64;
+            g->f = realloc(g->f, cap * sizeof *g->f);
+            ck_assert_ptr_nonnull(g->f);
+        }
+        frame *f = &g->f[g->nf++];
+        f->off = fr.rec_off;
+        f->end = fr.pos;
+        f->kind = envlog_payload_kind(fr.out, fr.out_len);
+        f->seq = 0;
+        if (f->kind != ENVLOG_KIND_HEADER && f->kind != ENVLOG_KIND_SEAL) {
+            envlog_arena a = {0};
+            envlog_record rec;
+            ck_assert_ok(envlog_event_decode(fr.out, fr.out_len, &rec, &a));
+            f->seq = rec.stamp.seq;
+            envlog_arena_free(&a);
+        }
+    }
+    ck_assert_int_eq(st, ENVLOG_FR_END);
+    envlog_frame_reader_free(&fr);
+}
+
+/* Loads the segments and the reference readback of session x->id. */
+static void sess_load(sess *x)
+{
+    char hex[33];
+    envlog_id_format(&x->id, hex);
+    snprintf(x->sdir, sizeof x->sdir, "%s/sessions/%s", x->dir, hex);
+    envlog_seg_name *names;
+    size_t n;
+    int fd = open(x->sdir, O_RDONLY | O_DIRECTORY);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_ok(envlog_list_segments(fd, &names, &n));
+    close(fd);
+    ck_assert_uint_le(n, 16);
+    x->nseg = n;
+    ck_assert_ok(tu_read_session(x->env, &x->id, &x->orig));
+    ck_assert_uint_eq(x->orig.n_corrupt + x->orig.n_truncated, 0);
+    size_t ev = 0;
+    for (size_t i = 0; i < n; i++) {
+        seg *g = &x->s[i];
+        memcpy(g->name, names[i].name, sizeof g->name);
+        snprintf(g->path, sizeof g->path, "%s/%s", x->sdir, g->name);
+        g->segment = names[i].segment;
+        g->data = tu_read(g->path, &g->size);
+        walk_frames(x, g);
+        g->first_event = ev;
+        for (size_t k = 0; k < g->nf; k++) {
+            if (g->f[k].kind == ENVLOG_KIND_HEADER || g->f[k].kind == ENVLOG_KIND_SEAL)
+                continue;
+            /* The readback and the frame walk agree on every event. */
+            ck_assert_uint_lt(ev, x->orig.n);
+            ck_assert_uint_eq(x->orig.recs[ev].seq, g->f[k].seq);
+            ck_assert_uint_eq(x->orig.recs[ev].file_offset, g->f[k].off);
+            ck_assert_uint_eq(x->orig.recs[ev].segment, g->segment);
+            ev++;
+            g->n_events++;
+        }
+        ck_assert_int_eq(g->f[0].kind, ENVLOG_KIND_HEADER);
+        ck_assert_int_eq(g->f[g->nf - 1].kind, ENVLOG_KIND_SEAL);
+        ck_assert_uint_eq(g->f[g->nf - 1].end, g->size);
+    }
+    ck_assert_uint_eq(ev, x->orig.n);
+    envlog_free(names);
+}
+
+/* Records a session of varied records until it has `nseg` segments of
+ * `segsize` (the last one holding at least `tail` bytes), ends it, and
+ * loads it. */
+static void sess_make(sess *x, const char *tag, uint64_t segsize, size_t nseg,
+                      uint64_t tail)
+{
+    memset(x, 0, sizeof *x);
+    x->dir = tu_mkdtemp(tag);
+    x->env = tu_env(x->dir);
+    envlog_session_opts o = tu_opts("damage ✓", segsize);
+    envlog_session *s;
+    ck_assert_ok(envlog_session_begin(x->env, &o, &s));
+    envlog_session_stats st;
+    uint64_t seg_bytes = 0, last_segments = 0;
+    for (unsigned i = 0;; i++) {
+        envlog_session_stats_get(s, &st);
+        if (st.segments != last_segments) {
+            last_segments = st.segments;
+            seg_bytes = st.bytes;
+        }
+        if (st.segments > nseg)
+            ck_abort_msg("overshot to %llu segments", (unsigned long long)st.segments);
+        if (st.segments == nseg && st.bytes - seg_bytes >= tail)
+            break;
+        if (i % 7 == 3) {
+            char label[64];
+            snprintf(label, sizeof label, "mark %u ✓", i);
+            ck_assert_ok(envlog_record_mark(s, label, NULL));
+        } else {
+            /* Sizes that land records across block boundaries. */
+            ck_assert_ok(tu_record_tune(s, "k", i, (i * 613) % 2900, NULL));
+        }
+    }
+    x->id = envlog_session_id(s);
+    ck_assert_ok(envlog_session_end(s));
+    sess_load(x);
+    ck_assert_uint_eq(x->nseg, nseg);
+}
+
+static void sess_free(sess *x)
+{
+    for (size_t i = 0; i < x->nseg; i++) {
+        free(x->s[i].data);
+        free(x->s[i].f);
+    }
+    tu_readback_free(&x->orig);
+    envlog_env_close(x->env);
+    tu_rmrf(x->dir);
+    free(x->dir);
+}
+
+static void seg_restore(const seg *g)
+{
+    tu_write(g->path, g->data, g->size);
+}
+
+/* What one read of the (damaged) session gave, compared as it goes. */
+typedef struct scan {
+    size_t n;              /* records returned */
+    size_t n_corrupt, n_trunc;
+    envlog_damage trunc;
+    envlog_session_state state;
+    uint64_t last_seq;
+} scan;
+
+/* Reads the session, checking that each record returned is byte-identical
+ * to the written record of the same seq and that seqs only go up. */
+static void sess_scan(sess *x, scan *sc)
+{
+    memset(sc, 0, sizeof *sc);
+    envlog_reader *r;
+    ck_assert_ok(envlog_reader_open(x->env, &x->id, &r));
+    const envlog_record *rec;
+    envlog_err e;
+    size_t hint = 0;
+    bool have = false;
+    while ((e = envlog_reader_next(r, &rec)) != ENVLOG_END) {
+        if (e == ENVLOG_CORRUPT) {
+            sc->n_corrupt++;
+            ck_assert_uint_lt(sc->n_corrupt, 1000);
+            continue;
+        }
+        if (e == ENVLOG_TRUNCATED) {
+            sc->n_trunc++;
+            sc->trunc = *envlog_reader_damage(r);
+            continue;
+        }
+        ck_assert_msg(e == ENVLOG_OK, "reader: %s: %s", envlog_strerror(e), envlog_errmsg());
+        uint64_t seq = rec->stamp.seq;
+        ck_assert_msg(!have || seq > sc->last_seq, "seq %llu after %llu",
+                      (unsigned long long)seq, (unsigned long long)sc->last_seq);
+        while (hint < x->orig.n && x->orig.recs[hint].seq < seq)
+            hint++;
+        ck_assert_msg(hint < x->orig.n && x->orig.recs[hint].seq == seq,
+                      "seq %llu was never written", (unsigned long long)seq);
+        const tu_rec *w = &x->orig.recs[hint];
+        ck_assert_msg(w->size == rec->payload.size &&
+                      !memcmp(w->payload, rec->payload.data, w->size),
+                      "record seq %llu differs from what was written",
+                      (unsigned long long)seq);
+        ck_assert_int_eq(rec->kind, w->kind);
+        have = true;
+        sc->last_seq = seq;
+        sc->n++;
+    }
+    sc->state = envlog_reader_state(r);
+    envlog_reader_close(r);
+}
+
+/* Events of segment g wholly before byte x. */
+static size_t events_before(const seg *g, uint64_t x)
+{
+    size_t n = 0;
+    for (size_t k = 0; k < g->nf; k++)
+        if (g->f[k].kind != ENVLOG_KIND_HEADER && g->f[k].kind != ENVLOG_KIND_SEAL &&
+            g->f[k].end <= x)
+            n++;
+    return n;
+}
+
+/* The frame cut by a truncation at x, or NULL. */
+static const frame *frame_cut(const seg *g, uint64_t x)
+{
+    for (size_t k = 0; k < g->nf; k++)
+        if (g->f[k].off < x && x < g->f[k].end)
+            return &g->f[k];
+    return NULL;
+}
+
+START_TEST(test_truncate_every_offset)
+{
+    /* A crash at any byte of the session: the segment being written ends
+     * there and no later segment exists.  Exactly the records completed
+     * before the cut come back; a cut inside a frame is a torn tail at the
+     * frame's start; nothing is ever reported corrupt. */
+    sess x;
+    sess_make(&x, "trunc", 2 * ENVLOG_BLOCK, 3, 3000);
+    size_t total = 0;
+    for (size_t k = x.nseg; k-- > 0;) {
+        seg *g = &x.s[k];
+        if (k + 1 < x.nseg)
+            ck_assert_int_eq(unlink(x.s[k + 1].path), 0);
+        int fd = open(g->path, O_WRONLY);
+        ck_assert_int_ge(fd, 0);
+        for (uint64_t cut = g->size; cut-- > 0;) {
+            ck_assert_int_eq(ftruncate(fd, (off_t)cut), 0);
+            scan sc;
+            sess_scan(&x, &sc);
+            size_t want = g->first_event + events_before(g, cut);
+            ck_assert_msg(sc.n == want, "cut at segment %zu byte %llu: %zu records, want %zu",
+                          k, (unsigned long long)cut, sc.n, want);
+            ck_assert_msg(sc.n_corrupt == 0, "cut at segment %zu byte %llu reported corrupt",
+                          k, (unsigned long long)cut);
+            const frame *f = frame_cut(g, cut);
+            if (f) {
+                ck_assert_msg(sc.n_trunc == 1, "cut at %zu/%llu inside a frame: no torn tail",
+                              k, (unsigned long long)cut);
+                ck_assert_uint_eq(sc.trunc.offset, f->off);
+                ck_assert_uint_eq(sc.trunc.segment, g->segment);
+                ck_assert(!memcmp(sc.trunc.session.b, x.id.b, 16));
+                ck_assert_int_eq(sc.state, ENVLOG_STATE_TORN);
+            } else {
+                ck_assert_msg(sc.n_trunc == 0, "cut at %zu/%llu between frames: torn",
+                              k, (unsigned long long)cut);
+                ck_assert_int_eq(sc.state, ENVLOG_STATE_UNSEALED);
+            }
+            total++;
+        }
+        close(fd);
+    }
+    ck_assert_uint_gt(total, 2 * 2 * ENVLOG_BLOCK);
+    sess_free(&x);
+}
+END_TEST
+
+START_TEST(test_truncate_inner_segment)
+{
+    /* A segment cut short while later segments exist is damage, not a torn
+     * tail: reported corrupt, and the records of the later segments still
+     * come back whole. */
+    sess x;
+    sess_make(&x, "trunc-inner", 2 * ENVLOG_BLOCK, 3, 3000);
+    for (size_t k = 0; k + 1 < x.nseg; k++) {
+        seg *g = &x.s[k];
+        size_t later = x.orig.n - (g->first_event + g->n_events);
+        int fd = open(g->path, O_WRONLY);
+        ck_assert_int_ge(fd, 0);
+        for (uint64_t cut = g->size; cut-- > 0;) {
+            ck_assert_int_eq(ftruncate(fd, (off_t)cut), 0);
+            scan sc;
+            sess_scan(&x, &sc);
+            size_t want = g->first_event + events_before(g, cut) + later;
+            ck_assert_msg(sc.n == want, "cut at segment %zu byte %llu: %zu records, want %zu",
+                          k, (unsigned long long)cut, sc.n, want);
+            ck_assert_msg(sc.n_corrupt >= 1, "cut at segment %zu byte %llu not reported",
+                          k, (unsigned long long)cut);
+            ck_assert_uint_eq(sc.n_trunc, 0);
+            ck_assert_int_eq(sc.state, ENVLOG_STATE_DAMAGED);
+        }
+        close(fd);
+        seg_restore(g);
+    }
+    sess_free(&x);
+}
+END_TEST
+
+/* Flips bit `bit` of byte `at` of segment g, reads, checks, flips back. */
+static bool flip_and_scan(sess *x, seg *g, int fd, size_t at, int bit, size_t *undetected)
+{
+    uint8_t b = (uint8_t)(g->data[at] ^ (1u << bit));
+    ck_assert_int_eq(pwrite(fd, &b, 1, (off_t)at), 1);
+    scan sc;
+    sess_scan(x, &sc);
+    bool detected = sc.n_corrupt || sc.n_trunc;
+    if (!detected) {
+        /* Not seen: then nothing may be missing either. */
+        ck_assert_msg(sc.n == x->orig.n, "flip at %zu.%d: %zu of %zu records, no damage",
+                      at, bit, sc.n, x->orig.n);
+        ck_assert_int_eq(sc.state, ENVLOG_STATE_SEALED);
+        (*undetected)++;
+    } else {
+        ck_assert_int_ne(sc.state, ENVLOG_STATE_SEALED);
+    }
+    ck_assert_int_eq(pwrite(fd, &g->data[at], 1, (off_t)at), 1);
+    return detected;
+}
+
+START_TEST(test_flip_every_bit)
+{
+    /* A small segment (no block padding, every byte inside a checksummed
+     * fragment): every flip is seen, and what comes back is unchanged. */
+    sess x;
+    memset(&x, 0, sizeof x);
+    x.dir = tu_mkdtemp("flip");
+    x.env = tu_env(x.dir);
+    envlog_session_opts o = tu_opts("flip", 0);
+    const char *devs[] = {"sm_90"};
+    o.devices = devs;
+    o.n_devices = 1;
+    envlog_session *s;
+    ck_assert_ok(envlog_session_begin(x.env, &o, &s));
+    ck_assert_ok(envlog_record_mark(s, "held before the first change", NULL));
+    ck_assert_ok(tu_record_tune(s, "flip", 1, 40, NULL));
+    tu_sample c;
+    tu_sample_make(&c, ENVLOG_KIND_COMPILE, TU_TYPICAL);
+    ck_assert_ok(envlog_record_compile(s, &c.u.compile, NULL));
+    envlog_span sp;
+    ck_assert_ok(envlog_span_open(s, "span", &sp));
+    envlog_attr at = {"k", "v"};
+    ck_assert_ok(envlog_span_close(&sp, &at, 1, NULL));
+    ck_assert_ok(envlog_record_user(s, "u", "\x82\x01\x02", 3, ENVLOG_OBSERVED, NULL));
+    x.id = envlog_session_id(s);
+    ck_assert_ok(envlog_session_end(s));
+    sess_load(&x);
+    ck_assert_uint_eq(x.nseg, 1);
+    seg *g = &x.s[0];
+    ck_assert_uint_lt(g->size, ENVLOG_BLOCK);
+    int fd = open(g->path, O_WRONLY);
+    ck_assert_int_ge(fd, 0);
+    size_t undetected = 0;
+    for (size_t i = 0; i < g->size; i++)
+        for (int bit = 0; bit < 8; bit++)
+            flip_and_scan(&x, g, fd, i, bit, &undetected);
+    close(fd);
+    /* Each flip changes a checksummed byte or the checksum: a miss would
+     * need a 32-bit checksum collision. */
+    ck_assert_uint_eq(undetected, 0);
+    sess_free(&x);
+}
+END_TEST
+
+START_TEST(test_flip_multiblock)
+{
+    /* Two segments with records across block boundaries and block padding:
+     * one bit of every byte (rotating through the bit positions). Padding
+     * may hide a flip; nothing else may, and no damaged record is ever
+     * returned. */
+    sess x;
+    sess_make(&x, "flip2", 2 * ENVLOG_BLOCK, 2, 100);
+    size_t undetected = 0, bytes = 0;
+    for (size_t k = 0; k < x.nseg; k++) {
+        seg *g = &x.s[k];
+        int fd = open(g->path, O_WRONLY);
+        ck_assert_int_ge(fd, 0);
+        for (size_t i = 0; i < g->size; i++, bytes++) {
+            if (!flip_and_scan(&x, g, fd, i, (int)(i % 8), &undetected)) {
+                /* Only a byte of block-tail padding can go unseen. */
+                bool padding = true;
+                for (size_t f = 0; f < g->nf; f++)
+                    if (g->f[f].off <= i && i < g->f[f].end) {
+                        uint64_t bstart = i / ENVLOG_BLOCK * ENVLOG_BLOCK;
+                        padding = ENVLOG_BLOCK - (i - bstart) < ENVLOG_FRAG_HDR &&
+                                  g->data[i] == 0;
+                    }
+                ck_assert_msg(padding, "flip of segment %zu byte %zu went unseen", k, i);
+            }
+        }
+        close(fd);
+    }
+    ck_assert_uint_lt(undetected, 64);
+    ck_assert_uint_gt(bytes, 2 * ENVLOG_BLOCK);
+    sess_free(&x);
+}
+END_TEST
+
+START_TEST(test_segment_chain)
+{
+    sess x;
+    sess_make(&x, "chain", 2 * ENVLOG_BLOCK, 3, 2000);
+    scan sc;
+    /* Intact: sealed, every record. */
+    sess_scan(&x, &sc);
+    ck_assert_uint_eq(sc.n, x.orig.n);
+    ck_assert_int_eq(sc.state, ENVLOG_STATE_SEALED);
+    ck_assert_uint_eq(sc.n_corrupt + sc.n_trunc, 0);
+    /* Segment names: <segment>-<first record seq>.log, in order. */
+    for (size_t k = 0; k < x.nseg; k++) {
+        char want[40];
+        envlog_seg_name_format(want, (uint32_t)k, k ? x.orig.recs[x.s[k].first_event].seq : 0);
+        ck_assert_str_eq(x.s[k].name, want);
+    }
+    ck_assert_str_eq(x.s[0].name, "00000000-0000000000000000.log");
+
+    /* The middle segment removed: detected, the others' records whole. */
+    seg *mid = &x.s[1];
+    ck_assert_int_eq(unlink(mid->path), 0);
+    envlog_reader *r;
+    ck_assert_ok(envlog_reader_open(x.env, &x.id, &r));
+    const envlog_record *rec;
+    envlog_err e;
+    size_t got = 0, corrupt = 0;
+    bool said_missing = false;
+    while ((e = envlog_reader_next(r, &rec)) != ENVLOG_END) {
+        if (e == ENVLOG_CORRUPT) {
+            corrupt++;
+            const envlog_damage *d = envlog_reader_damage(r);
+            said_missing |= strstr(d->reason, "missing") != NULL;
+            if (corrupt == 1)
+                ck_assert_uint_eq(d->segment, 2);
+            continue;
+        }
+        ck_assert_ok(e);
+        got++;
+    }
+    ck_assert_int_eq(envlog_reader_state(r), ENVLOG_STATE_DAMAGED);
+    envlog_reader_close(r);
+    ck_assert(said_missing);
+    ck_assert_uint_ge(corrupt, 1);
+    ck_assert_uint_eq(got, x.orig.n - mid->n_events);
+    sess_scan(&x, &sc); /* and they are byte-identical */
+    ck_assert_uint_eq(sc.n, x.orig.n - mid->n_events);
+    seg_restore(mid);
+
+    /* Segments 1 and 2 swapped under each other's names. */
+    seg *a = &x.s[1], *b = &x.s[2];
+    tu_write(a->path, b->data, b->size);
+    tu_write(b->path, a->data, a->size);
+    sess_scan(&x, &sc);
+    ck_assert_uint_ge(sc.n_corrupt, 1);
+    ck_assert_int_eq(sc.state, ENVLOG_STATE_DAMAGED);
+    seg_restore(a);
+    seg_restore(b);
+
+    /* A segment renamed to a later number (a gap before it). */
+    char moved[4200];
+    snprintf(moved, sizeof moved, "%s/00000005-%016llu.log", x.sdir,
+             (unsigned long long)x.orig.recs[b->first_event].seq);
+    ck_assert_int_eq(rename(b->path, moved), 0);
+    sess_scan(&x, &sc);
+    ck_assert_uint_ge(sc.n_corrupt, 1);
+    ck_assert_uint_eq(sc.n, x.orig.n - b->n_events);
+    ck_assert_int_eq(rename(moved, b->path), 0);
+
+    /* The same segment of another session put in its place: other
+     * checksums, nothing from it is taken. */
+    sess y;
+    sess_make(&y, "chain-other", 2 * ENVLOG_BLOCK, 3, 2000);
+    tu_write(mid->path, y.s[1].data, y.s[1].size);
+    sess_scan(&x, &sc);
+    ck_assert_uint_ge(sc.n_corrupt, 1);
+    ck_assert_uint_eq(sc.n, x.orig.n - mid->n_events);
+    seg_restore(mid);
+    sess_free(&y);
+
+    /* A sealed segment's SEAL replaced by zeros, later segments intact:
+     * "not sealed but followed by another". */
+    seg *s0 = &x.s[0];
+    const frame *seal = &s0->f[s0->nf - 1];
+    uint8_t *z = calloc(1, seal->end - seal->off);
+    int fd = open(s0->path, O_WRONLY);
+    ck_assert_int_eq(pwrite(fd, z, seal->end - seal->off, (off_t)seal->off),
+                     (ssize_t)(seal->end - seal->off));
+    close(fd);
+    free(z);
+    sess_scan(&x, &sc);
+    ck_assert_uint_ge(sc.n_corrupt, 1);
+    ck_assert_uint_eq(sc.n, x.orig.n);
+    seg_restore(s0);
+
+    /* Junk appended after the last SEAL. */
+    seg *last = &x.s[x.nseg - 1];
+    fd = open(last->path, O_WRONLY | O_APPEND);
+    ck_assert_int_eq(write(fd, "junk after the seal", 19), 19);
+    close(fd);
+    sess_scan(&x, &sc);
+    ck_assert_uint_ge(sc.n_corrupt, 1);
+    ck_assert_uint_eq(sc.n_trunc, 0);
+    ck_assert_uint_eq(sc.n, x.orig.n);
+    seg_restore(last);
+
+    /* A well-framed record appended after the SEAL (bytes of the writer's
+     * own framing): "record after the seal". */
+    uint8_t *grown = malloc(last->size + 4096);
+    memcpy(grown, last->data, last->size);
+    uint64_t pos = last->size;
+    const tu_rec *lr = &x.orig.recs[x.orig.n - 1];
+    ck_assert_uint_lt(lr->size, 4000);
+    envlog_frame_write(grown, &pos, envlog_seg_seed(&x.id, last->segment), lr->payload,
+                       lr->size, NULL);
+    tu_write(last->path, grown, (size_t)pos);
+    free(grown);
+    sess_scan(&x, &sc);
+    ck_assert_uint_ge(sc.n_corrupt, 1);
+    ck_assert_uint_eq(sc.n, x.orig.n);
+    seg_restore(last);
+
+    sess_scan(&x, &sc);
+    ck_assert_int_eq(sc.state, ENVLOG_STATE_SEALED);
+    sess_free(&x);
+}
+END_TEST
+
+START_TEST(test_corrupt_then_append)
+{
+    /* Damage in the middle of a live segment, then the writer goes on: the
+     * reader drops the damaged block's records, resyncs, and returns the
+     * later ones whole (LevelDB's "corrupt then append"). */
+    char *dir = tu_mkdtemp("cta");
+    envlog_env *env = tu_env(dir);
+    envlog_session_opts o = tu_opts("cta", 0);
+    envlog_session *s;
+    ck_assert_ok(envlog_session_begin(env, &o, &s));
+    envlog_stamp st[400];
+    for (unsigned i = 0; i < 100; i++)
+        ck_assert_ok(tu_record_tune(s, "before", i, 200, &st[i]));
+    envlog_id128 id = envlog_session_id(s);
+    char hex[33], path[4096];
+    envlog_id_format(&id, hex);
+    snprintf(path, sizeof path, "%s/sessions/%s/00000000-0000000000000000.log", dir, hex);
+    /* Records 10.. are in block 0: damage one byte of record 10's payload. */
+    tu_readback rb;
+    ck_assert_ok(tu_read_session(env, &id, &rb));
+    const tu_rec *r10 = tu_find_seq(&rb, st[10].seq);
+    ck_assert_ptr_nonnull(r10);
+    ck_assert_uint_lt(r10->file_offset + 100, ENVLOG_BLOCK);
+    uint64_t dmg_at = r10->file_offset;
+    tu_readback_free(&rb);
+    int fd = open(path, O_RDWR);
+    uint8_t b;
+    ck_assert_int_eq(pread(fd, &b, 1, (off_t)dmg_at + 20), 1);
+    b ^= 0x40;
+    ck_assert_int_eq(pwrite(fd, &b, 1, (off_t)dmg_at + 20), 1);
+    close(fd);
+    for (unsigned i = 100; i < 400; i++)
+        ck_assert_ok(tu_record_tune(s, "after", i, 200, &st[i]));
+    ck_assert_ok(envlog_session_end(s));
+
+    ck_assert_ok(tu_read_session(env, &id, &rb));
+    ck_assert_uint_ge(rb.n_corrupt, 1);
+    ck_assert_uint_eq(rb.n_truncated, 0);
+    ck_assert_uint_eq(rb.first_damage.offset, dmg_at);
+    ck_assert_uint_eq(rb.first_damage.segment, 0);
+    ck_assert_int_eq(rb.state, ENVLOG_STATE_DAMAGED);
+    /* Records before the damage, and every record from block 1 on. */
+    for (unsigned i = 0; i < 10; i++)
+        ck_assert_ptr_nonnull(tu_find_seq(&rb, st[i].seq));
+    ck_assert_ptr_null(tu_find_seq(&rb, st[10].seq));
+    size_t later = 0;
+    for (unsigned i = 11; i < 400; i++) {
+        const tu_rec *r = tu_find_seq(&rb, st[i].seq);
+        if (r) {
+            ck_assert_uint_ge(r->file_offset, ENVLOG_BLOCK);
+            later++;
+        }
+    }
+    ck_assert_uint_gt(later, 300);
+    tu_readback_free(&rb);
+    envlog_env_close(env);
+    tu_rmrf(dir);
+    free(dir);
+}
+END_TEST
+
+/* -------------------------------------------- killed writers, torn tails */
+
+/* Forks a writer that records `n` tunes into `dir`, reports its session id
+ * through a pipe, and is then killed without ending the session. */
+static envlog_id128 killed_writer(const char *dir, unsigned n, uint64_t segsize)
+{
+    int p[2], go[2];
+    ck_assert_int_eq(pipe(p), 0);
+    ck_assert_int_eq(pipe(go), 0);
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        close(p[0]);
+        close(go[1]);
+        envlog_env *env;
+        envlog_session *s;
+        envlog_session_opts o = tu_opts("killed", segsize);
+        if (envlog_env_open(dir, ENVLOG_OPEN_CREATE, &env) ||
+            envlog_session_begin(env, &o, &s))
+            _exit(3);
+        for (unsigned i = 0; i < n; i++)
+            if (tu_record_tune(s, "killed", i, 100, NULL))
+                _exit(4);
+        envlog_id128 id = envlog_session_id(s);
+        if (write(p[1], &id, sizeof id) != sizeof id)
+            _exit(5);
+        char c;
+        (void)!read(go[0], &c, 1); /* wait to be killed */
+        _exit(6);
+    }
+    close(p[1]);
+    close(go[0]);
+    envlog_id128 id;
+    ck_assert_int_eq(read(p[0], &id, sizeof id), (ssize_t)sizeof id);
+    kill(pid, SIGKILL);
+    int status;
+    ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+    ck_assert(WIFSIGNALED(status));
+    close(p[0]);
+    close(go[1]);
+    return id;
+}
+
+START_TEST(test_killed_writer)
+{
+    /* A killed process loses nothing it recorded: every record is there,
+     * the session is unsealed (its lock went with the process). */
+    char *dir = tu_mkdtemp("killed");
+    envlog_id128 id = killed_writer(dir, 300, 2 * ENVLOG_BLOCK);
+    envlog_env *env = tu_env(dir);
+    tu_readback rb;
+    ck_assert_ok(tu_read_session(env, &id, &rb));
+    ck_assert_uint_eq(rb.n, 301);
+    ck_assert_uint_eq(rb.n_corrupt + rb.n_truncated, 0);
+    ck_assert_int_eq(rb.state, ENVLOG_STATE_UNSEALED);
+    for (size_t i = 0; i < rb.n; i++)
+        ck_assert_uint_eq(rb.recs[i].seq, i);
+    ck_assert_uint_gt(rb.recs[rb.n - 1].segment, 1);
+    tu_readback_free(&rb);
+    envlog_session_info *in;
+    size_t n;
+    ck_assert_ok(envlog_sessions_list(env, &in, &n));
+    ck_assert_uint_eq(n, 1);
+    ck_assert_int_eq(in[0].state, ENVLOG_STATE_UNSEALED);
+    ck_assert_uint_eq(in[0].records, 301);
+    envlog_sessions_free(in, n);
+    envlog_env_close(env);
+    tu_rmrf(dir);
+    free(dir);
+}
+END_TEST
+
+START_TEST(test_torn_tail)
+{
+    char *dir = tu_mkdtemp("torn");
+    envlog_id128 id = killed_writer(dir, 40, 0);
+    envlog_env *env = tu_env(dir);
+    tu_readback rb;
+    ck_assert_ok(tu_read_session(env, &id, &rb));
+    ck_assert_uint_eq(rb.n, 41);
+    const tu_rec last = rb.recs[rb.n - 1];
+    char hex[33], path[4096], seg0[40];
+    ck_assert_uint_eq(last.segment, 0);
+    envlog_seg_name_format(seg0, 0, 0);
+    envlog_id_format(&id, hex);
+    snprintf(path, sizeof path, "%s/sessions/%s/%s", dir, hex, seg0);
+    size_t size;
+    uint8_t *orig = tu_read(path, &size);
+    uint64_t end = last.file_offset + envlog_framed_size(last.file_offset, last.size);
+
+    /* (1) Cut in the middle of the last record. */
+    tu_truncate(path, (off_t)(last.file_offset + (end - last.file_offset) / 2));
+    tu_readback t;
+    ck_assert_ok(tu_read_session(env, &id, &t));
+    ck_assert_uint_eq(t.n, 40);
+    ck_assert_uint_eq(t.n_truncated, 1);
+    ck_assert_uint_eq(t.n_corrupt, 0);
+    ck_assert_uint_eq(t.torn.offset, last.file_offset);
+    ck_assert_uint_eq(t.torn.segment, last.segment);
+    ck_assert_uint_gt(t.torn.bytes, 0);
+    ck_assert_int_eq(t.state, ENVLOG_STATE_TORN);
+    tu_readback_free(&t);
+    /* The summary says so too. */
+    envlog_session_info *in;
+    size_t n;
+    ck_assert_ok(envlog_sessions_list(env, &in, &n));
+    ck_assert_uint_eq(n, 1);
+    ck_assert_int_eq(in[0].state, ENVLOG_STATE_TORN);
+    ck_assert_uint_eq(in[0].records, 40);
+    ck_assert_uint_gt(in[0].dropped_bytes, 0);
+    envlog_sessions_free(in, n);
+
+    /* (2) The preallocated file keeps its size, the record's second half
+     * never reached the disk (zeros). */
+    tu_write(path, orig, size);
+    uint64_t mid = last.file_offset + (end - last.file_offset) / 2;
+    int fd = open(path, O_WRONLY);
+    uint8_t zeros[4096] = {0};
+    ck_assert_int_eq(pwrite(fd, zeros, end - mid, (off_t)mid), (ssize_t)(end - mid));
+    close(fd);
+    ck_assert_ok(tu_read_session(env, &id, &t));
+    ck_assert_uint_eq(t.n, 40);
+    ck_assert_uint_eq(t.n_truncated, 1);
+    ck_assert_uint_eq(t.n_corrupt, 0);
+    ck_assert_uint_eq(t.torn.offset, last.file_offset);
+    ck_assert_int_eq(t.state, ENVLOG_STATE_TORN);
+    tu_readback_free(&t);
+
+    /* (3) Only the header bytes of the last record are there. */
+    tu_write(path, orig, size);
+    fd = open(path, O_WRONLY);
+    ck_assert_int_eq(pwrite(fd, zeros, end - last.file_offset - ENVLOG_FRAG_HDR,
+                            (off_t)(last.file_offset + ENVLOG_FRAG_HDR)),
+                     (ssize_t)(end - last.file_offset - ENVLOG_FRAG_HDR));
+    close(fd);
+    ck_assert_ok(tu_read_session(env, &id, &t));
+    ck_assert_uint_eq(t.n, 40);
+    ck_assert_uint_eq(t.n_truncated, 1);
+    ck_assert_uint_eq(t.torn.offset, last.file_offset);
+    tu_readback_free(&t);
+
+    /* (4) Intact again: unsealed, not torn. */
+    tu_write(path, orig, size);
+    ck_assert_ok(tu_read_session(env, &id, &t));
+    ck_assert_uint_eq(t.n, 41);
+    ck_assert_uint_eq(t.n_truncated + t.n_corrupt, 0);
+    ck_assert_int_eq(t.state, ENVLOG_STATE_UNSEALED);
+    tu_readback_free(&t);
+    free(orig);
+    tu_readback_free(&rb);
+    envlog_env_close(env);
+    tu_rmrf(dir);
+    free(dir);
+}
+END_TEST
+
+START_TEST(test_live_reader)
+{
+    /* A reader beside a writer that still holds the session: no damage, the
+     * preallocated zeros are the end of data, the state is LIVE. */
+    char *dir = tu_mkdtemp("live");
+    envlog_env *env = tu_env(dir);
+    envlog_session_opts o = tu_opts("live", 2 * ENVLOG_BLOCK);
+    envlog_session *s;
+    ck_assert_ok(envlog_session_begin(env, &o, &s));
+    envlog_id128 id;
+    unsigned written = 0;
+    for (int round = 0; round < 6; round++) {
+        for (unsigned i = 0; i < 37; i++, written++)
+            ck_assert_ok(tu_record_tune(s, "live", written, (written * 97) % 1500, NULL));
+        id = envlog_session_id(s);
+        tu_readback rb;
+        ck_assert_ok(tu_read_session(env, &id, &rb));
+        ck_assert_uint_eq(rb.n, written + 1);
+        ck_assert_uint_eq(rb.n_corrupt + rb.n_truncated, 0);
+        ck_assert_int_eq(rb.state, ENVLOG_STATE_LIVE);
+        for (size_t i = 0; i < rb.n; i++)
+            ck_assert_uint_eq(rb.recs[i].seq, i);
+        tu_readback_free(&rb);
+        envlog_session_info *in;
+        size_t n;
+        ck_assert_ok(envlog_sessions_list(env, &in, &n));
+        ck_assert_uint_eq(n, 1);
+        ck_assert_int_eq(in[0].state, ENVLOG_STATE_LIVE);
+        envlog_sessions_free(in, n);
+    }
+    envlog_session_stats st;
+    envlog_session_stats_get(s, &st);
+    ck_assert_uint_ge(st.segments, 2);
+    ck_assert_ok(envlog_session_end(s));
+    tu_readback rb;
+    ck_assert_ok(tu_read_session(env, &id, &rb));
+    ck_assert_int_eq(rb.state, ENVLOG_STATE_SEALED);
+    ck_assert_uint_eq(rb.n, written + 1);
+    tu_readback_free(&rb);
+    envlog_env_close(env);
+    tu_rmrf(dir);
+    free(dir);
+}
+END_TEST
+
+START_TEST(test_big_records)
+{
+    /* A 1 MiB record in a default session, and records larger than the
+     * rotation size (their segment grows to hold them). */
+    char *dir = tu_mkdtemp("big");
+    envlog_env *env = tu_env(dir);
+    for (int variant = 0; variant < 2; variant++) {
+        envlog_session_opts o = tu_opts("big", variant ? 2 * ENVLOG_BLOCK : 0);
+        envlog_session *s;
+        ck_assert_ok(envlog_session_begin(env, &o, &s));
+        size_t sizes[] = {1u << 20, 100, 3 * ENVLOG_BLOCK + 1, ENVLOG_BLOCK - 7, 5};
+        uint8_t *bin = malloc(1u << 20);
+        envlog_stamp st[5];
+        for (int i = 0; i < 5; i++) {
+            for (size_t k = 0; k < sizes[i]; k++)
+                bin[k] = (uint8_t)(k * 13 + (size_t)i);
+            envlog_compile c = {.ns = "nvrtc/x/sm_90", .name = "big",
+                                .outcome = ENVLOG_COMPILED, .binary = {bin, sizes[i]},
+                                .binary_size = sizes[i]};
+            c.binary_hash = envlog_hash128_bytes(bin, sizes[i]);
+            ck_assert_ok(envlog_record_compile(s, &c, &st[i]));
+        }
+        envlog_id128 id = envlog_session_id(s);
+        ck_assert_ok(envlog_session_end(s));
+        envlog_reader *r;
+        ck_assert_ok(envlog_reader_open(env, &id, &r));
+        const envlog_record *rec;
+        ck_assert_ok(envlog_reader_next(r, &rec));
+        ck_assert_int_eq(rec->kind, ENVLOG_KIND_SESSION);
+        for (int i = 0; i < 5; i++) {
+            ck_assert_ok(envlog_reader_next(r, &rec));
+            ck_assert_uint_eq(rec->stamp.seq, st[i].seq);
+            ck_assert_uint_eq(rec->u.compile.binary.size, sizes[i]);
+            envlog_hash128 h = envlog_hash128_bytes(rec->u.compile.binary.data, sizes[i]);
+            ck_assert(!memcmp(h.b, rec->u.compile.binary_hash.b, 16));
+        }
+        ck_assert_err(envlog_reader_next(r, &rec), ENVLOG_END);
+        ck_assert_int_eq(envlog_reader_state(r), ENVLOG_STATE_SEALED);
+        envlog_reader_close(r);
+        free(bin);
+    }
+    envlog_env_close(env);
+    tu_rmrf(dir);
+    free(dir);
+}
+END_TEST
+
+START_TEST(test_reader_errors)
+{
+    char *dir = tu_mkdtemp("rerr");
+    envlog_env *env = tu_env(dir);
+    envlog_id128 id;
+    ck_assert_ok(envlog_id_new(&id));
+    envlog_reader *r = (envlog_reader *)1;
+    ck_assert_err(envlog_reader_open(env, &id, &r), ENVLOG_NOT_FOUND);
+    ck_assert_ptr_null(r);
+    envlog_reader_close(NULL);
+    /* A session directory that is a symbolic link is refused. */
+    envlog_session_opts o = tu_opts("real", 0);
+    envlog_session *s;
+    ck_assert_ok(envlog_session_begin(env, &o, &s));
+    ck_assert_ok(tu_record_tune(s, "x", 1, 0, NULL));
+    envlog_id128 real = envlog_session_id(s);
+    ck_assert_ok(envlog_session_end(s));
+    char a[33], b[33];
+    envlog_id_format(&real, a);
+    envlog_id_format(&id, b);
+    char target[4096], link[4096];
+    snprintf(target, sizeof target, "%s/sessions/%s", dir, a);
+    snprintf(link, sizeof link, "%s/sessions/%s", dir, b);
+    ck_assert_int_eq(symlink(target, link), 0);
+    ck_assert_err(envlog_reader_open(env, &id, &r), ENVLOG_PERMISSION);
+    /* A segment that is a symbolic link is not read through either. */
+    char segl[4200];
+    snprintf(segl, sizeof segl, "%s/00000001-0000000000000009.log", target);
+    ck_assert_int_eq(symlink("/etc/passwd", segl), 0);
+    tu_readback rb;
+    ck_assert_ok(tu_read_session(env, &real, &rb));
+    ck_assert_uint_ge(rb.n_corrupt, 1);
+    ck_assert_uint_eq(rb.n, 2);
+    tu_readback_free(&rb);
+    /* A listing shows the link as a damaged session, not a copy. */
+    envlog_session_info *in;
+    size_t n;
+    ck_assert_ok(envlog_sessions_list(env, &in, &n));
+    ck_assert_uint_eq(n, 2);
+    for (size_t i = 0; i < n; i++)
+        ck_assert_int_eq(in[i].state, ENVLOG_STATE_DAMAGED);
+    envlog_sessions_free(in, n);
+    envlog_env_close(env);
+    tu_rmrf(dir);
+    free(dir);
+}
+END_TEST
+
+START_TEST(test_reader_io_faults)
+{
+    /* Fail each I/O call the reader makes, one at a time: a clean error,
+     * and what came back before it is what was written. */
+    sess x;
+    sess_make(&x, "rfault", 2 * ENVLOG_BLOCK, 3, 1000);
+    long n;
+    for (n = 1; n < 1000; n++) {
+        tu_fault_arm(TU_ANY, n, EIO);
+        envlog_reader *r;
+        envlog_err e = envlog_reader_open(x.env, &x.id, &r);
+        size_t got = 0;
+        if (!e) {
+            const envlog_record *rec;
+            while ((e = envlog_reader_next(r, &rec)) == ENVLOG_OK) {
+                ck_assert_uint_lt(got, x.orig.n);
+                const tu_rec *w = &x.orig.recs[got++];
+                ck_assert_uint_eq(rec->stamp.seq, w->seq);
+                ck_assert(rec->payload.size == w->size &&
+                          !memcmp(rec->payload.data, w->payload, w->size));
+            }
+            envlog_reader_close(r);
+        }
+        bool fired = tu_fault_disarm();
+        if (!fired) {
+            ck_assert_err(e, ENVLOG_END);
+            ck_assert_uint_eq(got, x.orig.n);
+            break;
+        }
+        ck_assert_msg(e == ENVLOG_IO || e == ENVLOG_CORRUPT || e == ENVLOG_END,
+                      "call %ld: %s", n, envlog_strerror(e));
+        if (e == ENVLOG_IO)
+            ck_assert_ptr_nonnull(strstr(envlog_errmsg(), "Input/output error"));
+    }
+    ck_assert_int_gt(n, 3);
+    sess_free(&x);
+}
+END_TEST
+
+Suite *suite_log(void)
+{
+    Suite *s = suite_create("log");
+    TCase *tc = tcase_create("framing");
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, test_framing_sizes);
+    tcase_add_test(tc, test_framing_sequence);
+    tcase_add_test(tc, test_frame_reader_resync);
+    tcase_add_test(tc, test_big_records);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("damage");
+    tcase_set_timeout(tc, 1200);
+    tcase_add_test(tc, test_truncate_every_offset);
+    tcase_add_test(tc, test_truncate_inner_segment);
+    tcase_add_test(tc, test_flip_every_bit);
+    tcase_add_test(tc, test_flip_multiblock);
+    tcase_add_test(tc, test_segment_chain);
+    tcase_add_test(tc, test_corrupt_then_append);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("reader");
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, test_killed_writer);
+    tcase_add_test(tc, test_torn_tail);
+    tcase_add_test(tc, test_live_reader);
+    tcase_add_test(tc, test_reader_errors);
+    tcase_add_test(tc, test_reader_io_faults);
+    suite_add_tcase(s, tc);
+    return s;
+}
