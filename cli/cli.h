@@ -73,5 +73,8 @@ extern const cli_cmd cli_cmd_replay;
 extern const cli_cmd cli_cmd_verify;
 extern const cli_cmd cli_cmd_trace;
 extern const cli_cmd cli_cmd_forget;
+extern const cli_cmd cli_cmd_compact;
+extern const cli_cmd cli_cmd_bundle;
+extern const cli_cmd cli_cmd_diff;
 
 #endif /* ENVLOG_CLI_H */

@@ -22,6 +22,9 @@ static const cli_cmd *const commands[] = {
     &cli_cmd_verify,
     &cli_cmd_trace,
     &cli_cmd_forget,
+    &cli_cmd_compact,
+    &cli_cmd_bundle,
+    &cli_cmd_diff,
 };
 #define N_COMMANDS (sizeof commands / sizeof commands[0])
 

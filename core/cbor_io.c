@@ -126,8 +126,7 @@ envlog_err envlog_enc_array(envlog_buf *b, size_t n)
 
 static envlog_err enc_string(envlog_buf *b, const void *s, size_t n, bool text)
 {
-    envlog_err e = n <= SIZE_MAX - ENC_HEAD_MAX ? room(b, ENC_HEAD_MAX + n)
-                                                : envlog_buf_reserve(b, SIZE_MAX);
+    envlog_err e = room(b, ENC_HEAD_MAX + n);
     if (e)
         return e;
     b->len += put_head(b->p + b->len, text ? 0x60 : 0x40, n);
@@ -193,6 +192,109 @@ static const struct cbor_callbacks pull_cbs = {
     .indef_break = cb_indef,
 };
 
+static inline uint64_t load_be(const uint8_t *p, size_t n)
+{
+    uint64_t v = 0;
+    for (size_t i = 0; i < n; i++)
+        v = v << 8 | p[i];
+    return v;
+}
+
+/* Reads the heads records are made of without a call into libcbor, exactly
+ * as cbor_stream_decode and the callbacks above would: 1 when read (*t and
+ * p->pos set), -1 when the data is cut short (libcbor's NEDATA), 0 to leave
+ * the head to libcbor (tags, half floats, negative numbers' rarer forms,
+ * reserved values and everything it refuses). */
+static inline int pull_fast(envlog_pull *p, envlog_tok *t)
+{
+    const uint8_t *s = p->p + p->pos;
+    size_t left = p->n - p->pos;
+    uint8_t ib = s[0];
+    unsigned major = ib >> 5, ai = ib & 31;
+    if (major <= 5 && ai < 28) {
+        size_t hl = 1;
+        uint64_t v = ai;
+        if (ai >= 24) {
+            size_t w = (size_t)1 << (ai - 24);
+            if (w > left - 1)
+                return -1;
+            v = load_be(s + 1, w);
+            hl += w;
+        }
+        switch (major) {
+        case 0:
+            t->type = ENVLOG_TOK_UINT;
+            t->u = v;
+            break;
+        case 1:
+            t->type = ENVLOG_TOK_NEGINT;
+            t->u = v;
+            break;
+        case 2:
+        case 3: {
+            size_t len = (size_t)v;
+            if (len > left - hl)
+                return -1;
+            t->type = major == 2 ? ENVLOG_TOK_BYTES : ENVLOG_TOK_TEXT;
+            t->data = s + hl;
+            t->len = len;
+            hl += len;
+            break;
+        }
+        case 4:
+            t->type = ENVLOG_TOK_ARRAY;
+            t->u = (size_t)v;
+            break;
+        default:
+            t->type = ENVLOG_TOK_MAP;
+            t->u = (size_t)v;
+            break;
+        }
+        p->pos += hl;
+        return 1;
+    }
+    switch (ib) {
+    case 0xf4:
+    case 0xf5:
+        t->type = ENVLOG_TOK_BOOL;
+        t->b = ib == 0xf5;
+        p->pos += 1;
+        return 1;
+    case 0xf6:
+        t->type = ENVLOG_TOK_NULL;
+        p->pos += 1;
+        return 1;
+    case 0xf7:
+        t->type = ENVLOG_TOK_UNDEF;
+        p->pos += 1;
+        return 1;
+    case 0xfa: {
+        if (left < 5)
+            return -1;
+        uint32_t u = (uint32_t)load_be(s + 1, 4);
+        float f;
+        memcpy(&f, &u, 4);
+        t->type = ENVLOG_TOK_FLOAT;
+        t->f = f;
+        p->pos += 5;
+        return 1;
+    }
+    case 0xfb: {
+        if (left < 9)
+            return -1;
+        uint64_t u = load_be(s + 1, 8);
+        double d;
+        memcpy(&d, &u, 8);
+        t->type = ENVLOG_TOK_FLOAT;
+        t->f = d;
+        p->pos += 9;
+        return 1;
+    }
+    default:
+        return 0;
+    }
+}
+
 envlog_err envlog_pull_next(envlog_pull *p, envlog_tok *t)
 {
     if (p->pos >= p->n)
@@ -207,6 +309,11 @@ envlog_err envlog_pull_next(envlog_pull *p, envlog_tok *t)
                             "unsupported CBOR simple value at byte %zu", p->pos);
     t->type = ENVLOG_TOK_UNDEF;
     t->u = 0;
+    int fast = pull_fast(p, t);
+    if (fast > 0)
+        return ENVLOG_OK;
+    if (fast < 0)
+        return envlog__fail(ENVLOG_BAD_DATA, "truncated CBOR at byte %zu", p->pos);
     struct cbor_decoder_result r =
         cbor_stream_decode(p->p + p->pos, p->n - p->pos, &pull_cbs, t);
     if (r.status != CBOR_DECODER_FINISHED)

@@ -18,6 +18,61 @@ typedef const char *cstr;
 typedef const void *cptr;
 #define CAT(base, off, type) ((const type *)(const void *)((const char *)(base) + (off)))
 
+/* ------------------------------------------------------ fast lanes
+ *
+ * Recording a tune writes about 200 item heads; these write the common short
+ * forms (small keys and counts, short strings, single floats) in place, the
+ * same bytes cbor_io.c's envlog_enc_* functions write, and hand everything
+ * else to them. */
+
+#define HEAD_ROOM 18 /* a key head and a value head, 9 bytes each at most */
+
+static inline envlog_err room(envlog_buf *b, size_t n)
+{
+    return b->cap - b->len >= n ? ENVLOG_OK : envlog_buf_reserve(b, n);
+}
+
+/* An unsigned head of major type `major`; room for 9 bytes is made. */
+static inline envlog_err put_uint(envlog_buf *b, uint8_t major, uint64_t v)
+{
+    if (v < 24) {
+        b->p[b->len++] = (uint8_t)(major | v);
+        return ENVLOG_OK;
+    }
+    if (v <= 0xff) {
+        b->p[b->len++] = major | 24;
+        b->p[b->len++] = (uint8_t)v;
+        return ENVLOG_OK;
+    }
+    return major == 0x00 ? envlog_enc_uint(b, v)
+           : major == 0x80 ? envlog_enc_array(b, (size_t)v)
+                           : envlog_enc_map(b, (size_t)v);
+}
+
+/* True when the `n` bytes are all ASCII and none is NUL: then they are
+ * valid UTF-8 without asking envlog_utf8_valid. */
+static inline bool plain_ascii(const char *s, size_t n)
+{
+    const uint64_t lo = 0x0101010101010101ULL, hi = 0x8080808080808080ULL;
+    uint64_t acc = 0;
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        uint64_t w;
+        memcpy(&w, s + i, 8);
+        acc |= w | ((w - lo) & ~w);
+    }
+    for (; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        acc |= c ? c : 0x80;
+    }
+    return !(acc & hi);
+}
+
+static inline bool text_valid(const char *s, size_t n)
+{
+    return plain_ascii(s, n) || envlog_utf8_valid(s, n);
+}
+
 static bool field_present(const envlog_field *f, const void *in, envlog_level level)
 {
     if (f->full_only && level < ENVLOG_LEVEL_FULL)
@@ -38,9 +93,34 @@ static bool field_present(const envlog_field *f, const void *in, envlog_level le
 static envlog_err enc_text_checked(envlog_buf *b, const char *s, const char *what)
 {
     size_t n = strlen(s);
-    if (!envlog_utf8_valid(s, n))
+    if (!text_valid(s, n))
         return envlog__fail(ENVLOG_INVALID_ARG, "%s is not valid UTF-8", what);
+    if (n < 24 && b->cap - b->len >= 1 + n) {
+        b->p[b->len++] = (uint8_t)(0x60 | n);
+        memcpy(b->p + b->len, s, n);
+        b->len += n;
+        return ENVLOG_OK;
+    }
     return envlog_enc_text(b, s, n);
+}
+
+/* A double as envlog_enc_double writes it, the single-float form in place. */
+static inline envlog_err enc_f64(envlog_buf *b, double v)
+{
+    float f = (float)v;
+    if ((double)f == v && b->cap - b->len >= 5) {
+        uint32_t u;
+        memcpy(&u, &f, 4);
+        uint8_t *p = b->p + b->len;
+        p[0] = 0xfa;
+        p[1] = (uint8_t)(u >> 24);
+        p[2] = (uint8_t)(u >> 16);
+        p[3] = (uint8_t)(u >> 8);
+        p[4] = (uint8_t)u;
+        b->len += 5;
+        return ENVLOG_OK;
+    }
+    return envlog_enc_double(b, v);
 }
 
 static envlog_err enc_field(envlog_buf *b, const envlog_field *f, const void *in,

@@ -166,7 +166,8 @@ struct envlog_cuda_kernel {
     char *ns;                  /* kernel/<runtime>/<version>/<arch>/nvrtc-<v> */
     const char *compiler_version; /* owned by c */
     envlog_hash128 key, source_hash;
-    envlog_cuda__kstate st;    /* guarded by c->load_mu (and c->mu to queue) */
+    _Atomic int st;            /* an envlog_cuda__kstate: settled under
+                                  c->load_mu, queued under c->mu */
     envlog_cuda_binary *bin;
     envlog_err load_err;       /* what the load returned */
     void *module, *function;   /* the driver's, once run */
@@ -242,5 +243,34 @@ void envlog_cuda__sanitize(const char *in, char *out, size_t size);
 
 /* Monotonic nanoseconds. */
 uint64_t envlog_cuda__now_ns(void);
+
+
+/* ------------------------------------------------------------------ tuner */
+
+/* Statistics of one candidate's samples. */
+typedef struct envlog_cuda__summary {
+    size_t n;
+    double min, median, mean, max, sd; /* sd: sample standard deviation */
+} envlog_cuda__summary;
+
+/* Summarizes `x[0..n)`; `scratch` holds n doubles (sorted into it). */
+void envlog_cuda__summarize(const double *x, size_t n, double *scratch,
+                            envlog_cuda__summary *out);
+/* The policy's verdict after a sample: 0 go on, 1 converged, 2 dropped
+ * (slower than drop_factor times `leader`, the best median before it, or
+ * a negative value when there is none). */
+int envlog_cuda__verdict(const envlog_cuda__summary *s, double leader,
+                         const envlog_cuda_policy *p);
+
+typedef struct envlog_cuda__pick {
+    int64_t winner;    /* candidate index, -1 for none */
+    int64_t runner_up; /* candidate index, -1 for none */
+    double margin;
+    bool within_noise;
+} envlog_cuda__pick;
+
+/* Applies the scoring rule to the trials (errors excluded). */
+void envlog_cuda__select(const envlog_trial *trials, size_t n,
+                         const envlog_cuda_policy *p, envlog_cuda__pick *out);
 
 #endif /* ENVLOG_CUDA_INT_H */

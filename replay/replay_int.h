@@ -10,6 +10,8 @@
 
 #include "log_int.h"
 
+typedef struct envlog_snap envlog_snap;
+
 /* Folds one record into `st` (the state's lock must be held for writing).
  * `unix_ns` is the record's time on the common axis. */
 envlog_err envlog_state_fold(envlog_state *st, const envlog_record *rec,
@@ -39,6 +41,40 @@ envlog_err envlog_state_items(envlog_state *st,
 
 /* A state with nothing folded yet. */
 envlog_err envlog_state_new(envlog_state **st);
+envlog_err envlog_state_new_x(bool keep_payloads, envlog_state **st);
+/* A state over a snapshot held in memory (a bundle); `owned` (may be NULL)
+ * is freed with the state. */
+envlog_err envlog_state_from_snap(envlog_snap *snap, void *owned, envlog_state **st);
+
+/* ------------------------------------------------- building snapshots */
+
+typedef struct envlog_build_opts {
+    envlog_evidence evidence;
+    const char *name;              /* manifest name ("" for a snapshot) */
+    const char *const *prefixes;   /* namespaces to take; none: all */
+    size_t n_prefixes;
+    const char *content;           /* "snapshot" or "bundle" */
+} envlog_build_opts;
+
+typedef struct envlog_build_session {
+    envlog_id128 id;
+    uint64_t last_seq;
+} envlog_build_session;
+
+typedef struct envlog_build_result {
+    envlog_buf file;               /* the snapshot, framed */
+    uint64_t entries, evidence;
+    envlog_build_session *sessions;  /* the watermarks written */
+    size_t n_sessions;
+} envlog_build_result;
+
+/* Folds the environment (its snapshot and sessions) and lays out a new
+ * snapshot of its standing entries. */
+envlog_err envlog_snapshot_build(envlog_env *env, const envlog_build_opts *o,
+                                 envlog_build_result *r);
+void envlog_build_result_free(envlog_build_result *r);
+/* The manifest record as stored. */
+envlog_bytes envlog_snap_manifest_raw(const envlog_snap *s);
 
 /* Write-locks / unlocks a state. */
 void envlog_state_wrlock(envlog_state *st);
@@ -106,8 +142,6 @@ typedef struct envlog_snap_item {
     envlog_bytes record;  /* the record's CBOR map */
     int rule;             /* entries: the envlog_rule that made it stand */
 } envlog_snap_item;
-
-typedef struct envlog_snap envlog_snap;
 
 /* Builds a snapshot: items are added in the total order. */
 typedef struct envlog_snapw {

@@ -260,6 +260,7 @@ struct envlog_snap {
     envlog_id128 id;
     envlog_snap_manifest m;
     envlog_arena marena;       /* the manifest's strings */
+    envlog_bytes mraw;         /* the manifest record (in marena) */
     envlog_buf index;          /* the pairs, reassembled */
     uint64_t n_index;
     size_t items_start;        /* where ENTRY/EVIDENCE records begin */
@@ -385,6 +386,8 @@ envlog_err envlog_snap_load(const uint8_t *p, size_t n, bool check_all,
         goto fail;
     }
     memcpy(mcopy, rp, rn);
+    s->mraw.data = mcopy;
+    s->mraw.size = rn;
     if ((e = decode_as(mcopy, rn, &manifest_s, &s->m, &s->marena, ENVLOG_KIND_MANIFEST))) {
         e = envlog__fail(ENVLOG_BAD_DATA, "snapshot manifest: %s", envlog_errmsg());
         goto fail;
@@ -424,6 +427,11 @@ envlog_err envlog_snap_load(const uint8_t *p, size_t n, bool check_all,
 fail:
     envlog_snap_free(s);
     return e;
+}
+
+envlog_bytes envlog_snap_manifest_raw(const envlog_snap *s)
+{
+    return s->mraw;
 }
 
 const envlog_snap_manifest *envlog_snap_manifest_get(const envlog_snap *s)

@@ -56,7 +56,10 @@ struct envlog_state {
     bool keep_payloads;    /* for compaction and export */
     envlog_snap *snap;     /* the checkpoint under the folded sessions */
     bool snap_loaded;      /* every snapshot entry is in the table */
+    void *owned;           /* a buffer the snapshot lives in, freed at close */
 };
+
+static envlog_err load_users(envlog_state *st);
 
 const char *envlog_rule_name(envlog_rule rule)
 {
@@ -70,6 +73,32 @@ const char *envlog_rule_name(envlog_rule rule)
     case ENVLOG_RULE_IMPORT_IGNORED: return "imported value ignored: an entry existed";
     }
     return "unknown rule";
+}
+
+envlog_err envlog_state_new_x(bool keep_payloads, envlog_state **out)
+{
+    envlog_err e = envlog_state_new(out);
+    if (!e)
+        (*out)->keep_payloads = keep_payloads;
+    return e;
+}
+
+envlog_err envlog_state_from_snap(envlog_snap *snap, void *owned, envlog_state **out)
+{
+    envlog_err e = envlog_state_new(out);
+    if (e)
+        return e;
+    envlog_state *st = *out;
+    const envlog_snap_manifest *m = envlog_snap_manifest_get(snap);
+    st->snap = snap;
+    st->owned = owned;
+    st->n_tunes = (size_t)m->tunes;
+    st->n_kernels = (size_t)m->kernels;
+    if (m->users && (e = load_users(st))) {
+        envlog_state_close(st);
+        *out = NULL;
+    }
+    return e;
 }
 
 envlog_err envlog_state_new(envlog_state **out)
@@ -106,6 +135,7 @@ void envlog_state_close(envlog_state *st)
     envlog_free(st->buckets);
     envlog_arena_free(&st->strings);
     envlog_snap_unmap(st->snap);
+    envlog_free(st->owned);
     pthread_rwlock_destroy(&st->lock);
     envlog_free(st);
 }

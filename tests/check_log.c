@@ -463,8 +463,11 @@ START_TEST(test_truncate_every_offset)
                           k, (unsigned long long)cut);
             const frame *f = frame_cut(g, cut);
             if (f) {
-                ck_assert_msg(sc.n_trunc == 1, "cut at %zu/%llu inside a frame: no torn tail",
-                              k, (unsigned long long)cut);
+                ck_assert_msg(sc.n_trunc == 1, "cut at %zu/%llu inside frame [%llu, %llu) "
+                              "of kind %d (segment of %zu bytes): no torn tail, state %s",
+                              k, (unsigned long long)cut, (unsigned long long)f->off,
+                              (unsigned long long)f->end, f->kind, g->size,
+                              envlog_session_state_name(sc.state));
                 ck_assert_uint_eq(sc.trunc.offset, f->off);
                 ck_assert_uint_eq(sc.trunc.segment, g->segment);
                 ck_assert(!memcmp(sc.trunc.session.b, x.id.b, 16));

@@ -20,6 +20,7 @@ static const struct {
     {"core", suite_core},
     {"log", suite_log},
     {"session", suite_session},
+    {"replay", suite_replay},
 };
 #define N_SUITES (sizeof suites / sizeof suites[0])
 

@@ -12,5 +12,6 @@ Suite *suite_core(void);    /* check_core.c: codec, renderers, allocation */
 Suite *suite_log(void);     /* check_log.c: framing, reader, damage */
 Suite *suite_session(void); /* check_session.c: recorder, effects, faults,
                                processes and threads */
+Suite *suite_replay(void);  /* check_replay.c: order, fold rules, state, damage */
 
 #endif /* ENVLOG_SUITES_H */

@@ -1,0 +1,333 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * cmd_bundle.c - `envlog compact` and `envlog bundle export|import|inspect|
+ * embed`: checkpoints and shippable caches.
+ */
+#include "cli.h"
+
+#include <ctype.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int parse_evidence(const char *s, envlog_evidence *ev)
+{
+    if (!strcmp(s, "none"))
+        *ev = ENVLOG_EVIDENCE_NONE;
+    else if (!strcmp(s, "winners"))
+        *ev = ENVLOG_EVIDENCE_WINNERS;
+    else if (!strcmp(s, "all"))
+        *ev = ENVLOG_EVIDENCE_ALL;
+    else
+        return cli_error(EXIT_USAGE, "--evidence takes none, winners or all, not '%s'", s);
+    return EXIT_OK;
+}
+
+static int compact_run(cli *c)
+{
+    envlog_evidence ev = ENVLOG_EVIDENCE_WINNERS;
+    for (int i = 1; i < c->argc; i++) {
+        const char *a = c->argv[i];
+        int rc;
+        if (!strcmp(a, "--evidence") && i + 1 < c->argc) {
+            if ((rc = parse_evidence(c->argv[++i], &ev)))
+                return rc;
+        } else if (!strncmp(a, "--evidence=", 11)) {
+            if ((rc = parse_evidence(a + 11, &ev)))
+                return rc;
+        } else if (!strcmp(a, "--json")) {
+            c->json = true;
+        } else {
+            return cli_error(EXIT_USAGE, "compact: unexpected argument '%s'", a);
+        }
+    }
+    envlog_env *env;
+    int rc = cli_open_env(c, true, &env);
+    if (rc)
+        return rc;
+    envlog_compact_report r;
+    envlog_err e = envlog_compact(env, ev, &r);
+    envlog_env_close(env);
+    if (e)
+        return cli_fail(e, "compacting");
+    if (c->json)
+        printf("{\"entries\":%" PRIu64 ",\"evidence\":%" PRIu64 ",\"sessions_folded\":%" PRIu64
+               ",\"sessions_removed\":%" PRIu64 ",\"sessions_live\":%" PRIu64
+               ",\"sessions_damaged\":%" PRIu64 ",\"bytes_before\":%" PRIu64
+               ",\"bytes_after\":%" PRIu64 "}\n", r.entries, r.evidence, r.sessions_folded,
+               r.sessions_removed, r.sessions_live, r.sessions_damaged, r.bytes_before,
+               r.bytes_after);
+    else
+        printf("compacted %" PRIu64 " sessions into a snapshot of %" PRIu64 " entries (%" PRIu64
+               " evidence records)\nremoved %" PRIu64 " session directories; kept %" PRIu64
+               " live and %" PRIu64 " damaged\n%" PRIu64 " bytes before, %" PRIu64 " after\n",
+               r.sessions_folded, r.entries, r.evidence, r.sessions_removed, r.sessions_live,
+               r.sessions_damaged, r.bytes_before, r.bytes_after);
+    return r.sessions_damaged ? EXIT_DAMAGE : EXIT_OK;
+}
+
+static void print_info(const cli *c, const envlog_bundle_info *in, const char *file)
+{
+    char t[32], h[33];
+    cli_time(in->created_unix_ns, t);
+    envlog_id_format(&in->content_hash, h);
+    if (c->json) {
+        printf("{\"file\":");
+        cli_jstr(file);
+        printf(",\"schema\":%" PRIu64 ",\"name\":", in->schema);
+        cli_jstr(in->name);
+        printf(",\"envlog_version\":");
+        cli_jstr(in->envlog_version);
+        printf(",\"created\":\"%s\",\"created_unix_ns\":%" PRIu64 ",\"runtimes\":[", t,
+               in->created_unix_ns);
+        for (size_t i = 0; i < in->n_runtimes; i++) {
+            if (i)
+                putchar(',');
+            cli_jstr(in->runtimes[i]);
+        }
+        printf("],\"environments\":[");
+        for (size_t i = 0; i < in->n_environments; i++) {
+            if (i)
+                putchar(',');
+            cli_jstr(in->environments[i]);
+        }
+        printf("],\"namespaces\":[");
+        for (size_t i = 0; i < in->n_namespaces; i++) {
+            printf("%s{\"namespace\":", i ? "," : "");
+            cli_jstr(in->namespaces[i]);
+            printf(",\"entries\":%" PRIu64 "}", in->namespace_entries[i]);
+        }
+        printf("],\"sessions\":%" PRIu64 ",\"tunes\":%" PRIu64 ",\"kernels\":%" PRIu64
+               ",\"users\":%" PRIu64 ",\"evidence\":%" PRIu64 ",\"content_hash\":\"%s\""
+               ",\"content_ok\":%s,\"bad_records\":%" PRIu64 ",\"compressed_size\":%" PRIu64
+               ",\"size\":%" PRIu64 "}\n", in->sessions, in->tunes, in->kernels, in->users,
+               in->evidence, h, in->content_ok ? "true" : "false", in->bad_records,
+               in->compressed_size, in->size);
+        return;
+    }
+    printf("bundle       %s\nfile         %s\nschema       %" PRIu64 "\ncreated      %s by envlog %s\n",
+           in->name, file, in->schema, t, in->envlog_version);
+    for (size_t i = 0; i < in->n_runtimes; i++)
+        printf("%s%s\n", i ? "             " : "runtimes     ", in->runtimes[i]);
+    for (size_t i = 0; i < in->n_environments; i++)
+        printf("%s%s\n", i ? "             " : "captured on  ", in->environments[i]);
+    printf("sessions     %" PRIu64 "\nentries      %" PRIu64 " tunes, %" PRIu64 " kernels, %"
+           PRIu64 " user records, %" PRIu64 " evidence records\n", in->sessions, in->tunes,
+           in->kernels, in->users, in->evidence);
+    for (size_t i = 0; i < in->n_namespaces; i++)
+        printf("  %6" PRIu64 "  %s\n", in->namespace_entries[i], in->namespaces[i]);
+    printf("size         %" PRIu64 " bytes compressed, %" PRIu64 " bytes\n", in->compressed_size,
+           in->size);
+    printf("check        %s, %" PRIu64 " bad records, content hash %s %s\n",
+           in->bad_records || !in->content_ok ? "FAILED" : "ok", in->bad_records, h,
+           in->content_ok ? "matches" : "DOES NOT MATCH");
+}
+
+static int export_run(cli *c, int i)
+{
+    const char *name = NULL, *out = NULL;
+    const char *prefixes[64];
+    size_t np = 0;
+    envlog_evidence ev = ENVLOG_EVIDENCE_WINNERS;
+    int rc;
+    for (; i < c->argc; i++) {
+        const char *a = c->argv[i];
+        if ((!strcmp(a, "-o") || !strcmp(a, "--out")) && i + 1 < c->argc)
+            out = c->argv[++i];
+        else if ((!strcmp(a, "--namespace") || !strcmp(a, "-n")) && i + 1 < c->argc) {
+            if (np == 64)
+                return cli_error(EXIT_USAGE, "bundle export: at most 64 --namespace prefixes");
+            prefixes[np++] = c->argv[++i];
+        } else if (!strcmp(a, "--evidence") && i + 1 < c->argc) {
+            if ((rc = parse_evidence(c->argv[++i], &ev)))
+                return rc;
+        } else if (!strcmp(a, "--json"))
+            c->json = true;
+        else if (a[0] == '-')
+            return cli_error(EXIT_USAGE, "bundle export: unknown option '%s'", a);
+        else if (!name)
+            name = a;
+        else
+            return cli_error(EXIT_USAGE, "bundle export: one NAME (quote names with spaces)");
+    }
+    if (!name || !out)
+        return cli_error(EXIT_USAGE, "usage: envlog bundle export NAME -o FILE");
+    envlog_env *env;
+    if ((rc = cli_open_env(c, false, &env)))
+        return rc;
+    envlog_bundle_opts o = {name, prefixes, np, ev, 0};
+    envlog_bundle_info *info;
+    envlog_err e = envlog_bundle_export(env, &o, out, &info);
+    envlog_env_close(env);
+    if (e)
+        return cli_fail(e, "exporting the bundle");
+    if (!c->json)
+        printf("exported bundle '%s' to %s: %" PRIu64 " tunes, %" PRIu64 " kernels, %" PRIu64
+               " bytes\n", name, out, info->tunes, info->kernels, info->compressed_size);
+    else
+        print_info(c, info, out);
+    envlog_bundle_info_free(info);
+    return EXIT_OK;
+}
+
+static int inspect_run(cli *c, int i)
+{
+    const char *file = NULL;
+    for (; i < c->argc; i++) {
+        if (!strcmp(c->argv[i], "--json"))
+            c->json = true;
+        else if (!file && c->argv[i][0] != '-')
+            file = c->argv[i];
+        else
+            return cli_error(EXIT_USAGE, "bundle inspect: unexpected argument '%s'", c->argv[i]);
+    }
+    if (!file)
+        return cli_error(EXIT_USAGE, "usage: envlog bundle inspect FILE");
+    envlog_bundle_info *info;
+    envlog_err e = envlog_bundle_inspect(file, &info);
+    if (e)
+        return cli_fail(e, file);
+    print_info(c, info, file);
+    int rc = info->bad_records || !info->content_ok ? EXIT_DAMAGE : EXIT_OK;
+    envlog_bundle_info_free(info);
+    return rc;
+}
+
+static int import_run(cli *c, int i)
+{
+    const char *file = NULL;
+    for (; i < c->argc; i++) {
+        if (!strcmp(c->argv[i], "--json"))
+            c->json = true;
+        else if (!file && c->argv[i][0] != '-')
+            file = c->argv[i];
+        else
+            return cli_error(EXIT_USAGE, "bundle import: unexpected argument '%s'", c->argv[i]);
+    }
+    if (!file)
+        return cli_error(EXIT_USAGE, "usage: envlog bundle import FILE");
+    envlog_env *env;
+    int rc = cli_open_env(c, true, &env);
+    if (rc)
+        return rc;
+    envlog_import_report r;
+    envlog_err e = envlog_bundle_import(env, file, &r);
+    envlog_env_close(env);
+    if (e)
+        return cli_fail(e, file);
+    char id[33] = "";
+    if (r.taken)
+        envlog_id_format(&r.session, id);
+    if (c->json) {
+        printf("{\"taken\":%" PRIu64 ",\"skipped\":%" PRIu64 ",\"rejected\":%" PRIu64
+               ",\"foreign\":%" PRIu64 ",\"session\":\"%s\",\"first_reject\":", r.taken,
+               r.skipped, r.rejected, r.foreign, id);
+        cli_jstr(r.first_reject);
+        printf("}\n");
+    } else {
+        printf("imported %s: %" PRIu64 " taken, %" PRIu64 " skipped (already present), %" PRIu64
+               " rejected\n", file, r.taken, r.skipped, r.rejected);
+        if (r.taken)
+            printf("recorded as IMPORTED in session %s; the bundle file may now be deleted\n", id);
+        else
+            printf("nothing new: the environment is unchanged\n");
+        if (r.foreign)
+            printf("note: %" PRIu64 " entries are under namespaces with no local entry (another "
+                   "device, runtime or version?): they match only lookups under those "
+                   "namespaces\n", r.foreign);
+        if (r.rejected)
+            printf("first rejected: %s\n", r.first_reject);
+    }
+    return r.rejected ? EXIT_INPUT : EXIT_OK;
+}
+
+static int embed_run(cli *c, int i)
+{
+    const char *file = NULL, *sym = "envlog_bundle";
+    for (; i < c->argc; i++) {
+        if (!strcmp(c->argv[i], "--name") && i + 1 < c->argc)
+            sym = c->argv[++i];
+        else if (!file && c->argv[i][0] != '-')
+            file = c->argv[i];
+        else
+            return cli_error(EXIT_USAGE, "bundle embed: unexpected argument '%s'", c->argv[i]);
+    }
+    if (!file)
+        return cli_error(EXIT_USAGE, "usage: envlog bundle embed FILE [--name SYMBOL] > bundle.c");
+    if (!isalpha((unsigned char)sym[0]) && sym[0] != '_')
+        return cli_error(EXIT_USAGE, "bundle embed: '%s' is not a C identifier", sym);
+    for (const char *p = sym; *p; p++)
+        if (!isalnum((unsigned char)*p) && *p != '_')
+            return cli_error(EXIT_USAGE, "bundle embed: '%s' is not a C identifier", sym);
+    /* Check it first: embedding a broken bundle only moves the failure. */
+    envlog_bundle_info *info;
+    envlog_err e = envlog_bundle_inspect(file, &info);
+    if (e)
+        return cli_fail(e, file);
+    bool bad = info->bad_records || !info->content_ok;
+    envlog_bundle_info_free(info);
+    if (bad)
+        return cli_error(EXIT_INPUT, "%s fails its check; run envlog bundle inspect", file);
+    FILE *f = fopen(file, "rb");
+    if (!f)
+        return cli_error(EXIT_USAGE, "cannot open %s: %m", file);
+    printf("/* Generated by envlog bundle embed from %s; import it with\n"
+           " * envlog_bundle_import_memory(env, %s, %s_size, &report). */\n"
+           "#include <stddef.h>\n\n"
+           "const unsigned char %s[] = {", file, sym, sym, sym);
+    int ch;
+    size_t n = 0;
+    while ((ch = fgetc(f)) != EOF)
+        printf("%s0x%02x", n++ % 12 ? ", " : (n > 1 ? ",\n    " : "\n    "), ch);
+    fclose(f);
+    printf("\n};\nconst size_t %s_size = %zu;\n", sym, n);
+    return EXIT_OK;
+}
+
+static int bundle_run(cli *c)
+{
+    if (c->argc < 2)
+        return cli_usage(&cli_cmd_bundle, stderr, EXIT_USAGE);
+    const char *sub = c->argv[1];
+    if (!strcmp(sub, "export"))
+        return export_run(c, 2);
+    if (!strcmp(sub, "import"))
+        return import_run(c, 2);
+    if (!strcmp(sub, "inspect"))
+        return inspect_run(c, 2);
+    if (!strcmp(sub, "embed"))
+        return embed_run(c, 2);
+    return cli_error(EXIT_USAGE, "bundle: unknown subcommand '%s' (export, import, inspect, "
+                     "embed)", sub);
+}
+
+const cli_cmd cli_cmd_compact = {
+    "compact", "fold everything into a snapshot; retire covered sessions",
+    "usage: envlog [-C DIR] compact [--evidence none|winners|all] [--json]\n"
+    "\n"
+    "Folds the snapshot and every session into a new snapshot (written to\n"
+    "snapshot/current.tmp, synced, renamed over snapshot/current), then removes\n"
+    "the session directories it fully covers; a live session or a damaged one is\n"
+    "never removed.  --evidence: none keeps the entries only, winners (default)\n"
+    "keeps the tune record behind each entry, all keeps every record.\n"
+    "Exit status 1 when damaged sessions were kept.\n",
+    compact_run,
+};
+
+const cli_cmd cli_cmd_bundle = {
+    "bundle", "export, import, inspect or embed a bundle",
+    "usage: envlog [-C DIR] bundle export NAME -o FILE [--namespace PREFIX]...\n"
+    "                              [--evidence none|winners|all]\n"
+    "       envlog [-C DIR] bundle import FILE\n"
+    "       envlog bundle inspect FILE [--json]\n"
+    "       envlog bundle embed FILE [--name SYMBOL] > bundle.c\n"
+    "\n"
+    "A bundle is a snapshot of the standing entries, compressed as standard zstd\n"
+    "frames, with a manifest (name, versions, where it was captured, counts and a\n"
+    "content hash).  import checks the manifest and each entry and records the\n"
+    "new ones as IMPORTED (the file may then be deleted; importing twice changes\n"
+    "nothing; bad entries are rejected one by one, exit status 3).  inspect checks\n"
+    "every record (exit status 1 on damage).  embed writes C source holding the\n"
+    "bytes, for envlog_bundle_import_memory().\n",
+    bundle_run,
+};

@@ -1,0 +1,306 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * cmd_diff.c - `envlog diff A B`: two environments or bundles compared
+ * entry by entry (in canonical order, so the walk is one merge), then their
+ * histories summarized.
+ */
+#include "cli.h"
+
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+typedef struct side {
+    const char *path;
+    envlog_env *env;
+    envlog_state *st;
+    envlog_entry *v;
+    size_t n, cap;
+    /* history */
+    uint64_t sessions;
+    char **runtimes, **devices;
+    size_t n_runtimes, n_devices;
+} side;
+
+static int add_unique(char ***v, size_t *n, const char *s)
+{
+    for (size_t i = 0; i < *n; i++)
+        if (!strcmp((*v)[i], s))
+            return 0;
+    char **p = realloc(*v, (*n + 1) * sizeof *p);
+    if (!p || !(p[*n] = strdup(s)))
+        return 1;
+    *v = p;
+    (*n)++;
+    return 0;
+}
+
+static int collect(void *ctx, const envlog_entry *e)
+{
+    side *s = ctx;
+    if (s->n == s->cap) {
+        s->cap = s->cap ? 2 * s->cap : 64;
+        envlog_entry *p = realloc(s->v, s->cap * sizeof *p);
+        if (!p)
+            return 1;
+        s->v = p;
+    }
+    s->v[s->n++] = *e;
+    return 0;
+}
+
+static int history_visit(void *ctx, const envlog_replay_rec *r)
+{
+    side *s = ctx;
+    if (r->rec->kind != ENVLOG_KIND_SESSION)
+        return 0;
+    const envlog_session_rec *x = &r->rec->u.session;
+    char rt[512];
+    snprintf(rt, sizeof rt, "%s %s", x->runtime ? x->runtime : "-",
+             x->runtime_version ? x->runtime_version : "-");
+    s->sessions++;
+    if (add_unique(&s->runtimes, &s->n_runtimes, rt))
+        return 1;
+    for (size_t i = 0; i < x->n_devices; i++)
+        if (add_unique(&s->devices, &s->n_devices, x->devices[i]))
+            return 1;
+    return 0;
+}
+
+static int open_side(cli *c, side *s)
+{
+    struct stat st;
+    if (stat(s->path, &st))
+        return cli_error(EXIT_USAGE, "diff: %s: %m", s->path);
+    envlog_err e;
+    if (S_ISDIR(st.st_mode)) {
+        if ((e = envlog_env_open(s->path, ENVLOG_OPEN_READONLY, &s->env)))
+            return cli_fail(e, s->path);
+        if ((e = envlog_state_open(s->env, NULL, &s->st)) ||
+            (e = envlog_replay_each(s->env, NULL, history_visit, s)))
+            return cli_fail(e, s->path);
+    } else {
+        envlog_bundle_info *in;
+        if ((e = envlog_bundle_inspect(s->path, &in)))
+            return cli_fail(e, s->path);
+        s->sessions = in->sessions;
+        for (size_t i = 0; i < in->n_runtimes; i++)
+            add_unique(&s->runtimes, &s->n_runtimes, in->runtimes[i]);
+        for (size_t i = 0; i < in->n_environments; i++)
+            add_unique(&s->devices, &s->n_devices, in->environments[i]);
+        envlog_bundle_info_free(in);
+        if ((e = envlog_bundle_state(s->path, &s->st)))
+            return cli_fail(e, s->path);
+    }
+    if ((e = envlog_state_each(s->st, collect, s)))
+        return cli_fail(e, s->path);
+    (void)c;
+    return EXIT_OK;
+}
+
+static void close_side(side *s)
+{
+    for (size_t i = 0; i < s->n_runtimes; i++)
+        free(s->runtimes[i]);
+    for (size_t i = 0; i < s->n_devices; i++)
+        free(s->devices[i]);
+    free(s->runtimes);
+    free(s->devices);
+    free(s->v);
+    envlog_state_close(s->st);
+    envlog_env_close(s->env);
+}
+
+/* The canonical order of envlog_state_each(). */
+static int key_cmp(const envlog_entry *a, const envlog_entry *b)
+{
+    if (a->table != b->table)
+        return a->table < b->table ? -1 : 1;
+    const char *an = a->tune ? a->tune->ns : a->kernel->ns;
+    const char *bn = b->tune ? b->tune->ns : b->kernel->ns;
+    int c = strcmp(an, bn);
+    if (c)
+        return c;
+    if (a->kernel)
+        return memcmp(a->kernel->kernel_key.b, b->kernel->kernel_key.b, 16);
+    if ((c = strcmp(a->tune->key, b->tune->key)))
+        return c;
+    return a->tune->checksum < b->tune->checksum ? -1 : a->tune->checksum > b->tune->checksum;
+}
+
+static void describe(const envlog_entry *e)
+{
+    char h[33];
+    if (e->tune) {
+        printf("tune %s %s checksum %016" PRIx64 " winner %s", e->tune->ns, e->tune->key,
+               e->tune->checksum, e->tune->winner ? e->tune->winner : "-");
+    } else {
+        envlog_id_format(&e->kernel->kernel_key, h);
+        printf("kernel %s %s key %s", e->kernel->ns, e->kernel->name ? e->kernel->name : "-", h);
+    }
+}
+
+static void json_key(const envlog_entry *e)
+{
+    char h[33];
+    printf("\"table\":\"%s\",\"namespace\":", e->tune ? "tune" : "kernel");
+    cli_jstr(e->tune ? e->tune->ns : e->kernel->ns);
+    if (e->tune) {
+        printf(",\"key\":");
+        cli_jstr(e->tune->key);
+        printf(",\"checksum\":%" PRIu64, e->tune->checksum);
+    } else {
+        envlog_id_format(&e->kernel->kernel_key, h);
+        printf(",\"kernel_key\":\"%s\",\"name\":", h);
+        cli_jstr(e->kernel->name);
+    }
+}
+
+static void only(const cli *c, const char *which, const envlog_entry *e)
+{
+    if (c->json) {
+        printf("{\"diff\":\"only_in_%s\",", which);
+        json_key(e);
+        if (e->tune) {
+            printf(",\"winner\":");
+            cli_jstr(e->tune->winner);
+        }
+        printf("}\n");
+    } else {
+        printf("only in %s: ", which);
+        describe(e);
+        putchar('\n');
+    }
+}
+
+/* Compares two entries with the same key: 1 when they differ. */
+static int compare(const cli *c, const envlog_entry *a, const envlog_entry *b)
+{
+    char ha[33], hb[33];
+    if (a->tune) {
+        const envlog_tune_entry *x = a->tune, *y = b->tune;
+        if (x->winner_index == y->winner_index && !strcmp(x->winner ? x->winner : "",
+                                                          y->winner ? y->winner : ""))
+            return 0;
+        if (c->json) {
+            printf("{\"diff\":\"winner\",");
+            json_key(a);
+            printf(",\"a\":{\"winner\":");
+            cli_jstr(x->winner);
+            printf(",\"cost_ns\":%.1f,\"margin\":%.6f},\"b\":{\"winner\":", x->winner_cost_ns,
+                   x->margin);
+            cli_jstr(y->winner);
+            printf(",\"cost_ns\":%.1f,\"margin\":%.6f}}\n", y->winner_cost_ns, y->margin);
+        } else {
+            printf("winner differs: %s %s\n  A: %s (%.0fns, margin %.1f%%)\n"
+                   "  B: %s (%.0fns, margin %.1f%%)\n", x->ns, x->key,
+                   x->winner ? x->winner : "-", x->winner_cost_ns, x->margin * 100,
+                   y->winner ? y->winner : "-", y->winner_cost_ns, y->margin * 100);
+        }
+        return 1;
+    }
+    const envlog_kernel_entry *x = a->kernel, *y = b->kernel;
+    if (!memcmp(x->binary_hash.b, y->binary_hash.b, 16))
+        return 0;
+    envlog_id_format(&x->binary_hash, ha);
+    envlog_id_format(&y->binary_hash, hb);
+    if (c->json) {
+        printf("{\"diff\":\"binary\",");
+        json_key(a);
+        printf(",\"a\":{\"binary_hash\":\"%s\",\"size\":%zu},\"b\":{\"binary_hash\":\"%s\","
+               "\"size\":%zu}}\n", ha, x->binary.size, hb, y->binary.size);
+    } else {
+        printf("binary differs: %s %s\n  A: %s (%zu bytes)\n  B: %s (%zu bytes)\n", x->ns,
+               x->name ? x->name : "-", ha, x->binary.size, hb, y->binary.size);
+    }
+    return 1;
+}
+
+static void history(const cli *c, const char *which, const side *s)
+{
+    if (c->json) {
+        printf("{\"history\":\"%s\",\"path\":", which);
+        cli_jstr(s->path);
+        printf(",\"sessions\":%" PRIu64 ",\"entries\":%zu,\"runtimes\":[", s->sessions, s->n);
+        for (size_t i = 0; i < s->n_runtimes; i++) {
+            if (i)
+                putchar(',');
+            cli_jstr(s->runtimes[i]);
+        }
+        printf("],\"devices\":[");
+        for (size_t i = 0; i < s->n_devices; i++) {
+            if (i)
+                putchar(',');
+            cli_jstr(s->devices[i]);
+        }
+        printf("]}\n");
+        return;
+    }
+    printf("%s: %s: %" PRIu64 " sessions, %zu entries\n", which, s->path, s->sessions, s->n);
+    for (size_t i = 0; i < s->n_runtimes; i++)
+        printf("   runtime %s\n", s->runtimes[i]);
+    for (size_t i = 0; i < s->n_devices; i++)
+        printf("   device  %s\n", s->devices[i]);
+}
+
+static int diff_run(cli *c)
+{
+    side a = {0}, b = {0};
+    for (int i = 1; i < c->argc; i++) {
+        if (!strcmp(c->argv[i], "--json"))
+            c->json = true;
+        else if (!a.path)
+            a.path = c->argv[i];
+        else if (!b.path)
+            b.path = c->argv[i];
+        else
+            return cli_error(EXIT_USAGE, "diff: two sides, A and B");
+    }
+    if (!a.path || !b.path)
+        return cli_error(EXIT_USAGE, "usage: envlog diff A B (environments or bundles)");
+    int rc = open_side(c, &a);
+    if (!rc)
+        rc = open_side(c, &b);
+    if (rc) {
+        close_side(&a);
+        close_side(&b);
+        return rc;
+    }
+    size_t i = 0, k = 0, differ = 0;
+    while (i < a.n || k < b.n) {
+        int cmp = i == a.n ? 1 : k == b.n ? -1 : key_cmp(&a.v[i], &b.v[k]);
+        if (cmp < 0) {
+            only(c, "A", &a.v[i++]);
+            differ++;
+        } else if (cmp > 0) {
+            only(c, "B", &b.v[k++]);
+            differ++;
+        } else {
+            differ += (size_t)compare(c, &a.v[i++], &b.v[k++]);
+        }
+    }
+    if (!c->json && differ)
+        putchar('\n');
+    history(c, "A", &a);
+    history(c, "B", &b);
+    if (c->json)
+        printf("{\"differences\":%zu}\n", differ);
+    else
+        printf("%zu difference%s\n", differ, differ == 1 ? "" : "s");
+    close_side(&a);
+    close_side(&b);
+    return differ ? EXIT_DAMAGE : EXIT_OK;
+}
+
+const cli_cmd cli_cmd_diff = {
+    "diff", "compare two environments or bundles",
+    "usage: envlog diff A B [--json]\n"
+    "\n"
+    "Compares the standing entries of A and B (each an environment directory or\n"
+    "a bundle file): entries only in A, only in B, winners that differ (both\n"
+    "winners, their costs and margins), kernels whose binaries differ (by hash);\n"
+    "then a history summary of each side (sessions, runtime versions, devices).\n"
+    "Exit status 0 when the entries are equal, 1 when they differ.\n",
+    diff_run,
+};

@@ -1,0 +1,395 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * build.c - laying out a snapshot of an environment: the standing entries
+ * with the records that set them, the sessions' own records as evidence (so
+ * `envlog why` can still say where and on what a winner was chosen), all of
+ * the history with --evidence all, and a watermark per session folded.
+ * Compaction writes the result as the checkpoint; export compresses it.
+ */
+#include "replay_int.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct hist_rec {
+    envlog_snap_item item;  /* record.data points into `data` at `off` */
+    size_t off;
+    bool is_session;
+} hist_rec;
+
+typedef struct build_ctx {
+    const envlog_build_opts *o;
+    envlog_state *st;
+    envlog_err err;
+    /* per session: the highest seq folded */
+    envlog_build_session *ss;
+    size_t n_ss, cap_ss, last_ss;
+    /* session records (always) and, with ALL, every record */
+    hist_rec *h;
+    size_t n_h, cap_h;
+    envlog_buf data;
+    /* manifest material */
+    envlog_arena arena;
+    const char **runtimes;
+    size_t n_runtimes, cap_runtimes;
+    envlog_snap_env *envs;
+    size_t n_envs, cap_envs;
+} build_ctx;
+
+static bool ns_taken(const envlog_build_opts *o, const char *ns)
+{
+    if (!o->n_prefixes)
+        return true;
+    for (size_t i = 0; i < o->n_prefixes; i++)
+        if (ns && !strncmp(ns, o->prefixes[i], strlen(o->prefixes[i])))
+            return true;
+    return false;
+}
+
+static envlog_err grow(void **v, size_t *cap, size_t n, size_t elem)
+{
+    if (n < *cap)
+        return ENVLOG_OK;
+    size_t c = *cap ? 2 * *cap : 16;
+    void *p = envlog_realloc(*v, c * elem);
+    if (!p)
+        return envlog__fail(ENVLOG_NOMEM, "building a snapshot");
+    *v = p;
+    *cap = c;
+    return ENVLOG_OK;
+}
+
+static const char *dup_str(build_ctx *b, const char *s)
+{
+    if (!s)
+        return NULL;
+    size_t n = strlen(s) + 1;
+    char *d = envlog_arena_alloc(&b->arena, n);
+    if (d)
+        memcpy(d, s, n);
+    else
+        b->err = envlog__fail(ENVLOG_NOMEM, "building a snapshot");
+    return d;
+}
+
+static void note_session(build_ctx *b, const envlog_session_rec *s)
+{
+    char rt[512];
+    snprintf(rt, sizeof rt, "%s %s", s->runtime ? s->runtime : "-",
+             s->runtime_version ? s->runtime_version : "-");
+    bool seen = false;
+    for (size_t i = 0; i < b->n_runtimes && !seen; i++)
+        seen = !strcmp(b->runtimes[i], rt);
+    if (!seen && !grow((void **)&b->runtimes, &b->cap_runtimes, b->n_runtimes,
+                       sizeof *b->runtimes))
+        b->runtimes[b->n_runtimes++] = dup_str(b, rt);
+    for (size_t i = 0; i < b->n_envs; i++) {
+        const envlog_snap_env *e = &b->envs[i];
+        if (!strcmp(e->label ? e->label : "", s->label ? s->label : "") &&
+            !strcmp(e->host ? e->host : "", s->host ? s->host : "") &&
+            !strcmp(e->os ? e->os : "", s->os ? s->os : "") &&
+            !strcmp(e->arch ? e->arch : "", s->arch ? s->arch : "") &&
+            e->n_devices == s->n_devices) {
+            bool same = true;
+            for (size_t k = 0; k < e->n_devices && same; k++)
+                same = !strcmp(e->devices[k], s->devices[k]);
+            if (same)
+                return;
+        }
+    }
+    if (grow((void **)&b->envs, &b->cap_envs, b->n_envs, sizeof *b->envs)) {
+        b->err = ENVLOG_NOMEM;
+        return;
+    }
+    envlog_snap_env *e = &b->envs[b->n_envs++];
+    e->label = dup_str(b, s->label ? s->label : "");
+    e->host = dup_str(b, s->host ? s->host : "");
+    e->os = dup_str(b, s->os ? s->os : "");
+    e->arch = dup_str(b, s->arch ? s->arch : "");
+    const char **devs = s->n_devices
+        ? envlog_arena_alloc(&b->arena, s->n_devices * sizeof(char *)) : NULL;
+    for (size_t k = 0; devs && k < s->n_devices; k++)
+        devs[k] = dup_str(b, s->devices[k]);
+    e->devices = devs;
+    e->n_devices = devs ? s->n_devices : 0;
+}
+
+static envlog_err track_seq(build_ctx *b, const envlog_stamp *st)
+{
+    if (b->n_ss && !memcmp(b->ss[b->last_ss].id.b, st->session.b, 16)) {
+        if (st->seq > b->ss[b->last_ss].last_seq)
+            b->ss[b->last_ss].last_seq = st->seq;
+        return ENVLOG_OK;
+    }
+    for (size_t i = 0; i < b->n_ss; i++)
+        if (!memcmp(b->ss[i].id.b, st->session.b, 16)) {
+            b->last_ss = i;
+            if (st->seq > b->ss[i].last_seq)
+                b->ss[i].last_seq = st->seq;
+            return ENVLOG_OK;
+        }
+    envlog_err e = grow((void **)&b->ss, &b->cap_ss, b->n_ss, sizeof *b->ss);
+    if (e)
+        return e;
+    b->ss[b->n_ss] = (envlog_build_session){st->session, st->seq};
+    b->last_ss = b->n_ss++;
+    return ENVLOG_OK;
+}
+
+static const char *record_ns(const envlog_record *rec)
+{
+    switch (rec->kind) {
+    case ENVLOG_KIND_TUNE: return rec->u.tune.ns;
+    case ENVLOG_KIND_COMPILE: return rec->u.compile.ns;
+    case ENVLOG_KIND_FORGET: return rec->u.forget.ns;
+    default: return NULL;
+    }
+}
+
+static int build_visit(void *ctx, const envlog_replay_rec *r)
+{
+    build_ctx *b = ctx;
+    const envlog_record *rec = r->rec;
+    if ((b->err = envlog_state_fold(b->st, rec, r->unix_ns)) ||
+        (b->err = track_seq(b, &rec->stamp)))
+        return 1;
+    bool session = rec->kind == ENVLOG_KIND_SESSION;
+    if (session)
+        note_session(b, &rec->u.session);
+    const char *ns = record_ns(rec);
+    bool keep = session || (b->o->evidence == ENVLOG_EVIDENCE_ALL &&
+                            (!ns || ns_taken(b->o, ns)));
+    if (!keep)
+        return b->err != ENVLOG_OK;
+    if ((b->err = grow((void **)&b->h, &b->cap_h, b->n_h, sizeof *b->h)))
+        return 1;
+    hist_rec *h = &b->h[b->n_h];
+    memset(h, 0, sizeof *h);
+    h->item.kind = ENVLOG_KIND_EVIDENCE;
+    h->item.stamp = rec->stamp;
+    h->item.unix_ns = r->unix_ns;
+    h->item.record.size = rec->payload.size;
+    h->off = b->data.len;
+    h->is_session = session;
+    if ((b->err = envlog_buf_append(&b->data, rec->payload.data, rec->payload.size)))
+        return 1;
+    b->n_h++;
+    return 0;
+}
+
+/* An item of the new snapshot: an entry or a piece of history. */
+typedef struct item_ref {
+    envlog_snap_item item;
+    bool indexed;
+    uint64_t hash;
+    uint8_t *owned; /* a re-encoded record, for --evidence none */
+} item_ref;
+
+typedef struct items_ctx {
+    build_ctx *b;
+    item_ref *v;
+    size_t n, cap;
+    const char **nss;
+    size_t n_nss, cap_nss;
+    uint64_t tunes, kernels, users;
+} items_ctx;
+
+/* The tune record without its trials (--evidence none). */
+static envlog_err strip_trials(const envlog_bytes *in, uint8_t **out, size_t *n)
+{
+    envlog_record rec;
+    envlog_arena a = {0};
+    envlog_buf b = {0};
+    envlog_err e = envlog_event_decode(in->data, in->size, &rec, &a);
+    if (!e) {
+        rec.u.tune.n_trials = 0;
+        rec.u.tune.trials = NULL;
+        e = envlog_event_encode(&b, ENVLOG_KIND_TUNE, &rec.stamp, rec.effect,
+                                ENVLOG_LEVEL_FULL, &rec.u.tune);
+    }
+    envlog_arena_free(&a);
+    if (e) {
+        envlog_buf_free(&b);
+        return e;
+    }
+    *out = b.p;
+    *n = b.len;
+    return ENVLOG_OK;
+}
+
+static int take_item(void *ctx, const envlog_state_item *it)
+{
+    items_ctx *c = ctx;
+    if (it->table != ENVLOG_TABLE_USER && !ns_taken(c->b->o, it->ns))
+        return 0;
+    if (!it->payload.size)
+        return 0; /* no record kept: cannot happen with keep_payloads */
+    if ((c->b->err = grow((void **)&c->v, &c->cap, c->n, sizeof *c->v)))
+        return 1;
+    item_ref *r = &c->v[c->n];
+    memset(r, 0, sizeof *r);
+    r->item.kind = ENVLOG_KIND_ENTRY;
+    r->item.table = it->table;
+    r->item.origin = it->origin;
+    r->item.rule = it->rule;
+    r->item.stamp = it->stamp;
+    r->item.unix_ns = it->unix_ns;
+    r->item.record = it->payload;
+    r->indexed = it->table != ENVLOG_TABLE_USER;
+    r->hash = it->key_hash;
+    if (it->table == ENVLOG_TABLE_TUNE && c->b->o->evidence == ENVLOG_EVIDENCE_NONE) {
+        size_t n;
+        if ((c->b->err = strip_trials(&it->payload, &r->owned, &n)))
+            return 1;
+        r->item.record.data = r->owned;
+        r->item.record.size = n;
+    }
+    if (it->table == ENVLOG_TABLE_TUNE)
+        c->tunes++;
+    else if (it->table == ENVLOG_TABLE_KERNEL)
+        c->kernels++;
+    else
+        c->users++;
+    c->n++;
+    if (it->table != ENVLOG_TABLE_USER &&
+        (!c->n_nss || strcmp(c->nss[c->n_nss - 1], it->ns))) {
+        bool seen = false;
+        for (size_t i = 0; i < c->n_nss && !seen; i++)
+            seen = !strcmp(c->nss[i], it->ns);
+        if (!seen) {
+            if ((c->b->err = grow((void **)&c->nss, &c->cap_nss, c->n_nss, sizeof *c->nss)))
+                return 1;
+            c->nss[c->n_nss++] = it->ns;
+        }
+    }
+    return 0;
+}
+
+static int item_cmp(const void *a, const void *b)
+{
+    const item_ref *x = a, *y = b;
+    int c = envlog_order_cmp(x->item.unix_ns, &x->item.stamp.session, x->item.stamp.seq,
+                             y->item.unix_ns, &y->item.stamp.session, y->item.stamp.seq);
+    if (c)
+        return c;
+    return (x->item.kind > y->item.kind) - (x->item.kind < y->item.kind);
+}
+
+static int str_cmp(const void *a, const void *b)
+{
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+static int stamp_cmp(const void *a, const void *b)
+{
+    const envlog_stamp *x = a, *y = b;
+    int c = memcmp(x->session.b, y->session.b, 16);
+    return c ? c : (x->seq > y->seq) - (x->seq < y->seq);
+}
+
+void envlog_build_result_free(envlog_build_result *r)
+{
+    envlog_buf_free(&r->file);
+    envlog_free(r->sessions);
+    memset(r, 0, sizeof *r);
+}
+
+envlog_err envlog_snapshot_build(envlog_env *env, const envlog_build_opts *o,
+                                 envlog_build_result *res)
+{
+    memset(res, 0, sizeof *res);
+    build_ctx b = {.o = o};
+    items_ctx ic = {.b = &b};
+    envlog_snapw w = {0};
+    envlog_stamp *entry_stamps = NULL;
+    envlog_err e = envlog_state_new_x(true, &b.st);
+    if (e)
+        return e;
+    e = envlog_replay_each(env, NULL, build_visit, &b);
+    if (e == ENVLOG_STATE)
+        e = b.err;
+    if (!e)
+        e = b.err;
+    if (!e) {
+        e = envlog_state_items(b.st, take_item, &ic);
+        if (e == ENVLOG_STATE)
+            e = b.err;
+    }
+    if (e)
+        goto out;
+    /* History records that are an entry's own record are the entry. */
+    if (ic.n && !(entry_stamps = envlog_malloc(ic.n * sizeof *entry_stamps))) {
+        e = envlog__fail(ENVLOG_NOMEM, "building a snapshot");
+        goto out;
+    }
+    for (size_t i = 0; i < ic.n; i++)
+        entry_stamps[i] = ic.v[i].item.stamp;
+    qsort(entry_stamps, ic.n, sizeof *entry_stamps, stamp_cmp);
+    size_t n_entries = ic.n;
+    for (size_t i = 0; i < b.n_h; i++) {
+        hist_rec *h = &b.h[i];
+        if (ic.n && bsearch(&h->item.stamp, entry_stamps, n_entries, sizeof *entry_stamps,
+                            stamp_cmp))
+            continue;
+        if ((e = grow((void **)&ic.v, &ic.cap, ic.n, sizeof *ic.v)))
+            goto out;
+        item_ref *r = &ic.v[ic.n++];
+        memset(r, 0, sizeof *r);
+        r->item = h->item;
+        r->item.record.data = b.data.p + h->off;
+    }
+    qsort(ic.v, ic.n, sizeof *ic.v, item_cmp);
+    for (size_t i = 0; i < ic.n; i++)
+        if ((e = envlog_snapw_add(&w, &ic.v[i].item, ic.v[i].indexed, ic.v[i].hash)))
+            goto out;
+    qsort(ic.nss, ic.n_nss, sizeof *ic.nss, str_cmp);
+    envlog_snap_wm *wms = b.n_ss ? envlog_arena_alloc(&b.arena, b.n_ss * sizeof *wms) : NULL;
+    if (b.n_ss && !wms) {
+        e = envlog__fail(ENVLOG_NOMEM, "building a snapshot");
+        goto out;
+    }
+    for (size_t i = 0; i < b.n_ss; i++)
+        wms[i] = (envlog_snap_wm){b.ss[i].id, b.ss[i].last_seq};
+    envlog_snap_manifest m = {
+        .schema = ENVLOG_BUNDLE_SCHEMA,
+        .name = o->name ? o->name : "",
+        .envlog_version = ENVLOG_VERSION_STRING,
+        .created_unix_ns = envlog_clock_unix_ns(),
+        .runtimes = b.runtimes, .n_runtimes = b.n_runtimes,
+        .envs = b.envs, .n_envs = b.n_envs,
+        .wms = wms, .n_wms = b.n_ss,
+        .tunes = ic.tunes, .kernels = ic.kernels, .users = ic.users,
+        .evidence = ic.n - n_entries,
+        .evidence_level = (int)o->evidence,
+        .namespaces = ic.nss, .n_namespaces = ic.n_nss,
+    };
+    envlog_id128 id;
+    if (b.err || (e = envlog_id_new(&id)) ||
+        (e = envlog_snapw_finish(&w, &m, &id, o->content, &res->file)))
+        goto out;
+    res->entries = n_entries;
+    res->evidence = ic.n - n_entries;
+    res->sessions = b.ss;
+    res->n_sessions = b.n_ss;
+    b.ss = NULL;
+out:
+    if (!e && b.err)
+        e = b.err;
+    for (size_t i = 0; i < ic.n; i++)
+        envlog_free(ic.v[i].owned);
+    envlog_free(ic.v);
+    envlog_free(ic.nss);
+    envlog_free(entry_stamps);
+    envlog_snapw_free(&w);
+    envlog_state_close(b.st);
+    envlog_free(b.ss);
+    envlog_free(b.h);
+    envlog_buf_free(&b.data);
+    envlog_free(b.runtimes);
+    envlog_free(b.envs);
+    envlog_arena_free(&b.arena);
+    if (e)
+        envlog_build_result_free(res);
+    return e;
+}

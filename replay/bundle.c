@@ -1,0 +1,550 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * bundle.c - bundles: snapshots for shipping, compressed as standard zstd
+ * frames (so `zstd -d` opens one).
+ *
+ * A bundle is never trusted.  Before memory is taken its decompressed size
+ * is read from the frame headers and checked against ENVLOG_BUNDLE_MAX_SIZE;
+ * decompression stops at that size whatever the frames claim; every length
+ * inside is checked by the snapshot reader and the codec; each entry is
+ * checked on its own (names, namespaces, binary hashes) and rejected on its
+ * own.  Importing writes the entries as IMPORTED records of an import
+ * session, so the bundle file can be deleted afterwards.
+ */
+#include "replay_int.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zstd.h>
+
+#define BUNDLE_LEVEL 19
+#define NAME_MAX_LEN 256
+#define NS_MAX_LEN 1024
+#define KEY_MAX_LEN 4096
+
+/* ------------------------------------------------------------- reading */
+
+/* Decompresses a bundle: the sizes in its frame headers are checked first,
+ * so a lying or enormous frame is refused before memory is taken. */
+static envlog_err inflate(const void *data, size_t size, uint8_t **out, size_t *n)
+{
+    *out = NULL;
+    *n = 0;
+    const uint8_t *z = data;
+    if (size < 4 || z[0] != 0x28 || z[1] != 0xb5 || z[2] != 0x2f || z[3] != 0xfd)
+        return envlog__fail(ENVLOG_FORMAT, "not a bundle: no zstd frame");
+    /* The sum of the sizes the frames state, frame by frame. */
+    unsigned long long total = 0;
+    for (size_t at = 0; at < size;) {
+        size_t fsz = ZSTD_findFrameCompressedSize(z + at, size - at);
+        if (ZSTD_isError(fsz))
+            return envlog__fail(ENVLOG_BAD_DATA, "bundle: damaged or truncated zstd frame "
+                                "at byte %zu", at);
+        unsigned long long c = ZSTD_getFrameContentSize(z + at, size - at);
+        if (c == ZSTD_CONTENTSIZE_ERROR)
+            return envlog__fail(ENVLOG_BAD_DATA, "bundle: bad zstd frame at byte %zu", at);
+        if (c == ZSTD_CONTENTSIZE_UNKNOWN)
+            return envlog__fail(ENVLOG_BAD_DATA, "bundle: the zstd frame at byte %zu does "
+                                "not state its size (envlog writes it)", at);
+        if (c > ENVLOG_BUNDLE_MAX_SIZE - total)
+            return envlog__fail(ENVLOG_TOO_BIG,
+                                "bundle inflates past the %llu-byte limit",
+                                (unsigned long long)ENVLOG_BUNDLE_MAX_SIZE);
+        total += c;
+        at += fsz;
+    }
+    uint8_t *p = envlog_malloc((size_t)total ? (size_t)total : 1);
+    if (!p)
+        return envlog__fail(ENVLOG_NOMEM, "bundle of %llu bytes", total);
+    size_t got = ZSTD_decompress(p, (size_t)total, data, size);
+    if (ZSTD_isError(got) || got != total) {
+        envlog_free(p);
+        return envlog__fail(ENVLOG_BAD_DATA, "bundle: %s",
+                            ZSTD_isError(got) ? ZSTD_getErrorName(got)
+                                              : "frames hold less than they claim");
+    }
+    *out = p;
+    *n = got;
+    return ENVLOG_OK;
+}
+
+static envlog_err read_path(const char *path, envlog_buf *b)
+{
+    int fd = envlog_io_get()->open(path, O_RDONLY, 0);
+    if (fd < 0)
+        return envlog__fail_errno(errno, "opening bundle %s", path);
+    struct stat st;
+    envlog_err e = ENVLOG_OK;
+    if (fstat(fd, &st))
+        e = envlog__fail_errno(errno, "stat %s", path);
+    else if (!S_ISREG(st.st_mode))
+        e = envlog__fail(ENVLOG_FORMAT, "%s is not a regular file", path);
+    else if ((uint64_t)st.st_size > ENVLOG_BUNDLE_MAX_SIZE)
+        e = envlog__fail(ENVLOG_TOO_BIG, "%s is over the bundle size limit", path);
+    else if (!(e = envlog_buf_reserve(b, (size_t)st.st_size + 1))) {
+        while (b->len < (size_t)st.st_size) {
+            ssize_t r = envlog_io_get()->pread(fd, b->p + b->len,
+                                               (size_t)st.st_size - b->len, (off_t)b->len);
+            if (r < 0 && errno == EINTR)
+                continue;
+            if (r <= 0) {
+                e = r < 0 ? envlog__fail_errno(errno, "reading %s", path)
+                          : envlog__fail(ENVLOG_BAD_DATA, "%s shrank while read", path);
+                break;
+            }
+            b->len += (size_t)r;
+        }
+    }
+    envlog_io_get()->close(fd);
+    return e;
+}
+
+typedef struct opened {
+    uint8_t *raw;    /* decompressed */
+    size_t n;
+    envlog_snap *snap;
+} opened;
+
+static envlog_err open_mem(const void *data, size_t size, bool check_all, opened *o)
+{
+    memset(o, 0, sizeof *o);
+    envlog_err e = inflate(data, size, &o->raw, &o->n);
+    if (e)
+        return e;
+    if ((e = envlog_snap_load(o->raw, o->n, check_all, &o->snap))) {
+        envlog_free(o->raw);
+        o->raw = NULL;
+    }
+    return e;
+}
+
+static void close_opened(opened *o)
+{
+    envlog_snap_free(o->snap);
+    envlog_free(o->raw);
+    memset(o, 0, sizeof *o);
+}
+
+/* ------------------------------------------------------------- inspect */
+
+void envlog_bundle_info_free(envlog_bundle_info *info)
+{
+    if (!info)
+        return;
+    envlog_free(info->name);
+    envlog_free(info->envlog_version);
+    for (size_t i = 0; i < info->n_runtimes; i++)
+        envlog_free(info->runtimes[i]);
+    envlog_free(info->runtimes);
+    for (size_t i = 0; i < info->n_environments; i++)
+        envlog_free(info->environments[i]);
+    envlog_free(info->environments);
+    for (size_t i = 0; i < info->n_namespaces; i++)
+        envlog_free(info->namespaces[i]);
+    envlog_free(info->namespaces);
+    envlog_free(info->namespace_entries);
+    envlog_free(info);
+}
+
+static envlog_err describe(opened *o, size_t compressed, envlog_bundle_info **out)
+{
+    const envlog_snap_manifest *m = envlog_snap_manifest_get(o->snap);
+    envlog_bundle_info *in = envlog_calloc(1, sizeof *in);
+    if (!in)
+        return envlog__fail(ENVLOG_NOMEM, "describing a bundle");
+    bool oom = false;
+    in->schema = m->schema;
+    in->name = envlog_strdup(m->name ? m->name : "");
+    in->envlog_version = envlog_strdup(m->envlog_version ? m->envlog_version : "");
+    oom |= !in->name || !in->envlog_version;
+    in->created_unix_ns = m->created_unix_ns;
+    in->runtimes = envlog_calloc(m->n_runtimes + 1, sizeof(char *));
+    in->environments = envlog_calloc(m->n_envs + 1, sizeof(char *));
+    in->namespaces = envlog_calloc(m->n_namespaces + 1, sizeof(char *));
+    in->namespace_entries = envlog_calloc(m->n_namespaces + 1, sizeof(uint64_t));
+    oom |= !in->runtimes || !in->environments || !in->namespaces || !in->namespace_entries;
+    for (size_t i = 0; !oom && i < m->n_runtimes; i++, in->n_runtimes++)
+        oom |= !(in->runtimes[i] = envlog_strdup(m->runtimes[i]));
+    for (size_t i = 0; !oom && i < m->n_envs; i++, in->n_environments++) {
+        const envlog_snap_env *v = &m->envs[i];
+        char buf[1024];
+        int k = snprintf(buf, sizeof buf, "%s %s %s %s", v->label ? v->label : "-",
+                         v->host ? v->host : "-", v->os ? v->os : "-",
+                         v->arch ? v->arch : "-");
+        for (size_t d = 0; d < v->n_devices && k > 0 && (size_t)k < sizeof buf; d++)
+            k += snprintf(buf + k, sizeof buf - (size_t)k, "%s%s", d ? ", " : " [",
+                          v->devices[d]);
+        if (v->n_devices && k > 0 && (size_t)k < sizeof buf - 1)
+            strcat(buf, "]");
+        oom |= !(in->environments[i] = envlog_strdup(buf));
+    }
+    for (size_t i = 0; !oom && i < m->n_namespaces; i++, in->n_namespaces++)
+        oom |= !(in->namespaces[i] = envlog_strdup(m->namespaces[i]));
+    if (oom) {
+        envlog_bundle_info_free(in);
+        return envlog__fail(ENVLOG_NOMEM, "describing a bundle");
+    }
+    envlog_snap_item it;
+    envlog_record rec;
+    envlog_snap_rewind(o->snap);
+    while (envlog_snap_next(o->snap, &it, &rec) == ENVLOG_OK) {
+        if (it.kind != ENVLOG_KIND_ENTRY)
+            continue;
+        const char *ns = rec.kind == ENVLOG_KIND_TUNE      ? rec.u.tune.ns
+                         : rec.kind == ENVLOG_KIND_COMPILE ? rec.u.compile.ns
+                                                           : NULL;
+        for (size_t i = 0; ns && i < in->n_namespaces; i++)
+            if (!strcmp(in->namespaces[i], ns))
+                in->namespace_entries[i]++;
+    }
+    in->sessions = m->n_wms;
+    in->tunes = m->tunes;
+    in->kernels = m->kernels;
+    in->users = m->users;
+    in->evidence = m->evidence;
+    in->content_hash = m->content_hash;
+    in->content_ok = envlog_snap_content_ok(o->snap);
+    in->bad_records = envlog_snap_bad_records(o->snap);
+    in->compressed_size = compressed;
+    in->size = o->n;
+    *out = in;
+    return ENVLOG_OK;
+}
+
+envlog_err envlog_bundle_inspect_memory(const void *data, size_t size,
+                                        envlog_bundle_info **info)
+{
+    opened o;
+    *info = NULL;
+    envlog_err e = open_mem(data, size, true, &o);
+    if (!e)
+        e = describe(&o, size, info);
+    close_opened(&o);
+    return e;
+}
+
+envlog_err envlog_bundle_inspect(const char *path, envlog_bundle_info **info)
+{
+    envlog_buf b = {0};
+    *info = NULL;
+    envlog_err e = read_path(path, &b);
+    if (!e)
+        e = envlog_bundle_inspect_memory(b.p, b.len, info);
+    envlog_buf_free(&b);
+    return e;
+}
+
+envlog_err envlog_bundle_state(const char *path, envlog_state **st)
+{
+    envlog_buf b = {0};
+    opened o;
+    *st = NULL;
+    envlog_err e = read_path(path, &b);
+    if (!e)
+        e = open_mem(b.p, b.len, false, &o);
+    envlog_buf_free(&b);
+    if (e)
+        return e;
+    if ((e = envlog_state_from_snap(o.snap, o.raw, st))) {
+        close_opened(&o);
+        return e;
+    }
+    return ENVLOG_OK;
+}
+
+/* -------------------------------------------------------------- export */
+
+envlog_err envlog_bundle_export(envlog_env *env, const envlog_bundle_opts *opts,
+                                const char *path, envlog_bundle_info **info)
+{
+    const envlog_io *io = envlog_io_get();
+    if (info)
+        *info = NULL;
+    if (!opts || !opts->name || !*opts->name || strlen(opts->name) > NAME_MAX_LEN ||
+        !envlog_utf8_valid(opts->name, strlen(opts->name)))
+        return envlog__fail(ENVLOG_INVALID_ARG, "a bundle needs a name (UTF-8, at most %d bytes)",
+                            NAME_MAX_LEN);
+    if ((unsigned)opts->evidence > ENVLOG_EVIDENCE_ALL || !path)
+        return envlog__fail(ENVLOG_INVALID_ARG, "bad bundle options");
+    envlog_build_opts bo = {opts->evidence, opts->name, opts->prefixes, opts->n_prefixes,
+                            "bundle"};
+    envlog_build_result res;
+    envlog_err e = envlog_snapshot_build(env, &bo, &res);
+    if (e)
+        return e;
+    size_t cap = ZSTD_compressBound(res.file.len);
+    uint8_t *z = envlog_malloc(cap);
+    if (!z) {
+        envlog_build_result_free(&res);
+        return envlog__fail(ENVLOG_NOMEM, "compressing a bundle");
+    }
+    size_t zn = ZSTD_compress(z, cap, res.file.p, res.file.len,
+                              opts->zstd_level ? opts->zstd_level : BUNDLE_LEVEL);
+    envlog_build_result_free(&res);
+    if (ZSTD_isError(zn)) {
+        envlog_free(z);
+        return envlog__fail(ENVLOG_IO, "compressing a bundle: %s", ZSTD_getErrorName(zn));
+    }
+    char tmp[4096];
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    int fd = io->open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    if (fd < 0) {
+        e = envlog__fail_errno(errno, "creating %s", tmp);
+    } else {
+        size_t done = 0;
+        while (!e && done < zn) {
+            ssize_t w = io->pwrite(fd, z + done, zn - done, (off_t)done);
+            if (w < 0 && errno == EINTR)
+                continue;
+            if (w <= 0)
+                e = envlog__fail_errno(w < 0 ? errno : ENOSPC, "writing %s", tmp);
+            else
+                done += (size_t)w;
+        }
+        if (!e && io->fsync(fd))
+            e = envlog__fail_errno(errno, "syncing %s", tmp);
+        io->close(fd);
+        if (!e && io->renameat(AT_FDCWD, tmp, AT_FDCWD, path))
+            e = envlog__fail_errno(errno, "renaming %s to %s", tmp, path);
+        if (e)
+            io->unlinkat(AT_FDCWD, tmp, 0);
+    }
+    if (!e && info)
+        e = envlog_bundle_inspect_memory(z, zn, info);
+    envlog_free(z);
+    return e;
+}
+
+/* -------------------------------------------------------------- import */
+
+static bool text_ok(const char *s, size_t max)
+{
+    if (!s || !*s)
+        return false;
+    size_t n = strlen(s);
+    if (n > max)
+        return false;
+    for (size_t i = 0; i < n; i++)
+        if ((unsigned char)s[i] < 0x20 || s[i] == 0x7f)
+            return false;
+    return true;
+}
+
+/* Namespaces are '/'-separated components, none empty, "." or "..". */
+static bool ns_ok(const char *ns)
+{
+    if (!text_ok(ns, NS_MAX_LEN))
+        return false;
+    const char *p = ns;
+    for (;;) {
+        size_t l = strcspn(p, "/");
+        if (l == 0 || (l == 1 && p[0] == '.') || (l == 2 && p[0] == '.' && p[1] == '.'))
+            return false;
+        if (!p[l])
+            return true;
+        p += l + 1;
+    }
+}
+
+/* Why an entry is refused, or NULL. */
+static const char *entry_problem(const envlog_snap_item *it, const envlog_record *rec)
+{
+    if (it->table == ENVLOG_TABLE_TUNE) {
+        const envlog_tune *t = &rec->u.tune;
+        if (rec->kind != ENVLOG_KIND_TUNE)
+            return "a tune entry that holds another kind of record";
+        if (!ns_ok(t->ns))
+            return "invalid namespace";
+        if (!text_ok(t->key, KEY_MAX_LEN))
+            return "invalid tune key";
+        if (!t->stored || t->winner < 0 || (size_t)t->winner >= t->n_candidates)
+            return "a tune entry without a stored winner";
+        for (size_t i = 0; i < t->n_candidates; i++)
+            if (!text_ok(t->candidates[i], NAME_MAX_LEN))
+                return "invalid candidate name";
+        if (envlog_tune_checksum(t->candidates, t->n_candidates) != t->checksum)
+            return "tune-set checksum does not match its candidates";
+        return NULL;
+    }
+    const envlog_compile *c = &rec->u.compile;
+    if (rec->kind != ENVLOG_KIND_COMPILE)
+        return "a kernel entry that holds another kind of record";
+    if (!ns_ok(c->ns))
+        return "invalid namespace";
+    if (!text_ok(c->name, NAME_MAX_LEN))
+        return "invalid kernel name";
+    if (c->outcome != ENVLOG_COMPILED || !c->binary.size || c->binary_size != c->binary.size)
+        return "a kernel entry without its binary";
+    envlog_hash128 h = envlog_hash128_bytes(c->binary.data, c->binary.size);
+    if (memcmp(h.b, c->binary_hash.b, 16))
+        return "binary does not match its hash";
+    return NULL;
+}
+
+typedef struct import_ctx {
+    envlog_env *env;
+    envlog_state *live;
+    envlog_session *s;
+    const envlog_snap_manifest *m;
+    envlog_import_report *rep;
+    const char **local_ns; /* namespaces with an entry before the import */
+    size_t n_local;
+} import_ctx;
+
+static int note_ns(void *ctx, const envlog_entry *e)
+{
+    import_ctx *c = ctx;
+    const char *ns = e->tune ? e->tune->ns : e->kernel->ns;
+    if (c->n_local && !strcmp(c->local_ns[c->n_local - 1], ns))
+        return 0;
+    const char **p = envlog_realloc(c->local_ns, (c->n_local + 1) * sizeof *p);
+    if (!p)
+        return 1;
+    c->local_ns = p;
+    c->local_ns[c->n_local++] = ns;
+    return 0;
+}
+
+static bool ns_local(const import_ctx *c, const char *ns)
+{
+    for (size_t i = 0; i < c->n_local; i++)
+        if (!strcmp(c->local_ns[i], ns))
+            return true;
+    return false;
+}
+
+static envlog_err begin_import(import_ctx *c)
+{
+    if (c->s)
+        return ENVLOG_OK;
+    char label[NAME_MAX_LEN + 16];
+    snprintf(label, sizeof label, "import: %s", c->m->name ? c->m->name : "");
+    envlog_session_opts o;
+    envlog_session_opts_init(&o);
+    o.label = label;
+    o.runtime = "envlog";
+    o.runtime_version = ENVLOG_VERSION_STRING;
+    o.level = ENVLOG_LEVEL_FULL; /* an entry is taken whole */
+    envlog_err e = envlog_session_begin(c->env, &o, &c->s);
+    if (!e)
+        c->rep->session = envlog_session_id(c->s);
+    return e;
+}
+
+static envlog_err import_entry(import_ctx *c, const envlog_snap_item *it,
+                               envlog_record *rec)
+{
+    const char *why = entry_problem(it, rec);
+    if (why) {
+        if (!c->rep->rejected++)
+            snprintf(c->rep->first_reject, sizeof c->rep->first_reject, "%s (%s)", why,
+                     rec->kind == ENVLOG_KIND_TUNE && rec->u.tune.key ? rec->u.tune.key
+                     : rec->kind == ENVLOG_KIND_COMPILE && rec->u.compile.name
+                         ? rec->u.compile.name : "?");
+        return ENVLOG_OK;
+    }
+    envlog_tune_entry te;
+    envlog_kernel_entry ke;
+    bool present = it->table == ENVLOG_TABLE_TUNE
+        ? envlog_state_winner(c->live, rec->u.tune.ns, rec->u.tune.key,
+                              rec->u.tune.checksum, &te) == ENVLOG_OK
+        : envlog_state_kernel(c->live, rec->u.compile.ns, &rec->u.compile.kernel_key,
+                              &ke) == ENVLOG_OK;
+    if (present) {
+        c->rep->skipped++;
+        return ENVLOG_OK;
+    }
+    envlog_err e = begin_import(c);
+    if (e)
+        return e;
+    const char *ns;
+    if (it->table == ENVLOG_TABLE_TUNE) {
+        rec->u.tune.imported = true;
+        ns = rec->u.tune.ns;
+        e = envlog_record_tune(c->s, &rec->u.tune, NULL);
+    } else {
+        rec->u.compile.imported = true;
+        ns = rec->u.compile.ns;
+        e = envlog_record_compile(c->s, &rec->u.compile, NULL);
+    }
+    if (e)
+        return e;
+    c->rep->taken++;
+    /* Into an empty environment everything is new, not foreign. */
+    if (c->n_local && !ns_local(c, ns))
+        c->rep->foreign++;
+    return ENVLOG_OK;
+}
+
+envlog_err envlog_bundle_import_memory(envlog_env *env, const void *data, size_t size,
+                                       envlog_import_report *rep)
+{
+    envlog_import_report local;
+    if (!rep)
+        rep = &local;
+    memset(rep, 0, sizeof *rep);
+    if (!env || !data)
+        return envlog__fail(ENVLOG_INVALID_ARG, "import needs an environment and a bundle");
+    opened o;
+    /* The whole bundle is checked before anything is written: an invalid
+     * bundle imports nothing. */
+    envlog_err e = open_mem(data, size, true, &o);
+    if (e)
+        return e;
+    import_ctx c = {.env = env, .rep = rep, .m = envlog_snap_manifest_get(o.snap)};
+    if (!envlog_snap_content_ok(o.snap) && !envlog_snap_bad_records(o.snap)) {
+        close_opened(&o);
+        return envlog__fail(ENVLOG_BAD_DATA, "bundle content hash does not match its manifest");
+    }
+    if ((e = envlog_env_state(env, &c.live)))
+        goto out;
+    if (envlog_state_each(c.live, note_ns, &c)) {
+        e = envlog__fail(ENVLOG_NOMEM, "importing a bundle");
+        goto out;
+    }
+    envlog_snap_item it;
+    envlog_record rec;
+    envlog_snap_rewind(o.snap);
+    while (!e && envlog_snap_next(o.snap, &it, &rec) == ENVLOG_OK)
+        if (it.kind == ENVLOG_KIND_ENTRY && it.table != ENVLOG_TABLE_USER)
+            e = import_entry(&c, &it, &rec);
+    /* Records that failed their checksum or decode are rejected too. */
+    uint64_t bad = envlog_snap_bad_records(o.snap);
+    if (bad && !rep->rejected)
+        snprintf(rep->first_reject, sizeof rep->first_reject,
+                 "%llu damaged record(s) in the bundle", (unsigned long long)bad);
+    rep->rejected += bad;
+    if (!e && c.s) {
+        envlog_import im = {c.m->name ? c.m->name : "", c.m->content_hash,
+                            envlog_snap_manifest_raw(o.snap), rep->taken, rep->skipped,
+                            rep->rejected};
+        e = envlog_record_import(c.s, &im, NULL);
+    }
+out:
+    if (c.s) {
+        envlog_err end = envlog_session_end(c.s);
+        if (!e)
+            e = end;
+    }
+    envlog_free(c.local_ns);
+    close_opened(&o);
+    return e;
+}
+
+envlog_err envlog_bundle_import(envlog_env *env, const char *path,
+                                envlog_import_report *rep)
+{
+    envlog_buf b = {0};
+    envlog_err e = read_path(path, &b);
+    if (!e)
+        e = envlog_bundle_import_memory(env, b.p, b.len, rep);
+    else if (rep)
+        memset(rep, 0, sizeof *rep);
+    envlog_buf_free(&b);
+    return e;
+}

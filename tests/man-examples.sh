@@ -1,0 +1,359 @@
+#!/bin/bash
+# SPDX-License-Identifier: MIT
+#
+# man-examples.sh - the man pages' examples, run as tests.
+#
+# usage: tests/man-examples.sh BIN STATIC
+#
+# A page that shows a command or a program shows what it does, so the pages
+# are checked against the code they describe:
+#  - envlog(1): each example between `.\" example-begin status=N' and
+#    `.\" example-end' runs in a fresh copy of an environment filled by
+#    examples/record.c (at ~/.cache/envlog/default, HOME pointing into a
+#    scratch directory); its "$ " lines run in order in one bash, each must
+#    exit 0 or N and the last N; the other lines of its .EX blocks must each
+#    match a line of the output once hex strings and numbers are set aside
+#    ("..." stands for anything); its text must say "status N".
+#  - envlog(3): the program in the first .EX block of its example compiles
+#    with -Wall -Wextra -Werror against STATIC, runs, exits with the status
+#    the text gives, and prints the lines of the second block.
+#  - every function and error code of include/envlog.h is named in envlog(3),
+#    and every command of `envlog --help' has its section in envlog(1) with
+#    the usage line its --help prints.
+#  - the CDDL schema of envlog(5) gives every key of core/schema.c and
+#    log/frame.c, under the right rule, with its JSON name.
+#  - `man -l' renders each page without a warning (skipped without man).
+# Prints one PASS or FAIL line per check and "N passed, N failed" at the end.
+
+set -u
+
+if [ $# -ne 2 ]; then
+    echo "usage: $0 BIN STATIC" >&2
+    exit 2
+fi
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+BIN=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
+STATIC=$(cd "$(dirname "$2")" && pwd)/$(basename "$2")
+CC=${CC:-cc}
+LIBS="-lcbor -lxxhash -lzstd -lpthread -ldl -lm"
+MAN1=$ROOT/man/envlog.1
+MAN3=$ROOT/man/envlog.3
+MAN5=$ROOT/man/envlog.5
+
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/envlog-man.XXXXXX") || exit 2
+trap 'rm -rf "$tmp"' EXIT
+passed=0
+failed=0
+pass() { passed=$((passed + 1)); echo "PASS: $1"; }
+fail() {
+    failed=$((failed + 1))
+    echo "FAIL: $1"
+    [ $# -gt 1 ] && [ -s "$2" ] && sed 's/^/    | /' "$2" | head -n 40
+    return 0
+}
+
+# The text of roff lines: escapes back to characters, font changes dropped.
+unroff() {
+    sed -e 's/\\e/\x01/g' -e 's/\\-/-/g' -e "s/\\\\(aq/'/g" \
+        -e 's/\\(dq/"/g' -e 's/\\(ti/~/g' -e 's/\\(ha/^/g' -e 's/\\(ga/`/g' \
+        -e 's/\\(em/--/g' -e 's/\\f[BIRP]//g' -e 's/\\&//g' -e 's/\x01/\\/g'
+}
+
+# Splits the marked examples of page $1 into $2/N.status, N.text (the prose),
+# N.b1, N.b2, ... (the lines of each .EX block, still in roff).
+split_examples() {
+    mkdir -p "$2"
+    awk -v dir="$2" '
+        /^\.\\" example-begin/ {
+            n++; inex = 1; blk = 0; code = 0
+            st = $0; sub(/.*status=/, "", st); sub(/[^0-9].*/, "", st)
+            print st > (dir "/" n ".status"); close(dir "/" n ".status")
+            printf "" > (dir "/" n ".text")
+            next
+        }
+        /^\.\\" example-end/ { inex = 0; next }
+        !inex { next }
+        /^\.EX/ { code = 1; blk++; printf "" > (dir "/" n ".b" blk); next }
+        /^\.EE/ { code = 0; next }
+        code { print > (dir "/" n ".b" blk); next }
+        /^\.\\"/ { next }
+        { line = $0; sub(/^\.[A-Z][A-Z]* */, "", line); print line >> (dir "/" n ".text") }
+    ' "$1"
+}
+
+# What output comparison leaves of a line: runs of blanks become one, and
+# numbers and hex strings of 8 or more digits (ids, hashes) become N.
+normalize() {
+    sed -E -e 's/[[:space:]]+/ /g' -e 's/^ //' -e 's/ $//' \
+        -e 's/[0-9a-f]{8,}/N/g' -e 's/[0-9]+/N/g'
+}
+
+# Checks that every expected line ($1, normalized, "..." a wildcard) matches
+# some line of the output ($2, normalized); prints the ones that do not.
+match_lines() {
+    awk '
+        function glob(s, p,    parts, k, i, at) {
+            k = split(p, parts, /\.\.\./)
+            if (k == 1) return s == p
+            if (substr(s, 1, length(parts[1])) != parts[1]) return 0
+            s = substr(s, length(parts[1]) + 1)
+            for (i = 2; i < k; i++) {
+                if (parts[i] == "") continue
+                at = index(s, parts[i]); if (!at) return 0
+                s = substr(s, at + length(parts[i]))
+            }
+            return length(parts[k]) == 0 || (length(s) >= length(parts[k]) &&
+                   substr(s, length(s) - length(parts[k]) + 1) == parts[k])
+        }
+        FNR == NR { out[++n] = $0; next }
+        $0 == "" || $0 == "..." { next }
+        { ok = 0; for (i = 1; i <= n && !ok; i++) ok = glob(out[i], $0)
+          if (!ok) { print "no output line matches: " $0; bad = 1 } }
+        END { exit bad }
+    ' "$2" "$1"
+}
+
+# Runs the "$ " lines of $1 (roff) as a bash script in the current
+# directory; every command must exit 0 or $2, the last $2.  Output in $3.
+run_commands() {
+    local script=$tmp/script.sh cmds=$tmp/cmds.txt
+    unroff < "$1" | awk '
+        cont { print; cont = /\\$/; next }
+        /^\$ / { sub(/^\$ /, ""); print; cont = /\\$/ }
+    ' > "$cmds"
+    {
+        echo 'set -o pipefail'
+        local k=0 cmd
+        while IFS= read -r cmd; do
+            printf '%s\n' "$cmd"
+            case $cmd in *\\) continue ;; esac
+            k=$((k + 1))
+            printf '__rc=$?; if [ $__rc -ne 0 ] && [ $__rc -ne %s ]; then echo "man-examples: command %s exited $__rc" >&2; exit 99; fi\n' "$2" "$k"
+        done < "$cmds"
+        echo 'exit $__rc'
+    } > "$script"
+    bash "$script" > "$3" 2>&1
+}
+
+# ------------------------------------------------------------ the programs
+
+mkdir -p "$tmp/bin"
+ln -s "$BIN" "$tmp/bin/envlog"
+record=$(dirname "$STATIC")/record-example
+if [ ! -x "$record" ]; then
+    record=$tmp/record-example
+    if ! $CC -std=c11 -D_GNU_SOURCE -I"$ROOT/include" "$ROOT/examples/record.c" \
+            "$STATIC" $LIBS -o "$record" 2> "$tmp/cc.err"; then
+        fail "build examples/record.c" "$tmp/cc.err"
+        echo "$passed passed, $failed failed"
+        exit 1
+    fi
+fi
+master=$tmp/master-home
+mkdir -p "$master/.cache/envlog"
+if "$record" "$master/.cache/envlog/default" > "$tmp/record.out" 2>&1; then
+    pass "examples/record.c fills the example environment"
+else
+    fail "examples/record.c fills the example environment" "$tmp/record.out"
+fi
+
+# ------------------------------------------------------ envlog(1) examples
+
+split_examples "$MAN1" "$tmp/ex1"
+n1=$(ls "$tmp/ex1"/*.status 2>/dev/null | wc -l)
+if [ "$n1" -gt 0 ]; then
+    pass "envlog(1) has $n1 marked examples"
+else
+    fail "envlog(1) has marked examples"
+fi
+for st in "$tmp/ex1"/*.status; do
+    [ -e "$st" ] || continue
+    n=$(basename "$st" .status)
+    want=$(cat "$st")
+    what="envlog(1) example $n (status $want)"
+    if ! unroff < "$tmp/ex1/$n.text" | tr '\n' ' ' | grep -qi "status $want\b"; then
+        fail "$what: its text does not say \"status $want\""
+        continue
+    fi
+    rm -rf "$tmp/home" "$tmp/work"
+    cp -a "$master" "$tmp/home"
+    mkdir "$tmp/work"
+    cat "$tmp/ex1/$n".b* > "$tmp/blocks"
+    rc=0
+    (cd "$tmp/work" && unset ENVLOG_DIR XDG_CACHE_HOME &&
+        HOME=$tmp/home PATH=$tmp/bin:$PATH run_commands "$tmp/blocks" "$want" "$tmp/out") ||
+        rc=$?
+    if [ "$rc" -ne "$want" ]; then
+        echo "exit status $rc, the page says $want" >> "$tmp/out"
+        fail "$what" "$tmp/out"
+        continue
+    fi
+    unroff < "$tmp/blocks" | awk '/^\$ / { c = /\\$/; next } c { c = /\\$/; next } { print }' |
+        normalize > "$tmp/want"
+    normalize < "$tmp/out" > "$tmp/got"
+    if match_lines "$tmp/want" "$tmp/got" > "$tmp/diff"; then
+        pass "$what"
+    else
+        cat "$tmp/out" >> "$tmp/diff"
+        fail "$what: output differs from the page" "$tmp/diff"
+    fi
+done
+
+# ------------------------------------------------------ envlog(3) example
+
+split_examples "$MAN3" "$tmp/ex3"
+if [ -f "$tmp/ex3/1.b1" ] && [ -f "$tmp/ex3/1.b2" ]; then
+    want=$(cat "$tmp/ex3/1.status")
+    what="envlog(3) example program (status $want)"
+    mkdir -p "$tmp/cex"
+    unroff < "$tmp/ex3/1.b1" > "$tmp/cex/example.c"
+    if ! unroff < "$tmp/ex3/1.text" | tr '\n' ' ' | grep -qi "status $want\b"; then
+        fail "$what: its text does not say \"status $want\""
+    elif ! $CC -std=c11 -Wall -Wextra -Werror -I"$ROOT/include" "$tmp/cex/example.c" \
+            "$STATIC" $LIBS -o "$tmp/cex/example" 2> "$tmp/cex/cc.err"; then
+        fail "$what: compiles" "$tmp/cex/cc.err"
+    else
+        pass "envlog(3) example program compiles with -Wall -Wextra -Werror"
+        rc=0
+        mkdir -p "$tmp/cex/env"
+        (cd "$tmp/cex" && ENVLOG_DIR="$tmp/cex/env" ./example > out 2>&1) || rc=$?
+        unroff < "$tmp/ex3/1.b2" | awk '!/^\$ /' | normalize > "$tmp/cex/want"
+        normalize < "$tmp/cex/out" > "$tmp/cex/got"
+        if [ "$rc" -ne "$want" ]; then
+            echo "exit status $rc, the page says $want" >> "$tmp/cex/out"
+            fail "$what" "$tmp/cex/out"
+        elif ! match_lines "$tmp/cex/want" "$tmp/cex/got" > "$tmp/cex/diff"; then
+            cat "$tmp/cex/out" >> "$tmp/cex/diff"
+            fail "$what: output differs from the page" "$tmp/cex/diff"
+        elif ! "$BIN" -C "$tmp/cex/env" sessions > "$tmp/cex/sessions" 2>&1 ||
+             ! grep -q ' example .* sealed ' "$tmp/cex/sessions"; then
+            fail "$what: envlog sessions shows its session" "$tmp/cex/sessions"
+        else
+            pass "$what"
+        fi
+    fi
+else
+    fail "envlog(3) has a marked example with a program and its output"
+fi
+
+# ------------------------------------------------------------ coverage
+
+missing=$(grep -oE '\benvlog_[a-z0-9_]+[[:space:]]*\(' "$ROOT/include/envlog.h" |
+    sed -E 's/[[:space:]]*\($//' | grep -v '^envlog_write_fn$' | sort -u |
+    while read -r f; do
+        grep -q "$f" "$MAN3" || echo "$f"
+    done)
+if [ -z "$missing" ]; then
+    pass "envlog(3) names every function of include/envlog.h"
+else
+    echo "$missing" > "$tmp/missing"
+    fail "envlog(3) names every function of include/envlog.h; missing:" "$tmp/missing"
+fi
+missing=$(sed -n '/typedef enum envlog_err/,/} envlog_err;/p' "$ROOT/include/envlog.h" |
+    grep -oE 'ENVLOG_[A-Z_]+' | sort -u | while read -r c; do
+        grep -q "^\.BR $c \"" "$MAN3" || echo "$c"
+    done)
+if [ -z "$missing" ]; then
+    pass "envlog(3) ERRORS lists every error code"
+else
+    echo "$missing" > "$tmp/missing"
+    fail "envlog(3) ERRORS lists every error code; missing:" "$tmp/missing"
+fi
+
+cmds=$("$BIN" --help | awk '/^commands:/ { on = 1; next } on && NF == 0 { exit } on { print $1 }')
+if [ -z "$cmds" ]; then
+    fail "envlog --help lists commands"
+fi
+for c in $cmds; do
+    usage=$("$BIN" "$c" --help | head -n 1 | sed -e 's/^usage: //' -e 's/\[-C DIR\] //')
+    title=$(grep -E "^\.SS \"envlog $c( |\")" "$MAN1" | head -n 1 |
+        sed -e 's/^\.SS "//' -e 's/"$//' | unroff)
+    if [ -z "$title" ]; then
+        fail "envlog(1) has a section for the $c command"
+    elif [ "$(echo "$title" | tr 'A-Z' 'a-z' | tr -d ' ')" != \
+           "$(echo "$usage" | tr 'A-Z' 'a-z' | tr -d ' ')" ]; then
+        printf 'page: %s\nhelp: %s\n' "$title" "$usage" > "$tmp/usage"
+        fail "envlog(1) section of $c matches its --help usage" "$tmp/usage"
+    else
+        pass "envlog(1) section of $c matches its --help usage"
+    fi
+done
+
+# ---------------------------------------------- envlog(5) schema vs code
+
+awk '/^\.\\" cddl-begin/ { on = 1; next } /^\.\\" cddl-end/ { on = 0 }
+     on && !/^\./' "$MAN5" | unroff > "$tmp/schema.cddl"
+# Every field line of the tables: "struct-table key json-name".
+{
+    sed -n -E 's/^static const envlog_field ([a-z]+)_f\[\].*/@\1/p
+               s/^ *[A-Z]+\(([0-9]+), *(ENVLOG_F_[A-Z0-9]+, *)?"([a-z_0-9]+)".*/\1 \3/p
+               s/^ *ENUM\(([0-9]+), *"([a-z_0-9]+)".*/\1 \2/p' "$ROOT/core/schema.c"
+    sed -n -E 's/^static const envlog_field ([a-z]+)_f\[\].*/@\1/p
+               s/^ *HF\(([0-9]+), *ENVLOG_F_[A-Z0-9]+, *"([a-z_0-9]+)".*/\1 \2/p
+               s/^ *SF\(([0-9]+), *"([a-z_0-9]+)".*/\1 \2/p' "$ROOT/log/frame.c"
+} > "$tmp/fields"
+awk '
+    FNR == NR {
+        if ($0 ~ /^[a-z][a-z0-9-]* = [{[]/) { rule = $1; next }
+        if ($0 ~ /^[}\]]/) { rule = ""; next }
+        if (rule != "" && match($0, /^ *\?? *[0-9]+:/)) {
+            k = $0; sub(/^ *\?? */, "", k); sub(/:.*/, "", k)
+            nm = $0; sub(/^[^;]*; */, "", nm); sub(/[:( ].*/, "", nm)
+            key[rule, k] = nm
+        }
+        next
+    }
+    /^@/ {
+        t = substr($0, 2)
+        r = t
+        if (t ~ /^(session|tune|compile|span|mark|import|forget|user)$/) r = t "-rec"
+        n = 0
+        next
+    }
+    {
+        n++
+        if (!((r, $1) in key)) { print r ": key " $1 " (" $2 ") is not in the CDDL"; bad = 1 }
+        else if (key[r, $1] != $2) {
+            print r ": key " $1 " is " $2 " in the code, " key[r, $1] " in the CDDL"; bad = 1
+        }
+        seen[r, $1] = 1
+    }
+    END {
+        for (rk in key) {
+            split(rk, p, SUBSEP)
+            if (!seen[p[1], p[2]] && p[2] != 0) {
+                print p[1] ": key " p[2] " (" key[rk] ") is in the CDDL, not in the code"; bad = 1
+            }
+        }
+        exit bad
+    }
+' "$tmp/schema.cddl" "$tmp/fields" > "$tmp/schema.diff"
+rc=$?
+if [ "$(grep -c . "$tmp/fields")" -lt 80 ]; then
+    echo "only $(grep -c . "$tmp/fields") fields read from the code" >> "$tmp/schema.diff"
+    rc=1
+fi
+if [ $rc -eq 0 ]; then
+    pass "envlog(5) CDDL matches core/schema.c and log/frame.c key for key"
+else
+    fail "envlog(5) CDDL matches core/schema.c and log/frame.c key for key" "$tmp/schema.diff"
+fi
+
+# ------------------------------------------------------------ rendering
+
+if command -v man > /dev/null 2>&1; then
+    for page in "$MAN1" "$MAN3" "$MAN5"; do
+        name=$(basename "$page")
+        if MANWIDTH=80 LC_ALL=C.UTF-8 man --warnings -l "$page" > "$tmp/page.txt" 2> "$tmp/page.err" &&
+           [ ! -s "$tmp/page.err" ] && [ -s "$tmp/page.txt" ]; then
+            pass "man -l $name renders without warnings"
+        else
+            fail "man -l $name renders without warnings" "$tmp/page.err"
+        fi
+    done
+else
+    echo "SKIP: man is not installed; the pages' rendering is not checked"
+fi
+
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]
