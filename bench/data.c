@@ -50,12 +50,36 @@ void bench_tune_init(bench_tune *bt)
     bt->t.stored = true;
 }
 
+/* Appends the decimal digits of `v`; snprintf would cost more than the
+ * recording call being measured. */
+static char *put_dec(char *p, uint64_t v)
+{
+    char tmp[20];
+    int n = 0;
+    do
+        tmp[n++] = (char)('0' + v % 10);
+    while ((v /= 10));
+    while (n)
+        *p++ = tmp[--n];
+    return p;
+}
+
 void bench_tune_fill(bench_tune *bt, uint64_t i)
 {
     unsigned m = 256u * (1 + (unsigned)(i % 32)), n = 256u * (1 + (unsigned)(i / 32 % 32));
     unsigned k = 128u * (1 + (unsigned)(i / 1024 % 64));
-    snprintf(bt->key, sizeof bt->key, "matmul:bf16:%ux%ux%u:b%" PRIu64, m, n, k,
-             i / 65536);
+    /* "matmul:bf16:<m>x<n>x<k>:b<batch>" */
+    char *p = bt->key;
+    memcpy(p, "matmul:bf16:", 12);
+    p = put_dec(p + 12, m);
+    *p++ = 'x';
+    p = put_dec(p, n);
+    *p++ = 'x';
+    p = put_dec(p, k);
+    *p++ = ':';
+    *p++ = 'b';
+    p = put_dec(p, i / 65536);
+    *p = 0;
     uint64_t h = mix(i + 1);
     float best = 1e30f;
     int win = 0;
@@ -127,7 +151,8 @@ void bench_compile_init(bench_compile *bc, size_t size)
 void bench_compile_fill(bench_compile *bc, uint64_t i)
 {
     envlog_compile *c = &bc->c;
-    snprintf(bc->name, sizeof bc->name, "gemm_bf16_m128n128k64_w8s3_v%06" PRIu64, i);
+    memcpy(bc->name, "gemm_bf16_m128n128k64_w8s3_v", 28);
+    *put_dec(bc->name + 28, i) = 0;
     uint64_t h = mix(i + 7);
     memcpy(c->kernel_key.b, &h, 8);
     h = mix(h);

@@ -123,16 +123,25 @@ static inline envlog_err enc_f64(envlog_buf *b, double v)
     return envlog_enc_double(b, v);
 }
 
+static envlog_err enc_struct(envlog_buf *b, const envlog_schema *s,
+                             const void *in, envlog_level level);
+
 static envlog_err enc_field(envlog_buf *b, const envlog_field *f, const void *in,
                             envlog_level level)
 {
-    envlog_err e = envlog_enc_uint(b, f->key);
+    /* Room for the key and a value head: the fixed-size values below are
+     * written in place. */
+    envlog_err e = room(b, HEAD_ROOM);
     if (e)
         return e;
+    put_uint(b, 0x00, f->key);
     switch ((envlog_fty)f->type) {
-    case ENVLOG_F_U64: return envlog_enc_uint(b, *CAT(in, f->off, uint64_t));
-    case ENVLOG_F_U32: return envlog_enc_uint(b, *CAT(in, f->off, uint32_t));
-    case ENVLOG_F_I64: return envlog_enc_int(b, *CAT(in, f->off, int64_t));
+    case ENVLOG_F_U64: return put_uint(b, 0x00, *CAT(in, f->off, uint64_t));
+    case ENVLOG_F_U32: return put_uint(b, 0x00, *CAT(in, f->off, uint32_t));
+    case ENVLOG_F_I64: {
+        int64_t v = *CAT(in, f->off, int64_t);
+        return v >= 0 ? put_uint(b, 0x00, (uint64_t)v) : envlog_enc_int(b, v);
+    }
     case ENVLOG_F_ENUM: {
         int v = *CAT(in, f->off, int);
         size_t n = 0;
@@ -141,10 +150,12 @@ static envlog_err enc_field(envlog_buf *b, const envlog_field *f, const void *in
         if (v < 0 || (size_t)v >= n)
             return envlog__fail(ENVLOG_INVALID_ARG, "%s %d is out of range",
                                 f->name, v);
-        return envlog_enc_uint(b, (uint64_t)v);
+        return put_uint(b, 0x00, (uint64_t)v);
     }
-    case ENVLOG_F_F64: return envlog_enc_double(b, *CAT(in, f->off, double));
-    case ENVLOG_F_BOOL: return envlog_enc_bool(b, *CAT(in, f->off, bool));
+    case ENVLOG_F_F64: return enc_f64(b, *CAT(in, f->off, double));
+    case ENVLOG_F_BOOL:
+        b->p[b->len++] = *CAT(in, f->off, bool) ? 0xf5 : 0xf4;
+        return ENVLOG_OK;
     case ENVLOG_F_TEXT:
         return enc_text_checked(b, *CAT(in, f->off, cstr), f->name);
     case ENVLOG_F_BYTES: {
@@ -181,7 +192,7 @@ static envlog_err enc_field(envlog_buf *b, const envlog_field *f, const void *in
     if (!arr)
         return envlog__fail(ENVLOG_INVALID_ARG, "%s has %zu items but no array",
                             f->name, n);
-    if ((e = envlog_enc_array(b, n)))
+    if ((e = put_uint(b, 0x80, n)))
         return e;
     for (size_t i = 0; i < n; i++) {
         if (f->type == ENVLOG_F_TEXTS) {
@@ -191,10 +202,9 @@ static envlog_err enc_field(envlog_buf *b, const envlog_field *f, const void *in
                                     f->name, i);
             e = enc_text_checked(b, s, f->name);
         } else if (f->type == ENVLOG_F_F64S) {
-            e = envlog_enc_double(b, ((const double *)arr)[i]);
+            e = enc_f64(b, ((const double *)arr)[i]);
         } else {
-            e = envlog_struct_encode(b, f->sub,
-                                     (const char *)arr + i * f->sub->size, level);
+            e = enc_struct(b, f->sub, (const char *)arr + i * f->sub->size, level);
         }
         if (e)
             return e;
@@ -210,25 +220,49 @@ static size_t count_fields(const envlog_schema *s, const void *in, envlog_level 
     return n;
 }
 
+/* Encodes the present fields; *count says how many there were. */
 static envlog_err enc_fields(envlog_buf *b, const envlog_schema *s,
-                             const void *in, envlog_level level)
+                             const void *in, envlog_level level, size_t *count)
 {
+    size_t n = 0;
     for (size_t i = 0; i < s->n_fields; i++) {
         const envlog_field *f = &s->fields[i];
         if (!field_present(f, in, level))
             continue;
+        n++;
         envlog_err e = enc_field(b, f, in, level);
         if (e)
             return e;
     }
+    *count = n;
+    return ENVLOG_OK;
+}
+
+/* A map of at most 23 pairs has a one-byte head: it is reserved first and
+ * filled in once the fields are written, so the fields are walked once. */
+static envlog_err enc_struct(envlog_buf *b, const envlog_schema *s,
+                             const void *in, envlog_level level)
+{
+    envlog_err e;
+    size_t n;
+    if (s->n_fields >= 24) {
+        if ((e = envlog_enc_map(b, count_fields(s, in, level))))
+            return e;
+        return enc_fields(b, s, in, level, &n);
+    }
+    if ((e = room(b, 1)))
+        return e;
+    size_t at = b->len++;
+    if ((e = enc_fields(b, s, in, level, &n)))
+        return e;
+    b->p[at] = (uint8_t)(0xa0 | n);
     return ENVLOG_OK;
 }
 
 envlog_err envlog_struct_encode(envlog_buf *b, const envlog_schema *s,
                                 const void *in, envlog_level level)
 {
-    envlog_err e = envlog_enc_map(b, count_fields(s, in, level));
-    return e ? e : enc_fields(b, s, in, level);
+    return enc_struct(b, s, in, level);
 }
 
 envlog_err envlog_event_encode(envlog_buf *b, envlog_kind kind,
@@ -240,17 +274,28 @@ envlog_err envlog_event_encode(envlog_buf *b, envlog_kind kind,
         return envlog__fail(ENVLOG_INVALID_ARG, "kind %d has no schema", kind);
     b->len = 0;
     envlog_err e;
-    if ((e = envlog_enc_map(b, 4 + count_fields(s, body, level))) ||
-        (e = envlog_enc_uint(b, ENVLOG_K_KIND)) ||
+    size_t n, at = 0;
+    bool late_head = 4 + s->n_fields < 24; /* as in enc_struct */
+    if (late_head) {
+        if ((e = room(b, 1)))
+            return e;
+        b->len = 1;
+    } else if ((e = envlog_enc_map(b, 4 + count_fields(s, body, level)))) {
+        return e;
+    }
+    if ((e = envlog_enc_uint(b, ENVLOG_K_KIND)) ||
         (e = envlog_enc_uint(b, (uint64_t)kind)) ||
         (e = envlog_enc_uint(b, ENVLOG_K_SEQ)) ||
         (e = envlog_enc_uint(b, stamp->seq)) ||
         (e = envlog_enc_uint(b, ENVLOG_K_OFFSET)) ||
         (e = envlog_enc_uint(b, stamp->offset_ns)) ||
         (e = envlog_enc_uint(b, ENVLOG_K_EFFECT)) ||
-        (e = envlog_enc_uint(b, (uint64_t)effect)))
+        (e = envlog_enc_uint(b, (uint64_t)effect)) ||
+        (e = enc_fields(b, s, body, level, &n)))
         return e;
-    return enc_fields(b, s, body, level);
+    if (late_head)
+        b->p[at] = (uint8_t)(0xa0 | (4 + n));
+    return ENVLOG_OK;
 }
 
 /* ---------------------------------------------------------------- decoding */

@@ -77,7 +77,8 @@ enum {
     ENVLOG_CU_ATTR_CC_MAJOR = 75,
     ENVLOG_CU_ATTR_CC_MINOR = 76,
     ENVLOG_CU_EVENT_DEFAULT = 0,
-    ENVLOG_CU_STREAM_NON_BLOCKING = 1
+    ENVLOG_CU_STREAM_DEFAULT = 0 /* ordered with the legacy stream, so the
+                                   synchronous copies need no extra sync */
 };
 
 /* The driver entry points (the ABI names behind cuda.h's macros, e.g.

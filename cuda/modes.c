@@ -86,7 +86,7 @@ envlog_err envlog_cuda_stream_open(envlog_cuda *c, envlog_cuda_stream_kind kind,
         envlog_err e = envlog_cuda__drv(&d);
         int r = 0;
         if (!e && !(r = d->CtxSetCurrent(c->cu_ctx)))
-            r = d->StreamCreate(&s->cu, ENVLOG_CU_STREAM_NON_BLOCKING);
+            r = d->StreamCreate(&s->cu, ENVLOG_CU_STREAM_DEFAULT);
         if (e || r) {
             envlog_free(s);
             return e ? e : envlog_cuda__drv_fail(r, "cuStreamCreate");

@@ -27,13 +27,14 @@ static envlog_cuda_nvrtc_api nv_api;
     do {                                                                       \
         void *p_ = dlsym(h, sym);                                              \
         if (!p_) {                                                             \
-            snprintf(nv_msg, sizeof nv_msg, "%s: no symbol %s", path, sym);    \
+            snprintf(why, why_size, "%s: no symbol %s", path, sym);            \
             return false;                                                      \
         }                                                                      \
         memcpy(&api->field, &p_, sizeof p_);                                   \
     } while (0)
 
-static bool resolve(void *h, const char *path, envlog_cuda_nvrtc_api *api)
+static bool resolve(void *h, const char *path, envlog_cuda_nvrtc_api *api, char *why,
+                    size_t why_size)
 {
     SYM(Version, "nvrtcVersion");
     SYM(CreateProgram, "nvrtcCreateProgram");
@@ -68,7 +69,7 @@ static void probe_version(envlog_cuda_nvrtc_api *api, int major, int minor)
         snprintf(want, sizeof want, ", V%d.%d.", major, minor);
         const char *p = strstr(ptx, want);
         if (p) {
-            p += 2;
+            p += 3; /* past ", V" */
             size_t len = strspn(p, "0123456789.");
             if (len < sizeof api->version) {
                 memcpy(api->version, p, len);
@@ -88,8 +89,7 @@ static envlog_err try_load(const char *path, char *why, size_t why_size)
         return ENVLOG_UNAVAILABLE;
     }
     envlog_cuda_nvrtc_api api = {0};
-    if (!resolve(h, path, &api)) {
-        snprintf(why, why_size, "%s", nv_msg);
+    if (!resolve(h, path, &api, why, why_size)) {
         dlclose(h);
         return ENVLOG_UNAVAILABLE;
     }

@@ -58,15 +58,49 @@ static envlog_err inflate(const void *data, size_t size, uint8_t **out, size_t *
         total += c;
         at += fsz;
     }
-    uint8_t *p = envlog_malloc((size_t)total ? (size_t)total : 1);
-    if (!p)
-        return envlog__fail(ENVLOG_NOMEM, "bundle of %llu bytes", total);
-    size_t got = ZSTD_decompress(p, (size_t)total, data, size);
-    if (ZSTD_isError(got) || got != total) {
+    /* Memory grows with what the frames really produce, never with what
+     * they claim: a lying header costs nothing. */
+    size_t cap = total < (1u << 20) ? (size_t)total + 1 : (1u << 20);
+    uint8_t *p = envlog_malloc(cap);
+    ZSTD_DStream *ds = ZSTD_createDStream();
+    if (!p || !ds) {
         envlog_free(p);
-        return envlog__fail(ENVLOG_BAD_DATA, "bundle: %s",
-                            ZSTD_isError(got) ? ZSTD_getErrorName(got)
-                                              : "frames hold less than they claim");
+        ZSTD_freeDStream(ds);
+        return envlog__fail(ENVLOG_NOMEM, "inflating a bundle");
+    }
+    ZSTD_inBuffer in = {data, size, 0};
+    size_t got = 0, rc = 1;
+    envlog_err e = ENVLOG_OK;
+    while (!e && in.pos < in.size) {
+        if (got == cap) {
+            if (cap > total) {
+                e = envlog__fail(ENVLOG_BAD_DATA, "bundle: frames hold more than they claim");
+                break;
+            }
+            size_t ncap = cap * 2 > total + 1 ? (size_t)total + 1 : cap * 2;
+            uint8_t *np = envlog_realloc(p, ncap);
+            if (!np) {
+                e = envlog__fail(ENVLOG_NOMEM, "inflating a bundle");
+                break;
+            }
+            p = np;
+            cap = ncap;
+        }
+        ZSTD_outBuffer ob = {p, cap, got};
+        rc = ZSTD_decompressStream(ds, &ob, &in);
+        if (ZSTD_isError(rc))
+            e = envlog__fail(ENVLOG_BAD_DATA, "bundle: %s", ZSTD_getErrorName(rc));
+        got = ob.pos;
+        if (!e && rc != 0 && in.pos == in.size && got < cap)
+            e = envlog__fail(ENVLOG_BAD_DATA, "bundle: truncated zstd frame");
+    }
+    ZSTD_freeDStream(ds);
+    if (!e && (got != total || rc != 0))
+        e = envlog__fail(ENVLOG_BAD_DATA, "bundle: frames hold %zu bytes, not the %llu they claim",
+                         got, total);
+    if (e) {
+        envlog_free(p);
+        return e;
     }
     *out = p;
     *n = got;

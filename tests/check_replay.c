@@ -8,7 +8,7 @@
  *
  * Environments are built by recording through the public API in the
  * runner's temporary root.  Where a test depends on which of two sessions
- * recorded first, it lets the clock move between them (settle()), since
+ * recorded first, it lets the clock move between them (rp_settle()), since
  * the total order is by time.
  */
 #include "replay_int.h"
@@ -33,32 +33,32 @@ static const char *const SET_B[] = {"a", "b", "d"};
 
 /* ---------------------------------------------------------------- helpers */
 
-static void settle(void)
+static void rp_settle(void)
 {
     struct timespec ts = {0, 1000000};
     nanosleep(&ts, NULL);
 }
 
-static void nap_us(long us)
+static void rp_nap_us(long us)
 {
     struct timespec ts = {0, us * 1000};
     nanosleep(&ts, NULL);
 }
 
-typedef struct renv {
+typedef struct rp_renv {
     char *dir;
     envlog_env *env;
-} renv;
+} rp_renv;
 
-static renv renv_new(const char *tag)
+static rp_renv rp_renv_new(const char *tag)
 {
-    renv r;
+    rp_renv r;
     r.dir = tu_mkdtemp(tag);
     r.env = tu_env(r.dir);
     return r;
 }
 
-static void renv_free(renv *r)
+static void rp_renv_free(rp_renv *r)
 {
     envlog_env_close(r->env);
     free(r->dir);
@@ -66,7 +66,7 @@ static void renv_free(renv *r)
     r->dir = NULL;
 }
 
-static envlog_session *sbegin(envlog_env *env, const char *label, uint64_t seg)
+static envlog_session *rp_sbegin(envlog_env *env, const char *label, uint64_t seg)
 {
     envlog_session_opts o = tu_opts(label, seg);
     o.sync = ENVLOG_SYNC_NONE;
@@ -75,12 +75,12 @@ static envlog_session *sbegin(envlog_env *env, const char *label, uint64_t seg)
     return s;
 }
 
-static uint64_t csum(const char *const *set)
+static uint64_t rp_csum(const char *const *set)
 {
     return envlog_tune_checksum(set, 3);
 }
 
-static envlog_stamp rtune_full(envlog_session *s, const char *ns, const char *key,
+static envlog_stamp rp_rtune_full(envlog_session *s, const char *ns, const char *key,
                                const char *const *set, int64_t winner, bool stored,
                                bool imported)
 {
@@ -90,7 +90,7 @@ static envlog_stamp rtune_full(envlog_session *s, const char *ns, const char *ke
                                .min_ns = 100 + i, .median_ns = 110 + i,
                                .mean_ns = 111 + i, .max_ns = 130 + i,
                                .stddev_ns = 1};
-    envlog_tune t = {.ns = ns, .key = key, .checksum = csum(set),
+    envlog_tune t = {.ns = ns, .key = key, .checksum = rp_csum(set),
                      .candidates = set, .n_candidates = 3, .trials = tr,
                      .n_trials = 3, .policy = "test", .winner = winner,
                      .margin = 0.25, .within_noise = false, .wall_ns = 1000,
@@ -100,13 +100,13 @@ static envlog_stamp rtune_full(envlog_session *s, const char *ns, const char *ke
     return st;
 }
 
-static envlog_stamp rtune(envlog_session *s, const char *ns, const char *key,
+static envlog_stamp rp_rtune(envlog_session *s, const char *ns, const char *key,
                           int64_t winner)
 {
-    return rtune_full(s, ns, key, SET_A, winner, true, false);
+    return rp_rtune_full(s, ns, key, SET_A, winner, true, false);
 }
 
-static envlog_hash128 kkey(uint8_t id)
+static envlog_hash128 rp_kkey(uint8_t id)
 {
     envlog_hash128 h;
     for (int i = 0; i < 16; i++)
@@ -114,7 +114,7 @@ static envlog_hash128 kkey(uint8_t id)
     return h;
 }
 
-static envlog_stamp rcompile(envlog_session *s, const char *ns, uint8_t key,
+static envlog_stamp rp_rcompile(envlog_session *s, const char *ns, uint8_t key,
                              envlog_outcome outcome, bool imported, uint8_t fill,
                              size_t size)
 {
@@ -124,7 +124,7 @@ static envlog_stamp rcompile(envlog_session *s, const char *ns, uint8_t key,
         bin[i] = (uint8_t)(fill + i);
     char name[32];
     snprintf(name, sizeof name, "kernel_%u", key);
-    envlog_compile c = {.ns = ns, .name = name, .kernel_key = kkey(key),
+    envlog_compile c = {.ns = ns, .name = name, .kernel_key = rp_kkey(key),
                         .options = "-O3", .compiler_version = "12.4", .arch = "sm_90",
                         .outcome = outcome, .duration_ns = 10,
                         .binary_hash = envlog_hash128_bytes(bin, size),
@@ -135,7 +135,7 @@ static envlog_stamp rcompile(envlog_session *s, const char *ns, uint8_t key,
     return st;
 }
 
-static envlog_stamp rforget(envlog_session *s, envlog_table table, const char *ns,
+static envlog_stamp rp_rforget(envlog_session *s, envlog_table table, const char *ns,
                             const char *key, uint64_t checksum)
 {
     envlog_forget f = {table, ns, key, checksum, "test"};
@@ -144,20 +144,20 @@ static envlog_stamp rforget(envlog_session *s, envlog_table table, const char *n
     return st;
 }
 
-static envlog_stamp rforget_kernel(envlog_session *s, const char *ns, uint8_t key)
+static envlog_stamp rp_rforget_kernel(envlog_session *s, const char *ns, uint8_t key)
 {
     char hex[33];
-    envlog_hash128 k = kkey(key);
+    envlog_hash128 k = rp_kkey(key);
     envlog_id_format(&k, hex);
-    return rforget(s, ENVLOG_TABLE_KERNEL, ns, hex, 0);
+    return rp_rforget(s, ENVLOG_TABLE_KERNEL, ns, hex, 0);
 }
 
-static void end(envlog_session *s)
+static void rp_end(envlog_session *s)
 {
     ck_assert_ok(envlog_session_end(s));
 }
 
-static envlog_state *sopen(envlog_env *env, const envlog_replay_opts *o)
+static envlog_state *rp_sopen(envlog_env *env, const envlog_replay_opts *o)
 {
     envlog_state *st;
     ck_assert_ok(envlog_state_open(env, o, &st));
@@ -165,76 +165,76 @@ static envlog_state *sopen(envlog_env *env, const envlog_replay_opts *o)
     return st;
 }
 
-static bool stamp_eq(const envlog_stamp *a, const envlog_stamp *b)
+static bool rp_stamp_eq(const envlog_stamp *a, const envlog_stamp *b)
 {
     return !memcmp(a->session.b, b->session.b, 16) && a->seq == b->seq &&
            a->offset_ns == b->offset_ns;
 }
 
-#define ck_assert_stamp(got, want)                                             \
+#define rp_assert_stamp(got, want)                                             \
     do {                                                                       \
         envlog_stamp g_ = (got), w_ = (want);                                  \
-        ck_assert_msg(stamp_eq(&g_, &w_), "%s: stamp seq %llu, want seq %llu", \
+        ck_assert_msg(rp_stamp_eq(&g_, &w_), "%s: stamp seq %llu, want seq %llu", \
                       #got, (unsigned long long)g_.seq,                        \
                       (unsigned long long)w_.seq);                             \
     } while (0)
 
 /* The winner of (ns, key, SET_A), asserting it stands. */
-static envlog_tune_entry winner(envlog_state *st, const char *ns, const char *key)
+static envlog_tune_entry rp_winner(envlog_state *st, const char *ns, const char *key)
 {
     envlog_tune_entry e;
-    ck_assert_ok(envlog_state_winner(st, ns, key, csum(SET_A), &e));
+    ck_assert_ok(envlog_state_winner(st, ns, key, rp_csum(SET_A), &e));
     return e;
 }
 
-static void no_winner(envlog_state *st, const char *ns, const char *key,
+static void rp_no_winner(envlog_state *st, const char *ns, const char *key,
                       uint64_t checksum)
 {
     envlog_tune_entry e;
     ck_assert_err(envlog_state_winner(st, ns, key, checksum, &e), ENVLOG_NOT_FOUND);
 }
 
-static envlog_kernel_entry kernel(envlog_state *st, const char *ns, uint8_t key)
+static envlog_kernel_entry rp_kernel(envlog_state *st, const char *ns, uint8_t key)
 {
     envlog_kernel_entry e;
-    envlog_hash128 k = kkey(key);
+    envlog_hash128 k = rp_kkey(key);
     ck_assert_ok(envlog_state_kernel(st, ns, &k, &e));
     return e;
 }
 
-static void no_kernel(envlog_state *st, const char *ns, uint8_t key)
+static void rp_no_kernel(envlog_state *st, const char *ns, uint8_t key)
 {
     envlog_kernel_entry e;
-    envlog_hash128 k = kkey(key);
+    envlog_hash128 k = rp_kkey(key);
     ck_assert_err(envlog_state_kernel(st, ns, &k, &e), ENVLOG_NOT_FOUND);
 }
 
-static int mem_write(void *ctx, const char *text, size_t len)
+static int rp_mem_write(void *ctx, const char *text, size_t len)
 {
     return fwrite(text, 1, len, ctx) == len ? 0 : -1;
 }
 
 /* The canonical dump as one string (caller frees). */
-static char *dump_of(envlog_state *st)
+static char *rp_dump_of(envlog_state *st)
 {
     char *p = NULL;
     size_t n = 0;
     FILE *f = open_memstream(&p, &n);
     ck_assert_ptr_nonnull(f);
-    ck_assert_ok(envlog_state_dump(st, mem_write, f));
+    ck_assert_ok(envlog_state_dump(st, rp_mem_write, f));
     ck_assert_int_eq(fclose(f), 0);
     return p;
 }
 
-static char *dump_env(envlog_env *env, const envlog_replay_opts *o)
+static char *rp_dump_env(envlog_env *env, const envlog_replay_opts *o)
 {
-    envlog_state *st = sopen(env, o);
-    char *d = dump_of(st);
+    envlog_state *st = rp_sopen(env, o);
+    char *d = rp_dump_of(st);
     envlog_state_close(st);
     return d;
 }
 
-static envlog_state_stats stats(envlog_state *st)
+static envlog_state_stats rp_stats(envlog_state *st)
 {
     envlog_state_stats s;
     envlog_state_stats_get(st, &s);
@@ -242,7 +242,7 @@ static envlog_state_stats stats(envlog_state *st)
 }
 
 /* Sorted names in a directory (no dot entries); caller frees each and v. */
-static size_t list_dir(const char *dir, char ***out)
+static size_t rp_list_dir(const char *dir, char ***out)
 {
     DIR *d = opendir(dir);
     ck_assert_msg(d != NULL, "opendir %s: %s", dir, strerror(errno));
@@ -267,14 +267,14 @@ static size_t list_dir(const char *dir, char ***out)
     return n;
 }
 
-static void free_names(char **v, size_t n)
+static void rp_free_names(char **v, size_t n)
 {
     for (size_t i = 0; i < n; i++)
         free(v[i]);
     free(v);
 }
 
-static char *session_dir(const char *envdir, const envlog_id128 *id)
+static char *rp_session_dir(const char *envdir, const envlog_id128 *id)
 {
     char hex[33], *p;
     envlog_id_format(id, hex);
@@ -283,23 +283,23 @@ static char *session_dir(const char *envdir, const envlog_id128 *id)
 }
 
 /* The file of segment `seg` of session `id`. */
-static char *segment_file(const char *envdir, const envlog_id128 *id, uint32_t seg)
+static char *rp_segment_file(const char *envdir, const envlog_id128 *id, uint32_t seg)
 {
-    char *dir = session_dir(envdir, id), **names, *found = NULL, prefix[16];
-    size_t n = list_dir(dir, &names);
+    char *dir = rp_session_dir(envdir, id), **names, *found = NULL, prefix[16];
+    size_t n = rp_list_dir(dir, &names);
     snprintf(prefix, sizeof prefix, "%08u-", seg);
     for (size_t i = 0; i < n; i++)
         if (!strncmp(names[i], prefix, strlen(prefix)) && strstr(names[i], ".log") &&
             !strstr(names[i], ".broken"))
             ck_assert_int_ge(asprintf(&found, "%s/%s", dir, names[i]), 0);
     ck_assert_msg(found != NULL, "no segment %u in %s", seg, dir);
-    free_names(names, n);
+    rp_free_names(names, n);
     free(dir);
     return found;
 }
 
 /* One record as the total order gave it. */
-typedef struct placed {
+typedef struct rp_placed {
     envlog_id128 id;
     uint64_t seq, unix_ns;
     envlog_kind kind;
@@ -307,19 +307,19 @@ typedef struct placed {
     uint64_t file_offset, file_end;
     uint8_t *payload; /* a copy */
     size_t size;
-} placed;
+} rp_placed;
 
-typedef struct placed_list {
-    placed *v;
+typedef struct rp_placed_list {
+    rp_placed *v;
     size_t n;
-} placed_list;
+} rp_placed_list;
 
-static int collect(void *ctx, const envlog_replay_rec *r)
+static int rp_collect(void *ctx, const envlog_replay_rec *r)
 {
-    placed_list *l = ctx;
+    rp_placed_list *l = ctx;
     l->v = realloc(l->v, (l->n + 1) * sizeof *l->v);
     ck_assert_ptr_nonnull(l->v);
-    placed *p = &l->v[l->n++];
+    rp_placed *p = &l->v[l->n++];
     p->id = r->rec->stamp.session;
     p->seq = r->rec->stamp.seq;
     p->unix_ns = r->unix_ns;
@@ -333,14 +333,14 @@ static int collect(void *ctx, const envlog_replay_rec *r)
     return 0;
 }
 
-static placed_list order_of(envlog_env *env, const envlog_replay_opts *o)
+static rp_placed_list rp_order_of(envlog_env *env, const envlog_replay_opts *o)
 {
-    placed_list l = {0};
-    ck_assert_ok(envlog_replay_each(env, o, collect, &l));
+    rp_placed_list l = {0};
+    ck_assert_ok(envlog_replay_each(env, o, rp_collect, &l));
     return l;
 }
 
-static void placed_free(placed_list *l)
+static void rp_placed_free(rp_placed_list *l)
 {
     for (size_t i = 0; i < l->n; i++)
         free(l->v[i].payload);
@@ -350,15 +350,15 @@ static void placed_free(placed_list *l)
 }
 
 /* Damage reports collected through on_damage. */
-typedef struct dmg_list {
+typedef struct rp_dmg_list {
     envlog_damage d[32];
     bool torn[32];
     size_t n;
-} dmg_list;
+} rp_dmg_list;
 
-static void on_dmg(void *ctx, const envlog_damage *d, bool torn)
+static void rp_on_dmg(void *ctx, const envlog_damage *d, bool torn)
 {
-    dmg_list *l = ctx;
+    rp_dmg_list *l = ctx;
     if (l->n < 32) {
         l->d[l->n] = *d;
         l->torn[l->n] = torn;
@@ -370,220 +370,220 @@ static void on_dmg(void *ctx, const envlog_damage *d, bool torn)
 
 START_TEST(test_first_local_stands)
 {
-    renv r = renv_new("first");
-    envlog_session *s1 = sbegin(r.env, "one", 0);
-    envlog_stamp a = rtune(s1, NS_A, "k", 0);
-    envlog_stamp a2 = rtune(s1, NS_A, "k", 2); /* same session, later */
-    settle();
-    envlog_session *s2 = sbegin(r.env, "two", 0);
-    envlog_stamp b = rtune(s2, NS_A, "k", 1);
-    end(s1);
-    end(s2);
-    envlog_state *st = sopen(r.env, NULL);
-    envlog_tune_entry e = winner(st, NS_A, "k");
+    rp_renv r = rp_renv_new("first");
+    envlog_session *s1 = rp_sbegin(r.env, "one", 0);
+    envlog_stamp a = rp_rtune(s1, NS_A, "k", 0);
+    envlog_stamp a2 = rp_rtune(s1, NS_A, "k", 2); /* same session, later */
+    rp_settle();
+    envlog_session *s2 = rp_sbegin(r.env, "two", 0);
+    envlog_stamp b = rp_rtune(s2, NS_A, "k", 1);
+    rp_end(s1);
+    rp_end(s2);
+    envlog_state *st = rp_sopen(r.env, NULL);
+    envlog_tune_entry e = rp_winner(st, NS_A, "k");
     ck_assert_int_eq(e.winner_index, 0);
     ck_assert_str_eq(e.winner, "a");
     ck_assert_str_eq(e.ns, NS_A);
     ck_assert_str_eq(e.key, "k");
-    ck_assert_uint_eq(e.checksum, csum(SET_A));
+    ck_assert_uint_eq(e.checksum, rp_csum(SET_A));
     ck_assert_uint_eq(e.n_candidates, 3);
     ck_assert_str_eq(e.candidates[2], "c");
     ck_assert_int_eq(e.origin, ENVLOG_LOCAL);
     ck_assert_int_eq(e.rule, ENVLOG_RULE_FIRST_LOCAL);
-    ck_assert_stamp(e.stamp, a);
-    ck_assert(!stamp_eq(&e.stamp, &a2) && !stamp_eq(&e.stamp, &b));
-    envlog_state_stats ss = stats(st);
+    rp_assert_stamp(e.stamp, a);
+    ck_assert(!rp_stamp_eq(&e.stamp, &a2) && !rp_stamp_eq(&e.stamp, &b));
+    envlog_state_stats ss = rp_stats(st);
     ck_assert_uint_eq(ss.tunes, 1);
     ck_assert_uint_eq(ss.kernels, 0);
     ck_assert_uint_eq(ss.sessions, 2);
     ck_assert_uint_eq(ss.damaged, 0);
     envlog_state_close(st);
-    renv_free(&r);
+    rp_renv_free(&r);
 }
 END_TEST
 
 START_TEST(test_local_replaces_imported)
 {
-    renv r = renv_new("overimp");
-    envlog_session *imp = sbegin(r.env, "import", 0);
-    envlog_stamp i1 = rtune_full(imp, NS_A, "k", SET_A, 2, true, true);
-    end(imp);
-    settle();
-    envlog_session *s = sbegin(r.env, "local", 0);
-    envlog_stamp l1 = rtune(s, NS_A, "k", 1);
-    envlog_stamp l2 = rtune(s, NS_A, "k", 0); /* a later local: kept out */
-    end(s);
-    envlog_state *st = sopen(r.env, NULL);
-    envlog_tune_entry e = winner(st, NS_A, "k");
+    rp_renv r = rp_renv_new("overimp");
+    envlog_session *imp = rp_sbegin(r.env, "import", 0);
+    envlog_stamp i1 = rp_rtune_full(imp, NS_A, "k", SET_A, 2, true, true);
+    rp_end(imp);
+    rp_settle();
+    envlog_session *s = rp_sbegin(r.env, "local", 0);
+    envlog_stamp l1 = rp_rtune(s, NS_A, "k", 1);
+    envlog_stamp l2 = rp_rtune(s, NS_A, "k", 0); /* a later local: kept out */
+    rp_end(s);
+    envlog_state *st = rp_sopen(r.env, NULL);
+    envlog_tune_entry e = rp_winner(st, NS_A, "k");
     ck_assert_int_eq(e.winner_index, 1);
     ck_assert_int_eq(e.origin, ENVLOG_LOCAL);
     ck_assert_int_eq(e.rule, ENVLOG_RULE_LOCAL_OVER_IMPORTED);
-    ck_assert_stamp(e.stamp, l1);
-    ck_assert(!stamp_eq(&e.stamp, &i1) && !stamp_eq(&e.stamp, &l2));
-    ck_assert_uint_eq(stats(st).tunes, 1);
+    rp_assert_stamp(e.stamp, l1);
+    ck_assert(!rp_stamp_eq(&e.stamp, &i1) && !rp_stamp_eq(&e.stamp, &l2));
+    ck_assert_uint_eq(rp_stats(st).tunes, 1);
     envlog_state_close(st);
-    renv_free(&r);
+    rp_renv_free(&r);
 }
 END_TEST
 
 START_TEST(test_imported_never_replaces)
 {
-    renv r = renv_new("impnever");
-    envlog_session *s = sbegin(r.env, "mixed", 0);
+    rp_renv r = rp_renv_new("impnever");
+    envlog_session *s = rp_sbegin(r.env, "mixed", 0);
     /* over a local value */
-    envlog_stamp l = rtune(s, NS_A, "local-first", 0);
-    rtune_full(s, NS_A, "local-first", SET_A, 2, true, true);
+    envlog_stamp l = rp_rtune(s, NS_A, "local-first", 0);
+    rp_rtune_full(s, NS_A, "local-first", SET_A, 2, true, true);
     /* over an imported value */
-    envlog_stamp i1 = rtune_full(s, NS_A, "imp-first", SET_A, 1, true, true);
-    rtune_full(s, NS_A, "imp-first", SET_A, 2, true, true);
+    envlog_stamp i1 = rp_rtune_full(s, NS_A, "imp-first", SET_A, 1, true, true);
+    rp_rtune_full(s, NS_A, "imp-first", SET_A, 2, true, true);
     /* alone */
-    envlog_stamp i3 = rtune_full(s, NS_B, "imp-only", SET_A, 2, true, true);
-    end(s);
-    envlog_state *st = sopen(r.env, NULL);
-    envlog_tune_entry e = winner(st, NS_A, "local-first");
+    envlog_stamp i3 = rp_rtune_full(s, NS_B, "imp-only", SET_A, 2, true, true);
+    rp_end(s);
+    envlog_state *st = rp_sopen(r.env, NULL);
+    envlog_tune_entry e = rp_winner(st, NS_A, "local-first");
     ck_assert_int_eq(e.winner_index, 0);
     ck_assert_int_eq(e.origin, ENVLOG_LOCAL);
     ck_assert_int_eq(e.rule, ENVLOG_RULE_FIRST_LOCAL);
-    ck_assert_stamp(e.stamp, l);
-    e = winner(st, NS_A, "imp-first");
+    rp_assert_stamp(e.stamp, l);
+    e = rp_winner(st, NS_A, "imp-first");
     ck_assert_int_eq(e.winner_index, 1);
     ck_assert_int_eq(e.origin, ENVLOG_IMPORTED);
     ck_assert_int_eq(e.rule, ENVLOG_RULE_IMPORTED);
-    ck_assert_stamp(e.stamp, i1);
-    e = winner(st, NS_B, "imp-only");
+    rp_assert_stamp(e.stamp, i1);
+    e = rp_winner(st, NS_B, "imp-only");
     ck_assert_int_eq(e.winner_index, 2);
     ck_assert_int_eq(e.origin, ENVLOG_IMPORTED);
     ck_assert_int_eq(e.rule, ENVLOG_RULE_IMPORTED);
-    ck_assert_stamp(e.stamp, i3);
-    ck_assert_uint_eq(stats(st).tunes, 3);
+    rp_assert_stamp(e.stamp, i3);
+    ck_assert_uint_eq(rp_stats(st).tunes, 3);
     envlog_state_close(st);
-    renv_free(&r);
+    rp_renv_free(&r);
 }
 END_TEST
 
 START_TEST(test_forget_removes_one)
 {
-    renv r = renv_new("forget");
-    envlog_session *s = sbegin(r.env, "tuner", 0);
-    envlog_stamp a = rtune(s, NS_A, "k", 0);
-    envlog_stamp b = rtune_full(s, NS_A, "k", SET_B, 1, true, false);
-    envlog_stamp c = rtune(s, NS_B, "k", 2);
-    envlog_stamp d = rtune(s, NS_A, "k2", 1);
-    end(s);
-    settle();
-    envlog_session *f = sbegin(r.env, "forget", 0);
-    rforget(f, ENVLOG_TABLE_TUNE, NS_A, "k", csum(SET_A));
+    rp_renv r = rp_renv_new("forget");
+    envlog_session *s = rp_sbegin(r.env, "tuner", 0);
+    envlog_stamp a = rp_rtune(s, NS_A, "k", 0);
+    envlog_stamp b = rp_rtune_full(s, NS_A, "k", SET_B, 1, true, false);
+    envlog_stamp c = rp_rtune(s, NS_B, "k", 2);
+    envlog_stamp d = rp_rtune(s, NS_A, "k2", 1);
+    rp_end(s);
+    rp_settle();
+    envlog_session *f = rp_sbegin(r.env, "forget", 0);
+    rp_rforget(f, ENVLOG_TABLE_TUNE, NS_A, "k", rp_csum(SET_A));
     /* Forgetting what does not stand changes nothing. */
-    rforget(f, ENVLOG_TABLE_TUNE, NS_A, "k", 12345);
-    rforget(f, ENVLOG_TABLE_TUNE, NS_V, "k", csum(SET_A));
-    rforget(f, ENVLOG_TABLE_TUNE, NS_A, "nothing", csum(SET_A));
-    end(f);
-    envlog_state *st = sopen(r.env, NULL);
-    no_winner(st, NS_A, "k", csum(SET_A));
+    rp_rforget(f, ENVLOG_TABLE_TUNE, NS_A, "k", 12345);
+    rp_rforget(f, ENVLOG_TABLE_TUNE, NS_V, "k", rp_csum(SET_A));
+    rp_rforget(f, ENVLOG_TABLE_TUNE, NS_A, "nothing", rp_csum(SET_A));
+    rp_end(f);
+    envlog_state *st = rp_sopen(r.env, NULL);
+    rp_no_winner(st, NS_A, "k", rp_csum(SET_A));
     envlog_tune_entry e;
-    ck_assert_ok(envlog_state_winner(st, NS_A, "k", csum(SET_B), &e));
-    ck_assert_stamp(e.stamp, b);
-    e = winner(st, NS_B, "k");
-    ck_assert_stamp(e.stamp, c);
-    e = winner(st, NS_A, "k2");
-    ck_assert_stamp(e.stamp, d);
-    ck_assert_uint_eq(stats(st).tunes, 3);
+    ck_assert_ok(envlog_state_winner(st, NS_A, "k", rp_csum(SET_B), &e));
+    rp_assert_stamp(e.stamp, b);
+    e = rp_winner(st, NS_B, "k");
+    rp_assert_stamp(e.stamp, c);
+    e = rp_winner(st, NS_A, "k2");
+    rp_assert_stamp(e.stamp, d);
+    ck_assert_uint_eq(rp_stats(st).tunes, 3);
     envlog_state_close(st);
     (void)a;
 
     /* After a forget the key is free: the next local value is a first one,
      * and an imported value may stand again. */
-    settle();
-    s = sbegin(r.env, "again", 0);
-    envlog_stamp a3 = rtune(s, NS_A, "k", 2);
-    rforget(s, ENVLOG_TABLE_TUNE, NS_A, "k2", csum(SET_A));
-    envlog_stamp i2 = rtune_full(s, NS_A, "k2", SET_A, 0, true, true);
-    end(s);
-    st = sopen(r.env, NULL);
-    e = winner(st, NS_A, "k");
+    rp_settle();
+    s = rp_sbegin(r.env, "again", 0);
+    envlog_stamp a3 = rp_rtune(s, NS_A, "k", 2);
+    rp_rforget(s, ENVLOG_TABLE_TUNE, NS_A, "k2", rp_csum(SET_A));
+    envlog_stamp i2 = rp_rtune_full(s, NS_A, "k2", SET_A, 0, true, true);
+    rp_end(s);
+    st = rp_sopen(r.env, NULL);
+    e = rp_winner(st, NS_A, "k");
     ck_assert_int_eq(e.winner_index, 2);
     ck_assert_int_eq(e.rule, ENVLOG_RULE_FIRST_LOCAL);
-    ck_assert_stamp(e.stamp, a3);
-    e = winner(st, NS_A, "k2");
+    rp_assert_stamp(e.stamp, a3);
+    e = rp_winner(st, NS_A, "k2");
     ck_assert_int_eq(e.origin, ENVLOG_IMPORTED);
     ck_assert_int_eq(e.rule, ENVLOG_RULE_IMPORTED);
-    ck_assert_stamp(e.stamp, i2);
-    ck_assert_uint_eq(stats(st).tunes, 4);
+    rp_assert_stamp(e.stamp, i2);
+    ck_assert_uint_eq(rp_stats(st).tunes, 4);
     envlog_state_close(st);
-    renv_free(&r);
+    rp_renv_free(&r);
 }
 END_TEST
 
 START_TEST(test_not_stored_makes_no_entry)
 {
-    renv r = renv_new("notstored");
-    envlog_session *s = sbegin(r.env, "tuner", 0);
-    envlog_stamp kept = rtune(s, NS_A, "other", 0); /* puts the session on disk */
-    rtune_full(s, NS_A, "unmeasured", SET_A, 1, false, false);
+    rp_renv r = rp_renv_new("notstored");
+    envlog_session *s = rp_sbegin(r.env, "tuner", 0);
+    envlog_stamp kept = rp_rtune(s, NS_A, "other", 0); /* puts the session on disk */
+    rp_rtune_full(s, NS_A, "unmeasured", SET_A, 1, false, false);
     /* A not-stored pick after an entry changes nothing... */
-    envlog_stamp first = rtune(s, NS_A, "k", 0);
-    rtune_full(s, NS_A, "k", SET_A, 2, false, false);
+    envlog_stamp first = rp_rtune(s, NS_A, "k", 0);
+    rp_rtune_full(s, NS_A, "k", SET_A, 2, false, false);
     /* ...and one before a stored value does not make it a later one. */
-    rtune_full(s, NS_A, "late", SET_A, 2, false, false);
-    envlog_stamp late = rtune(s, NS_A, "late", 1);
-    rtune_full(s, NS_A, "late-imp", SET_A, 2, false, true);
-    end(s);
+    rp_rtune_full(s, NS_A, "late", SET_A, 2, false, false);
+    envlog_stamp late = rp_rtune(s, NS_A, "late", 1);
+    rp_rtune_full(s, NS_A, "late-imp", SET_A, 2, false, true);
+    rp_end(s);
     /* A session that only ever picked without measuring leaves nothing. */
-    envlog_session *o = sbegin(r.env, "observer", 0);
-    rtune_full(o, NS_A, "observed-only", SET_A, 1, false, false);
-    end(o);
+    envlog_session *o = rp_sbegin(r.env, "observer", 0);
+    rp_rtune_full(o, NS_A, "observed-only", SET_A, 1, false, false);
+    rp_end(o);
 
-    envlog_state *st = sopen(r.env, NULL);
-    no_winner(st, NS_A, "unmeasured", csum(SET_A));
-    no_winner(st, NS_A, "observed-only", csum(SET_A));
-    no_winner(st, NS_A, "late-imp", csum(SET_A));
-    envlog_tune_entry e = winner(st, NS_A, "k");
+    envlog_state *st = rp_sopen(r.env, NULL);
+    rp_no_winner(st, NS_A, "unmeasured", rp_csum(SET_A));
+    rp_no_winner(st, NS_A, "observed-only", rp_csum(SET_A));
+    rp_no_winner(st, NS_A, "late-imp", rp_csum(SET_A));
+    envlog_tune_entry e = rp_winner(st, NS_A, "k");
     ck_assert_int_eq(e.winner_index, 0);
-    ck_assert_stamp(e.stamp, first);
-    e = winner(st, NS_A, "late");
+    rp_assert_stamp(e.stamp, first);
+    e = rp_winner(st, NS_A, "late");
     ck_assert_int_eq(e.winner_index, 1);
     ck_assert_int_eq(e.rule, ENVLOG_RULE_FIRST_LOCAL);
-    ck_assert_stamp(e.stamp, late);
-    e = winner(st, NS_A, "other");
-    ck_assert_stamp(e.stamp, kept);
-    ck_assert_uint_eq(stats(st).tunes, 3);
-    ck_assert_uint_eq(stats(st).sessions, 1);
+    rp_assert_stamp(e.stamp, late);
+    e = rp_winner(st, NS_A, "other");
+    rp_assert_stamp(e.stamp, kept);
+    ck_assert_uint_eq(rp_stats(st).tunes, 3);
+    ck_assert_uint_eq(rp_stats(st).sessions, 1);
     envlog_state_close(st);
-    renv_free(&r);
+    rp_renv_free(&r);
 }
 END_TEST
 
 START_TEST(test_kernel_rules)
 {
-    renv r = renv_new("kernels");
-    envlog_session *s = sbegin(r.env, "compiler", 0);
+    rp_renv r = rp_renv_new("kernels");
+    envlog_session *s = rp_sbegin(r.env, "compiler", 0);
     /* first local stands */
-    envlog_stamp k1 = rcompile(s, KNS_A, 1, ENVLOG_COMPILED, false, 0x10, 40);
-    rcompile(s, KNS_A, 1, ENVLOG_COMPILED, false, 0x20, 41);
+    envlog_stamp k1 = rp_rcompile(s, KNS_A, 1, ENVLOG_COMPILED, false, 0x10, 40);
+    rp_rcompile(s, KNS_A, 1, ENVLOG_COMPILED, false, 0x20, 41);
     /* local over imported */
-    rcompile(s, KNS_A, 2, ENVLOG_COMPILED, true, 0x30, 42);
-    envlog_stamp k2 = rcompile(s, KNS_A, 2, ENVLOG_COMPILED, false, 0x40, 43);
+    rp_rcompile(s, KNS_A, 2, ENVLOG_COMPILED, true, 0x30, 42);
+    envlog_stamp k2 = rp_rcompile(s, KNS_A, 2, ENVLOG_COMPILED, false, 0x40, 43);
     /* imported never replaces */
-    envlog_stamp k3 = rcompile(s, KNS_A, 3, ENVLOG_COMPILED, false, 0x50, 44);
-    rcompile(s, KNS_A, 3, ENVLOG_COMPILED, true, 0x60, 45);
-    envlog_stamp k4 = rcompile(s, KNS_A, 4, ENVLOG_COMPILED, true, 0x70, 46);
-    rcompile(s, KNS_A, 4, ENVLOG_COMPILED, true, 0x80, 47);
+    envlog_stamp k3 = rp_rcompile(s, KNS_A, 3, ENVLOG_COMPILED, false, 0x50, 44);
+    rp_rcompile(s, KNS_A, 3, ENVLOG_COMPILED, true, 0x60, 45);
+    envlog_stamp k4 = rp_rcompile(s, KNS_A, 4, ENVLOG_COMPILED, true, 0x70, 46);
+    rp_rcompile(s, KNS_A, 4, ENVLOG_COMPILED, true, 0x80, 47);
     /* loads, failures and compiles without a binary make no entry */
-    rcompile(s, KNS_A, 5, ENVLOG_LOADED, false, 0, 0);
-    rcompile(s, KNS_A, 6, ENVLOG_FAILED, false, 0, 0);
-    rcompile(s, KNS_A, 7, ENVLOG_COMPILED, false, 0, 0);
+    rp_rcompile(s, KNS_A, 5, ENVLOG_LOADED, false, 0, 0);
+    rp_rcompile(s, KNS_A, 6, ENVLOG_FAILED, false, 0, 0);
+    rp_rcompile(s, KNS_A, 7, ENVLOG_COMPILED, false, 0, 0);
     /* same key in another namespace; forget removes only the one named */
-    envlog_stamp k8 = rcompile(s, KNS_B, 1, ENVLOG_COMPILED, false, 0x90, 48);
-    envlog_stamp k9 = rcompile(s, KNS_A, 9, ENVLOG_COMPILED, false, 0xa0, 49);
-    rforget_kernel(s, KNS_A, 9);
-    rforget_kernel(s, KNS_B, 9); /* nothing there */
-    envlog_stamp k9b = rcompile(s, KNS_A, 9, ENVLOG_COMPILED, false, 0xb0, 50);
-    rforget_kernel(s, KNS_A, 3);
-    end(s);
+    envlog_stamp k8 = rp_rcompile(s, KNS_B, 1, ENVLOG_COMPILED, false, 0x90, 48);
+    envlog_stamp k9 = rp_rcompile(s, KNS_A, 9, ENVLOG_COMPILED, false, 0xa0, 49);
+    rp_rforget_kernel(s, KNS_A, 9);
+    rp_rforget_kernel(s, KNS_B, 9); /* nothing there */
+    envlog_stamp k9b = rp_rcompile(s, KNS_A, 9, ENVLOG_COMPILED, false, 0xb0, 50);
+    rp_rforget_kernel(s, KNS_A, 3);
+    rp_end(s);
     (void)k9;
 
-    envlog_state *st = sopen(r.env, NULL);
-    envlog_kernel_entry e = kernel(st, KNS_A, 1);
+    envlog_state *st = rp_sopen(r.env, NULL);
+    envlog_kernel_entry e = rp_kernel(st, KNS_A, 1);
     ck_assert_uint_eq(e.binary.size, 40);
     ck_assert_uint_eq(((const uint8_t *)e.binary.data)[0], 0x10);
     ck_assert_uint_eq(((const uint8_t *)e.binary.data)[39], 0x10 + 39);
@@ -592,77 +592,77 @@ START_TEST(test_kernel_rules)
     ck_assert_str_eq(e.arch, "sm_90");
     ck_assert_int_eq(e.origin, ENVLOG_LOCAL);
     ck_assert_int_eq(e.rule, ENVLOG_RULE_FIRST_LOCAL);
-    ck_assert_stamp(e.stamp, k1);
-    e = kernel(st, KNS_A, 2);
+    rp_assert_stamp(e.stamp, k1);
+    e = rp_kernel(st, KNS_A, 2);
     ck_assert_uint_eq(e.binary.size, 43);
     ck_assert_int_eq(e.origin, ENVLOG_LOCAL);
     ck_assert_int_eq(e.rule, ENVLOG_RULE_LOCAL_OVER_IMPORTED);
-    ck_assert_stamp(e.stamp, k2);
-    no_kernel(st, KNS_A, 3); /* forgotten */
+    rp_assert_stamp(e.stamp, k2);
+    rp_no_kernel(st, KNS_A, 3); /* forgotten */
     (void)k3;
-    e = kernel(st, KNS_A, 4);
+    e = rp_kernel(st, KNS_A, 4);
     ck_assert_uint_eq(e.binary.size, 46);
     ck_assert_int_eq(e.origin, ENVLOG_IMPORTED);
     ck_assert_int_eq(e.rule, ENVLOG_RULE_IMPORTED);
-    ck_assert_stamp(e.stamp, k4);
-    no_kernel(st, KNS_A, 5);
-    no_kernel(st, KNS_A, 6);
-    no_kernel(st, KNS_A, 7);
-    e = kernel(st, KNS_B, 1);
+    rp_assert_stamp(e.stamp, k4);
+    rp_no_kernel(st, KNS_A, 5);
+    rp_no_kernel(st, KNS_A, 6);
+    rp_no_kernel(st, KNS_A, 7);
+    e = rp_kernel(st, KNS_B, 1);
     ck_assert_uint_eq(e.binary.size, 48);
-    ck_assert_stamp(e.stamp, k8);
-    e = kernel(st, KNS_A, 9);
+    rp_assert_stamp(e.stamp, k8);
+    e = rp_kernel(st, KNS_A, 9);
     ck_assert_uint_eq(e.binary.size, 50);
     ck_assert_int_eq(e.rule, ENVLOG_RULE_FIRST_LOCAL);
-    ck_assert_stamp(e.stamp, k9b);
-    ck_assert_uint_eq(stats(st).kernels, 5);
-    ck_assert_uint_eq(stats(st).tunes, 0);
+    rp_assert_stamp(e.stamp, k9b);
+    ck_assert_uint_eq(rp_stats(st).kernels, 5);
+    ck_assert_uint_eq(rp_stats(st).tunes, 0);
     envlog_state_close(st);
-    renv_free(&r);
+    rp_renv_free(&r);
 }
 END_TEST
 
 START_TEST(test_tables_apart)
 {
     /* A tune key that spells a kernel key in hex is another entry. */
-    renv r = renv_new("tables");
-    envlog_session *s = sbegin(r.env, "both", 0);
+    rp_renv r = rp_renv_new("tables");
+    envlog_session *s = rp_sbegin(r.env, "both", 0);
     char hex[33];
-    envlog_hash128 k = kkey(1);
+    envlog_hash128 k = rp_kkey(1);
     envlog_id_format(&k, hex);
-    rcompile(s, KNS_A, 1, ENVLOG_COMPILED, false, 1, 10);
-    rtune(s, KNS_A, hex, 0);
-    rforget(s, ENVLOG_TABLE_TUNE, KNS_A, hex, csum(SET_A));
-    end(s);
-    envlog_state *st = sopen(r.env, NULL);
-    kernel(st, KNS_A, 1);
-    no_winner(st, KNS_A, hex, csum(SET_A));
+    rp_rcompile(s, KNS_A, 1, ENVLOG_COMPILED, false, 1, 10);
+    rp_rtune(s, KNS_A, hex, 0);
+    rp_rforget(s, ENVLOG_TABLE_TUNE, KNS_A, hex, rp_csum(SET_A));
+    rp_end(s);
+    envlog_state *st = rp_sopen(r.env, NULL);
+    rp_kernel(st, KNS_A, 1);
+    rp_no_winner(st, KNS_A, hex, rp_csum(SET_A));
     envlog_state_close(st);
-    renv_free(&r);
+    rp_renv_free(&r);
 }
 END_TEST
 
 START_TEST(test_user_records_dump)
 {
-    renv r = renv_new("user");
+    rp_renv r = rp_renv_new("user");
     static const uint8_t b1[] = {0xa1, 0x01, 0x02};
     static const uint8_t b2[] = {0x63, 'x', 'y', 'z'};
     static const uint8_t b3[] = {0x80};
-    envlog_session *s = sbegin(r.env, "one", 0);
+    envlog_session *s = rp_sbegin(r.env, "one", 0);
     envlog_stamp u1, u2, u3;
     ck_assert_ok(envlog_record_user(s, "rt.config", b1, sizeof b1, ENVLOG_CHANGED, &u1));
-    settle();
-    envlog_session *s2 = sbegin(r.env, "two", 0);
+    rp_settle();
+    envlog_session *s2 = rp_sbegin(r.env, "two", 0);
     ck_assert_ok(envlog_record_user(s2, "rt.note", b2, sizeof b2, ENVLOG_CHANGED, &u2));
-    settle();
+    rp_settle();
     /* OBSERVED, but written since the session is on disk */
     ck_assert_ok(envlog_record_user(s, "rt.seen", b3, sizeof b3, ENVLOG_OBSERVED, &u3));
-    end(s);
-    end(s2);
-    envlog_state *st = sopen(r.env, NULL);
-    ck_assert_uint_eq(stats(st).user_records, 3);
-    ck_assert_uint_eq(stats(st).tunes + stats(st).kernels, 0);
-    char *d = dump_of(st);
+    rp_end(s);
+    rp_end(s2);
+    envlog_state *st = rp_sopen(r.env, NULL);
+    ck_assert_uint_eq(rp_stats(st).user_records, 3);
+    ck_assert_uint_eq(rp_stats(st).tunes + rp_stats(st).kernels, 0);
+    char *d = rp_dump_of(st);
     char h1[33], h2[33], want[1024];
     envlog_id_format(&u1.session, h1);
     envlog_id_format(&u2.session, h2);
@@ -678,7 +678,7 @@ START_TEST(test_user_records_dump)
     ck_assert_str_eq(d, want);
     free(d);
     envlog_state_close(st);
-    renv_free(&r);
+    rp_renv_free(&r);
 }
 END_TEST
 
@@ -686,18 +686,18 @@ END_TEST
  * the stamp that set it, then user records. */
 START_TEST(test_dump_canonical)
 {
-    renv r = renv_new("dump");
-    envlog_session *s = sbegin(r.env, "one", 0);
-    envlog_stamp t3 = rtune(s, NS_B, "zz", 1);
-    envlog_stamp t2 = rtune_full(s, NS_A, "b", SET_B, 0, true, true);
-    envlog_stamp t1 = rtune(s, NS_A, "b", 2);
-    envlog_stamp t0 = rtune(s, NS_A, "a", 0);
-    envlog_stamp k0 = rcompile(s, KNS_A, 3, ENVLOG_COMPILED, false, 5, 8);
+    rp_renv r = rp_renv_new("dump");
+    envlog_session *s = rp_sbegin(r.env, "one", 0);
+    envlog_stamp t3 = rp_rtune(s, NS_B, "zz", 1);
+    envlog_stamp t2 = rp_rtune_full(s, NS_A, "b", SET_B, 0, true, true);
+    envlog_stamp t1 = rp_rtune(s, NS_A, "b", 2);
+    envlog_stamp t0 = rp_rtune(s, NS_A, "a", 0);
+    envlog_stamp k0 = rp_rcompile(s, KNS_A, 3, ENVLOG_COMPILED, false, 5, 8);
     static const uint8_t body[] = {0x01};
     ck_assert_ok(envlog_record_user(s, "u", body, 1, ENVLOG_CHANGED, NULL));
-    end(s);
-    char *d = dump_env(r.env, NULL);
-    char *again = dump_env(r.env, NULL);
+    rp_end(s);
+    char *d = rp_dump_env(r.env, NULL);
+    char *again = rp_dump_env(r.env, NULL);
     ck_assert_str_eq(d, again);
     free(again);
     /* The lines in order; NS_B sorts before NS_A ("sm_80" < "sm_90"). */
@@ -721,7 +721,7 @@ START_TEST(test_dump_canonical)
     ck_assert_ptr_nonnull(strstr(keys[1], "\"namespace\":\"" NS_A "\",\"key\":\"a\""));
     ck_assert_uint_eq(seqs[1], t0.seq);
     /* the two checksums of "b", the smaller first */
-    bool a_first = csum(SET_A) < csum(SET_B);
+    bool a_first = rp_csum(SET_A) < rp_csum(SET_B);
     ck_assert_uint_eq(seqs[2], a_first ? t1.seq : t2.seq);
     ck_assert_uint_eq(seqs[3], a_first ? t2.seq : t1.seq);
     ck_assert_ptr_nonnull(strstr(keys[2], "\"key\":\"b\""));
@@ -731,7 +731,7 @@ START_TEST(test_dump_canonical)
     ck_assert_uint_eq(seqs[4], k0.seq);
     ck_assert_ptr_nonnull(strstr(keys[5], "\"table\":\"user\""));
     free(d);
-    renv_free(&r);
+    rp_renv_free(&r);
 }
 END_TEST
 
@@ -844,7 +844,7 @@ static void check_against_model(envlog_state *st, model *m)
                 continue;
             }
             ck_assert_ok(err);
-            ck_assert_stamp(t.stamp, e->stamp);
+            rp_assert_stamp(t.stamp, e->stamp);
             ck_assert_int_eq(t.origin, e->origin);
             ck_assert_int_eq(t.rule, e->rule);
             ck_assert_int_eq(t.winner_index, e->winner);
@@ -858,28 +858,28 @@ static void check_against_model(envlog_state *st, model *m)
                 continue;
             }
             ck_assert_ok(err);
-            ck_assert_stamp(k.stamp, e->stamp);
+            rp_assert_stamp(k.stamp, e->stamp);
             ck_assert_int_eq(k.origin, e->origin);
             ck_assert_int_eq(k.rule, e->rule);
             ck_assert_uint_eq(k.binary.size, e->binary_size);
         }
         live++;
     }
-    envlog_state_stats ss = stats(st);
+    envlog_state_stats ss = rp_stats(st);
     ck_assert_uint_eq(ss.tunes + ss.kernels, live);
 }
 
 START_TEST(test_mixed_against_model)
 {
-    renv r = renv_new("mixed");
+    rp_renv r = rp_renv_new("mixed");
     envlog_state *live;
     ck_assert_ok(envlog_env_state(r.env, &live));
     envlog_session *s[3];
-    s[0] = sbegin(r.env, "s0", 32768);
-    s[1] = sbegin(r.env, "s1", 0);
-    s[2] = sbegin(r.env, "s2", 0);
+    s[0] = rp_sbegin(r.env, "s0", 32768);
+    s[1] = rp_sbegin(r.env, "s1", 0);
+    s[2] = rp_sbegin(r.env, "s2", 0);
     for (int i = 0; i < 3; i++)
-        rtune(s[i], NS_A, "warm", i); /* every session goes to disk */
+        rp_rtune(s[i], NS_A, "warm", i); /* every session goes to disk */
     unsigned seed = 20240601u + (unsigned)_i;
     const char *keys[] = {"k0", "k1", "k2"};
     for (int op = 0; op < 400; op++) {
@@ -892,37 +892,37 @@ START_TEST(test_mixed_against_model)
         uint8_t kk = (uint8_t)(lcg(&seed) % 3);
         const char *kns = M_KNS[lcg(&seed) % 2];
         if (what < 35)
-            rtune_full(x, ns, key, set, w, true, false);
+            rp_rtune_full(x, ns, key, set, w, true, false);
         else if (what < 50)
-            rtune_full(x, ns, key, set, w, true, true);
+            rp_rtune_full(x, ns, key, set, w, true, true);
         else if (what < 58)
-            rtune_full(x, ns, key, set, w, false, lcg(&seed) % 2);
+            rp_rtune_full(x, ns, key, set, w, false, lcg(&seed) % 2);
         else if (what < 68)
-            rforget(x, ENVLOG_TABLE_TUNE, ns, key, envlog_tune_checksum(set, 3));
+            rp_rforget(x, ENVLOG_TABLE_TUNE, ns, key, envlog_tune_checksum(set, 3));
         else if (what < 80)
-            rcompile(x, kns, kk, ENVLOG_COMPILED, false, (uint8_t)op, 1 + op % 200);
+            rp_rcompile(x, kns, kk, ENVLOG_COMPILED, false, (uint8_t)op, 1 + op % 200);
         else if (what < 88)
-            rcompile(x, kns, kk, ENVLOG_COMPILED, true, (uint8_t)op, 1 + op % 200);
+            rp_rcompile(x, kns, kk, ENVLOG_COMPILED, true, (uint8_t)op, 1 + op % 200);
         else if (what < 92)
-            rcompile(x, kns, kk, what % 2 ? ENVLOG_LOADED : ENVLOG_FAILED, false, 0, 0);
+            rp_rcompile(x, kns, kk, what % 2 ? ENVLOG_LOADED : ENVLOG_FAILED, false, 0, 0);
         else
-            rforget_kernel(x, kns, kk);
-        nap_us(20); /* the live fold goes by recording order, replay by time */
+            rp_rforget_kernel(x, kns, kk);
+        rp_nap_us(20); /* the live fold goes by recording order, replay by time */
     }
     model m = {0};
     model_ctx mc = {&m};
     ck_assert_ok(envlog_replay_each(r.env, NULL, model_visit, &mc));
     check_against_model(live, &m); /* what the process saw as it recorded */
     for (int i = 0; i < 3; i++)
-        end(s[i]);
-    envlog_state *st = sopen(r.env, NULL);
+        rp_end(s[i]);
+    envlog_state *st = rp_sopen(r.env, NULL);
     check_against_model(st, &m);
-    char *a = dump_of(st), *b = dump_of(live);
+    char *a = rp_dump_of(st), *b = rp_dump_of(live);
     ck_assert_str_eq(a, b);
     free(a);
     free(b);
     envlog_state_close(st);
-    renv_free(&r);
+    rp_renv_free(&r);
 }
 END_TEST
 
@@ -930,104 +930,104 @@ END_TEST
 
 START_TEST(test_live_sees_own_records)
 {
-    renv r = renv_new("live");
+    rp_renv r = rp_renv_new("live");
     envlog_state *st;
     ck_assert_ok(envlog_env_state(r.env, &st));
-    ck_assert_uint_eq(stats(st).tunes, 0);
+    ck_assert_uint_eq(rp_stats(st).tunes, 0);
     envlog_state *again;
     ck_assert_ok(envlog_env_state(r.env, &again));
     ck_assert_ptr_eq(st, again); /* one state per handle */
 
-    envlog_session *s = sbegin(r.env, "live", 0);
-    envlog_stamp t = rtune(s, NS_A, "k", 1);
-    envlog_tune_entry e = winner(st, NS_A, "k");
+    envlog_session *s = rp_sbegin(r.env, "live", 0);
+    envlog_stamp t = rp_rtune(s, NS_A, "k", 1);
+    envlog_tune_entry e = rp_winner(st, NS_A, "k");
     ck_assert_int_eq(e.winner_index, 1);
     ck_assert_str_eq(e.winner, "b");
-    ck_assert_stamp(e.stamp, t);
-    rtune(s, NS_A, "k", 2);
-    ck_assert_stamp(winner(st, NS_A, "k").stamp, t);
+    rp_assert_stamp(e.stamp, t);
+    rp_rtune(s, NS_A, "k", 2);
+    rp_assert_stamp(rp_winner(st, NS_A, "k").stamp, t);
 
-    envlog_stamp k = rcompile(s, KNS_A, 1, ENVLOG_COMPILED, false, 3, 16);
-    envlog_kernel_entry ke = kernel(st, KNS_A, 1);
-    ck_assert_stamp(ke.stamp, k);
+    envlog_stamp k = rp_rcompile(s, KNS_A, 1, ENVLOG_COMPILED, false, 3, 16);
+    envlog_kernel_entry ke = rp_kernel(st, KNS_A, 1);
+    rp_assert_stamp(ke.stamp, k);
     ck_assert_uint_eq(ke.binary.size, 16);
 
-    rtune_full(s, NS_A, "unstored", SET_A, 0, false, false);
-    no_winner(st, NS_A, "unstored", csum(SET_A));
+    rp_rtune_full(s, NS_A, "unstored", SET_A, 0, false, false);
+    rp_no_winner(st, NS_A, "unstored", rp_csum(SET_A));
 
-    envlog_stamp i = rtune_full(s, NS_B, "imp", SET_A, 0, true, true);
-    ck_assert_int_eq(winner(st, NS_B, "imp").origin, ENVLOG_IMPORTED);
-    envlog_stamp l = rtune(s, NS_B, "imp", 2);
-    e = winner(st, NS_B, "imp");
+    envlog_stamp i = rp_rtune_full(s, NS_B, "imp", SET_A, 0, true, true);
+    ck_assert_int_eq(rp_winner(st, NS_B, "imp").origin, ENVLOG_IMPORTED);
+    envlog_stamp l = rp_rtune(s, NS_B, "imp", 2);
+    e = rp_winner(st, NS_B, "imp");
     ck_assert_int_eq(e.rule, ENVLOG_RULE_LOCAL_OVER_IMPORTED);
-    ck_assert_stamp(e.stamp, l);
+    rp_assert_stamp(e.stamp, l);
     (void)i;
 
-    rforget(s, ENVLOG_TABLE_TUNE, NS_A, "k", csum(SET_A));
-    no_winner(st, NS_A, "k", csum(SET_A));
-    rforget_kernel(s, KNS_A, 1);
-    no_kernel(st, KNS_A, 1);
+    rp_rforget(s, ENVLOG_TABLE_TUNE, NS_A, "k", rp_csum(SET_A));
+    rp_no_winner(st, NS_A, "k", rp_csum(SET_A));
+    rp_rforget_kernel(s, KNS_A, 1);
+    rp_no_kernel(st, KNS_A, 1);
 
     static const uint8_t body[] = {0xf5};
     ck_assert_ok(envlog_record_user(s, "rt.flag", body, 1, ENVLOG_CHANGED, NULL));
-    ck_assert_uint_eq(stats(st).user_records, 1);
-    end(s);
+    ck_assert_uint_eq(rp_stats(st).user_records, 1);
+    rp_end(s);
 
     /* The live state and a fresh fold of the same logs agree. */
-    char *a = dump_of(st), *b = dump_env(r.env, NULL);
+    char *a = rp_dump_of(st), *b = rp_dump_env(r.env, NULL);
     ck_assert_str_eq(a, b);
     free(a);
     free(b);
-    renv_free(&r);
+    rp_renv_free(&r);
 }
 END_TEST
 
 START_TEST(test_live_folds_history_first)
 {
-    renv r = renv_new("livehist");
-    envlog_session *s = sbegin(r.env, "before", 0);
-    envlog_stamp t = rtune(s, NS_A, "old", 0);
-    end(s);
+    rp_renv r = rp_renv_new("livehist");
+    envlog_session *s = rp_sbegin(r.env, "before", 0);
+    envlog_stamp t = rp_rtune(s, NS_A, "old", 0);
+    rp_end(s);
     /* A second handle on the same directory, as another process would have. */
     envlog_env *env2 = tu_env(r.dir);
-    envlog_session *s2 = sbegin(env2, "other", 0);
-    envlog_stamp t2 = rtune(s2, NS_A, "other", 0);
+    envlog_session *s2 = rp_sbegin(env2, "other", 0);
+    envlog_stamp t2 = rp_rtune(s2, NS_A, "other", 0);
     envlog_state *st;
     ck_assert_ok(envlog_env_state(r.env, &st));
-    ck_assert_stamp(winner(st, NS_A, "old").stamp, t);
+    rp_assert_stamp(rp_winner(st, NS_A, "old").stamp, t);
     /* another live writer's records, on disk before the fold, are seen */
-    ck_assert_stamp(winner(st, NS_A, "other").stamp, t2);
-    envlog_session *s3 = sbegin(r.env, "after", 0);
-    rtune(s3, NS_A, "old", 2); /* the first value stands */
-    envlog_stamp t3 = rtune(s3, NS_A, "new", 1);
-    ck_assert_stamp(winner(st, NS_A, "old").stamp, t);
-    ck_assert_stamp(winner(st, NS_A, "new").stamp, t3);
-    end(s3);
-    end(s2);
+    rp_assert_stamp(rp_winner(st, NS_A, "other").stamp, t2);
+    envlog_session *s3 = rp_sbegin(r.env, "after", 0);
+    rp_rtune(s3, NS_A, "old", 2); /* the first value stands */
+    envlog_stamp t3 = rp_rtune(s3, NS_A, "new", 1);
+    rp_assert_stamp(rp_winner(st, NS_A, "old").stamp, t);
+    rp_assert_stamp(rp_winner(st, NS_A, "new").stamp, t3);
+    rp_end(s3);
+    rp_end(s2);
     envlog_env_close(env2);
-    renv_free(&r);
+    rp_renv_free(&r);
 }
 END_TEST
 
 START_TEST(test_live_level_off)
 {
     /* At level OFF nothing is written, but the caches still work. */
-    renv r = renv_new("liveoff");
+    rp_renv r = rp_renv_new("liveoff");
     envlog_state *st;
     ck_assert_ok(envlog_env_state(r.env, &st));
     envlog_session_opts o = tu_opts("off", 0);
     o.level = ENVLOG_LEVEL_OFF;
     envlog_session *s;
     ck_assert_ok(envlog_session_begin(r.env, &o, &s));
-    envlog_stamp t = rtune(s, NS_A, "k", 2);
-    ck_assert_stamp(winner(st, NS_A, "k").stamp, t);
-    rcompile(s, KNS_A, 4, ENVLOG_COMPILED, false, 1, 8);
-    kernel(st, KNS_A, 4);
-    end(s);
-    envlog_state *disk = sopen(r.env, NULL);
-    no_winner(disk, NS_A, "k", csum(SET_A));
+    envlog_stamp t = rp_rtune(s, NS_A, "k", 2);
+    rp_assert_stamp(rp_winner(st, NS_A, "k").stamp, t);
+    rp_rcompile(s, KNS_A, 4, ENVLOG_COMPILED, false, 1, 8);
+    rp_kernel(st, KNS_A, 4);
+    rp_end(s);
+    envlog_state *disk = rp_sopen(r.env, NULL);
+    rp_no_winner(disk, NS_A, "k", rp_csum(SET_A));
     envlog_state_close(disk);
-    renv_free(&r);
+    rp_renv_free(&r);
 }
 END_TEST
 
@@ -1035,23 +1035,23 @@ END_TEST
 
 START_TEST(test_explain_checksum)
 {
-    renv r = renv_new("explcs");
-    envlog_session *s = sbegin(r.env, "one", 0);
-    envlog_stamp t = rtune(s, NS_A, "k", 0);
-    rtune(s, NS_A, "unrelated", 0);
-    end(s);
-    envlog_state *st = sopen(r.env, NULL);
-    no_winner(st, NS_A, "k", csum(SET_B));
+    rp_renv r = rp_renv_new("explcs");
+    envlog_session *s = rp_sbegin(r.env, "one", 0);
+    envlog_stamp t = rp_rtune(s, NS_A, "k", 0);
+    rp_rtune(s, NS_A, "unrelated", 0);
+    rp_end(s);
+    envlog_state *st = rp_sopen(r.env, NULL);
+    rp_no_winner(st, NS_A, "k", rp_csum(SET_B));
     envlog_near *nv;
     size_t n;
-    ck_assert_ok(envlog_state_explain(st, ENVLOG_TABLE_TUNE, NS_A, "k", csum(SET_B),
+    ck_assert_ok(envlog_state_explain(st, ENVLOG_TABLE_TUNE, NS_A, "k", rp_csum(SET_B),
                                       SET_B, 3, &nv, &n));
     ck_assert_uint_eq(n, 1);
     ck_assert_int_eq(nv[0].table, ENVLOG_TABLE_TUNE);
     ck_assert_str_eq(nv[0].ns, NS_A);
     ck_assert_str_eq(nv[0].key, "k");
-    ck_assert_uint_eq(nv[0].checksum, csum(SET_A));
-    ck_assert_stamp(nv[0].stamp, t);
+    ck_assert_uint_eq(nv[0].checksum, rp_csum(SET_A));
+    rp_assert_stamp(nv[0].stamp, t);
     ck_assert_msg(strstr(nv[0].differs, "tune-set checksum") != NULL, "%s", nv[0].differs);
     ck_assert_msg(strstr(nv[0].differs, "candidate c only here") != NULL, "%s",
                   nv[0].differs);
@@ -1061,44 +1061,44 @@ START_TEST(test_explain_checksum)
     envlog_near_free(nv);
 
     /* A hit is not a near miss; another key is not near. */
-    ck_assert_ok(envlog_state_explain(st, ENVLOG_TABLE_TUNE, NS_A, "k", csum(SET_A),
+    ck_assert_ok(envlog_state_explain(st, ENVLOG_TABLE_TUNE, NS_A, "k", rp_csum(SET_A),
                                       NULL, 0, &nv, &n));
     ck_assert_uint_eq(n, 0);
     envlog_near_free(nv);
-    ck_assert_ok(envlog_state_explain(st, ENVLOG_TABLE_TUNE, NS_A, "nope", csum(SET_A),
+    ck_assert_ok(envlog_state_explain(st, ENVLOG_TABLE_TUNE, NS_A, "nope", rp_csum(SET_A),
                                       NULL, 0, &nv, &n));
     ck_assert_uint_eq(n, 0);
     envlog_near_free(nv);
     envlog_state_close(st);
-    renv_free(&r);
+    rp_renv_free(&r);
 }
 END_TEST
 
 START_TEST(test_explain_namespace)
 {
-    renv r = renv_new("explns");
-    envlog_session *s = sbegin(r.env, "one", 0);
-    rtune(s, NS_A, "k", 0);
-    end(s);
-    envlog_state *st = sopen(r.env, NULL);
+    rp_renv r = rp_renv_new("explns");
+    envlog_session *s = rp_sbegin(r.env, "one", 0);
+    rp_rtune(s, NS_A, "k", 0);
+    rp_end(s);
+    envlog_state *st = rp_sopen(r.env, NULL);
     envlog_near *nv;
     size_t n;
     /* another device */
-    ck_assert_ok(envlog_state_explain(st, ENVLOG_TABLE_TUNE, NS_B, "k", csum(SET_A),
+    ck_assert_ok(envlog_state_explain(st, ENVLOG_TABLE_TUNE, NS_B, "k", rp_csum(SET_A),
                                       SET_A, 3, &nv, &n));
     ck_assert_uint_eq(n, 1);
     ck_assert_str_eq(nv[0].ns, NS_A);
     ck_assert_str_eq(nv[0].differs, "namespace component 4: sm_90 here, sm_80 asked");
     envlog_near_free(nv);
     /* another runtime version */
-    ck_assert_ok(envlog_state_explain(st, ENVLOG_TABLE_TUNE, NS_V, "k", csum(SET_A),
+    ck_assert_ok(envlog_state_explain(st, ENVLOG_TABLE_TUNE, NS_V, "k", rp_csum(SET_A),
                                       NULL, 0, &nv, &n));
     ck_assert_uint_eq(n, 1);
     ck_assert_str_eq(nv[0].differs, "namespace component 3: 1.0 here, 2.0 asked");
     envlog_near_free(nv);
     /* both, and a namespace with more components */
     ck_assert_ok(envlog_state_explain(st, ENVLOG_TABLE_TUNE, "autotune/rt/2.0/sm_80/x",
-                                      "k", csum(SET_B), NULL, 0, &nv, &n));
+                                      "k", rp_csum(SET_B), NULL, 0, &nv, &n));
     ck_assert_uint_eq(n, 1);
     ck_assert_msg(strstr(nv[0].differs, "component 3: 1.0 here, 2.0 asked") &&
                       strstr(nv[0].differs, "component 4: sm_90 here, sm_80 asked") &&
@@ -1107,21 +1107,21 @@ START_TEST(test_explain_namespace)
                   "%s", nv[0].differs);
     envlog_near_free(nv);
     envlog_state_close(st);
-    renv_free(&r);
+    rp_renv_free(&r);
 }
 END_TEST
 
 START_TEST(test_explain_kernel)
 {
-    renv r = renv_new("explk");
-    envlog_session *s = sbegin(r.env, "one", 0);
-    rcompile(s, KNS_A, 1, ENVLOG_COMPILED, false, 1, 8);
-    end(s);
-    envlog_state *st = sopen(r.env, NULL);
+    rp_renv r = rp_renv_new("explk");
+    envlog_session *s = rp_sbegin(r.env, "one", 0);
+    rp_rcompile(s, KNS_A, 1, ENVLOG_COMPILED, false, 1, 8);
+    rp_end(s);
+    envlog_state *st = rp_sopen(r.env, NULL);
     envlog_near *nv;
     size_t n;
     char hex[33];
-    envlog_hash128 k = kkey(1);
+    envlog_hash128 k = rp_kkey(1);
     envlog_id_format(&k, hex);
     ck_assert_ok(envlog_state_explain(st, ENVLOG_TABLE_KERNEL, KNS_B, hex, 0, NULL, 0,
                                       &nv, &n));
@@ -1141,7 +1141,7 @@ START_TEST(test_explain_kernel)
     ck_assert_uint_eq(n, 0);
     envlog_near_free(nv);
     envlog_state_close(st);
-    renv_free(&r);
+    rp_renv_free(&r);
 }
 END_TEST
 
@@ -1149,7 +1149,7 @@ END_TEST
 
 static int placed_cmp(const void *a, const void *b)
 {
-    const placed *x = a, *y = b;
+    const rp_placed *x = a, *y = b;
     return envlog_order_cmp(x->unix_ns, &x->id, x->seq, y->unix_ns, &y->id, y->seq);
 }
 
@@ -1170,12 +1170,12 @@ END_TEST
  * sessions read one by one. */
 START_TEST(test_total_order)
 {
-    renv r = renv_new("order");
+    rp_renv r = rp_renv_new("order");
     envlog_session *s[3];
     for (int i = 0; i < 3; i++) {
         char label[8];
         snprintf(label, sizeof label, "s%d", i);
-        s[i] = sbegin(r.env, label, 32768);
+        s[i] = rp_sbegin(r.env, label, 32768);
     }
     for (int i = 0; i < 60; i++) {
         envlog_session *x = s[(i * 7 + i / 5) % 3];
@@ -1185,16 +1185,16 @@ START_TEST(test_total_order)
             ck_assert_ok(tu_record_tune(x, "k", (unsigned)i, i % 9 ? 10 : 9000, NULL));
     }
     for (int i = 0; i < 3; i++)
-        end(s[i]);
-    placed_list got = order_of(r.env, NULL);
+        rp_end(s[i]);
+    rp_placed_list got = rp_order_of(r.env, NULL);
 
-    /* Independently: every session read whole, its records placed at start
+    /* Independently: every session read whole, its records rp_placed at start
      * + offset, then sorted. */
     envlog_session_info *in;
     size_t n;
     ck_assert_ok(envlog_sessions_list(r.env, &in, &n));
     ck_assert_uint_eq(n, 3);
-    placed_list want = {0};
+    rp_placed_list want = {0};
     for (size_t i = 0; i < n; i++) {
         envlog_reader *rd;
         ck_assert_ok(envlog_reader_open(r.env, &in[i].id, &rd));
@@ -1202,7 +1202,7 @@ START_TEST(test_total_order)
         envlog_err e;
         while ((e = envlog_reader_next(rd, &rec)) == ENVLOG_OK) {
             want.v = realloc(want.v, (want.n + 1) * sizeof *want.v);
-            placed *p = &want.v[want.n++];
+            rp_placed *p = &want.v[want.n++];
             memset(p, 0, sizeof *p);
             p->id = in[i].id;
             p->seq = rec->stamp.seq;
@@ -1223,9 +1223,9 @@ START_TEST(test_total_order)
         if (i)
             ck_assert_int_lt(placed_cmp(&got.v[i - 1], &got.v[i]), 0);
     }
-    placed_free(&got);
-    placed_free(&want);
-    renv_free(&r);
+    rp_placed_free(&got);
+    rp_placed_free(&want);
+    rp_renv_free(&r);
 }
 END_TEST
 
@@ -1233,26 +1233,26 @@ END_TEST
  * directory lists them otherwise) fold to the same bytes. */
 START_TEST(test_listing_order_irrelevant)
 {
-    renv r = renv_new("listing");
+    rp_renv r = rp_renv_new("listing");
     envlog_session *s[4];
     for (int i = 0; i < 4; i++)
-        s[i] = sbegin(r.env, "s", 0);
+        s[i] = rp_sbegin(r.env, "s", 0);
     for (int i = 0; i < 24; i++) {
         /* the same keys from every session: which stands depends on order */
         envlog_session *x = s[(i * 3) % 4];
-        rtune_full(x, i % 2 ? NS_A : NS_B, i % 3 ? "k1" : "k2", SET_A, i % 3,
+        rp_rtune_full(x, i % 2 ? NS_A : NS_B, i % 3 ? "k1" : "k2", SET_A, i % 3,
                    true, i % 5 == 0);
         if (i % 7 == 3)
-            rforget(x, ENVLOG_TABLE_TUNE, NS_A, "k1", csum(SET_A));
+            rp_rforget(x, ENVLOG_TABLE_TUNE, NS_A, "k1", rp_csum(SET_A));
         static const uint8_t body[] = {0x00};
         ck_assert_ok(envlog_record_user(x, "u", body, 1, ENVLOG_OBSERVED, NULL));
-        nap_us(50);
+        rp_nap_us(50);
     }
     for (int i = 0; i < 4; i++)
-        end(s[i]);
-    char *ref = dump_env(r.env, NULL);
+        rp_end(s[i]);
+    char *ref = rp_dump_env(r.env, NULL);
     char *sdir = strdup(tu_path(r.dir, "sessions")), **names;
-    size_t n = list_dir(sdir, &names);
+    size_t n = rp_list_dir(sdir, &names);
     ck_assert_uint_eq(n, 4);
     static const int perms[][4] = {{3, 2, 1, 0}, {1, 3, 0, 2}, {2, 0, 3, 1}};
     for (size_t p = 0; p < 3; p++) {
@@ -1266,16 +1266,16 @@ START_TEST(test_listing_order_irrelevant)
             free(a);
             free(b);
         }
-        char *d = dump_env(e2, NULL);
+        char *d = rp_dump_env(e2, NULL);
         ck_assert_str_eq(d, ref);
         free(d);
         envlog_env_close(e2);
         free(copy);
     }
-    free_names(names, n);
+    rp_free_names(names, n);
     free(sdir);
     free(ref);
-    renv_free(&r);
+    rp_renv_free(&r);
 }
 END_TEST
 
@@ -1284,27 +1284,27 @@ END_TEST
 /* A copy of `src` holding only the first `k` records of `order`: sessions
  * without any are left out, the others cut just after their last kept
  * record (later segments removed): the history as it was then. */
-static char *truncated_copy(const char *src, const placed_list *order, size_t k)
+static char *truncated_copy(const char *src, const rp_placed_list *order, size_t k)
 {
     char *dst = tu_mkdtemp("until-copy");
     tu_copytree(src, dst);
     char *sdir = strdup(tu_path(dst, "sessions")), **names;
-    size_t n = list_dir(sdir, &names);
+    size_t n = rp_list_dir(sdir, &names);
     for (size_t i = 0; i < n; i++) {
         envlog_id128 id;
         ck_assert_ok(envlog_id_parse(names[i], &id));
-        const placed *last = NULL;
+        const rp_placed *last = NULL;
         for (size_t j = 0; j < k; j++)
             if (!memcmp(order->v[j].id.b, id.b, 16))
                 last = &order->v[j];
-        char *dir = session_dir(dst, &id);
+        char *dir = rp_session_dir(dst, &id);
         if (!last) {
             tu_rmrf(dir);
             free(dir);
             continue;
         }
         char **segs;
-        size_t ns = list_dir(dir, &segs);
+        size_t ns = rp_list_dir(dir, &segs);
         for (size_t j = 0; j < ns; j++) {
             unsigned seg = (unsigned)strtoul(segs[j], NULL, 10);
             char *f;
@@ -1315,55 +1315,55 @@ static char *truncated_copy(const char *src, const placed_list *order, size_t k)
                 tu_truncate(f, (off_t)last->file_end);
             free(f);
         }
-        free_names(segs, ns);
+        rp_free_names(segs, ns);
         free(dir);
     }
-    free_names(names, n);
+    rp_free_names(names, n);
     free(sdir);
     return dst;
 }
 
-static renv until_env(void)
+static rp_renv until_env(void)
 {
-    renv r = renv_new("until");
-    envlog_session *a = sbegin(r.env, "a", 32768);
-    envlog_session *b = sbegin(r.env, "b", 0);
+    rp_renv r = rp_renv_new("until");
+    envlog_session *a = rp_sbegin(r.env, "a", 32768);
+    envlog_session *b = rp_sbegin(r.env, "b", 0);
     for (int i = 0; i < 16; i++) {
         envlog_session *x = i % 3 ? a : b;
         switch (i % 5) {
-        case 0: rtune_full(x, NS_A, "k", SET_A, i % 3, true, i % 2); break;
-        case 1: rcompile(x, KNS_A, (uint8_t)(i % 2), ENVLOG_COMPILED, false, 1, 10); break;
-        case 2: rforget(x, ENVLOG_TABLE_TUNE, NS_A, "k", csum(SET_A)); break;
+        case 0: rp_rtune_full(x, NS_A, "k", SET_A, i % 3, true, i % 2); break;
+        case 1: rp_rcompile(x, KNS_A, (uint8_t)(i % 2), ENVLOG_COMPILED, false, 1, 10); break;
+        case 2: rp_rforget(x, ENVLOG_TABLE_TUNE, NS_A, "k", rp_csum(SET_A)); break;
         case 3: ck_assert_ok(tu_record_tune(x, "p", (unsigned)i, 12000, NULL)); break;
         default: {
             static const uint8_t body[] = {0x18, 0x2a};
             ck_assert_ok(envlog_record_user(x, "u", body, 2, ENVLOG_CHANGED, NULL));
         }
         }
-        nap_us(200);
+        rp_nap_us(200);
     }
-    end(a);
-    end(b);
+    rp_end(a);
+    rp_end(b);
     return r;
 }
 
 START_TEST(test_until_stamp)
 {
-    renv r = until_env();
-    placed_list all = order_of(r.env, NULL);
+    rp_renv r = until_env();
+    rp_placed_list all = rp_order_of(r.env, NULL);
     ck_assert_uint_ge(all.n, 18);
     for (size_t k = 1; k <= all.n; k++) {
         envlog_replay_opts o = {0};
         o.until_stamp = true;
         o.until_session = all.v[k - 1].id;
         o.until_seq = all.v[k - 1].seq;
-        placed_list part = order_of(r.env, &o);
+        rp_placed_list part = rp_order_of(r.env, &o);
         ck_assert_uint_eq(part.n, k);
-        placed_free(&part);
-        char *got = dump_env(r.env, &o);
+        rp_placed_free(&part);
+        char *got = rp_dump_env(r.env, &o);
         char *copy = truncated_copy(r.dir, &all, k);
         envlog_env *e2 = tu_env(copy);
-        char *want = dump_env(e2, NULL);
+        char *want = rp_dump_env(e2, NULL);
         ck_assert_msg(!strcmp(got, want), "until record %zu:\n%s\nwant:\n%s", k, got, want);
         free(got);
         free(want);
@@ -1379,20 +1379,20 @@ START_TEST(test_until_stamp)
     envlog_state *st;
     ck_assert_err(envlog_state_open(r.env, &o, &st), ENVLOG_NOT_FOUND);
     ck_assert_ptr_null(st);
-    placed_free(&all);
-    renv_free(&r);
+    rp_placed_free(&all);
+    rp_renv_free(&r);
 }
 END_TEST
 
 START_TEST(test_until_time)
 {
-    renv r = until_env();
-    placed_list all = order_of(r.env, NULL);
+    rp_renv r = until_env();
+    rp_placed_list all = rp_order_of(r.env, NULL);
     /* before anything: nothing */
     envlog_replay_opts o = {0};
     o.until_time = true;
     o.until_unix_ns = all.v[0].unix_ns - 1;
-    char *d = dump_env(r.env, &o);
+    char *d = rp_dump_env(r.env, &o);
     ck_assert_str_eq(d, "");
     free(d);
     for (size_t k = 1; k <= all.n; k++) {
@@ -1400,10 +1400,10 @@ START_TEST(test_until_time)
         size_t upto = k;
         while (upto < all.n && all.v[upto].unix_ns <= o.until_unix_ns)
             upto++;
-        char *got = dump_env(r.env, &o);
+        char *got = rp_dump_env(r.env, &o);
         char *copy = truncated_copy(r.dir, &all, upto);
         envlog_env *e2 = tu_env(copy);
-        char *want = dump_env(e2, NULL);
+        char *want = rp_dump_env(e2, NULL);
         ck_assert_msg(!strcmp(got, want), "until time of record %zu:\n%s\nwant:\n%s", k,
                       got, want);
         free(got);
@@ -1414,12 +1414,12 @@ START_TEST(test_until_time)
     }
     /* far in the future: everything */
     o.until_unix_ns = UINT64_MAX;
-    char *a = dump_env(r.env, &o), *b = dump_env(r.env, NULL);
+    char *a = rp_dump_env(r.env, &o), *b = rp_dump_env(r.env, NULL);
     ck_assert_str_eq(a, b);
     free(a);
     free(b);
-    placed_free(&all);
-    renv_free(&r);
+    rp_placed_free(&all);
+    rp_renv_free(&r);
 }
 END_TEST
 
@@ -1428,40 +1428,40 @@ END_TEST
 /* Three sessions; the middle one spans several 32 KiB segments.  Returns
  * the big session's id and its records in order. */
 typedef struct damage_env {
-    renv r;
+    rp_renv r;
     envlog_id128 big, other[2];
-    placed_list recs; /* the big session's records */
+    rp_placed_list recs; /* the big session's records */
 } damage_env;
 
 static damage_env damage_env_new(void)
 {
     damage_env d;
-    d.r = renv_new("damage");
-    envlog_session *a = sbegin(d.r.env, "a", 0);
-    rtune(a, NS_A, "a-key", 0);
+    d.r = rp_renv_new("damage");
+    envlog_session *a = rp_sbegin(d.r.env, "a", 0);
+    rp_rtune(a, NS_A, "a-key", 0);
     d.other[0] = envlog_session_id(a);
-    end(a);
-    settle();
-    envlog_session *b = sbegin(d.r.env, "big", 32768);
+    rp_end(a);
+    rp_settle();
+    envlog_session *b = rp_sbegin(d.r.env, "big", 32768);
     for (unsigned i = 0; i < 24; i++)
         ck_assert_ok(tu_record_tune(b, "big", i, 4000, NULL));
     d.big = envlog_session_id(b);
-    end(b);
-    settle();
-    envlog_session *c = sbegin(d.r.env, "c", 0);
-    rtune(c, NS_A, "c-key", 1);
-    rcompile(c, KNS_A, 1, ENVLOG_COMPILED, false, 1, 32);
+    rp_end(b);
+    rp_settle();
+    envlog_session *c = rp_sbegin(d.r.env, "c", 0);
+    rp_rtune(c, NS_A, "c-key", 1);
+    rp_rcompile(c, KNS_A, 1, ENVLOG_COMPILED, false, 1, 32);
     d.other[1] = envlog_session_id(c);
-    end(c);
-    placed_list all = order_of(d.r.env, NULL);
-    d.recs = (placed_list){0};
+    rp_end(c);
+    rp_placed_list all = rp_order_of(d.r.env, NULL);
+    d.recs = (rp_placed_list){0};
     for (size_t i = 0; i < all.n; i++)
         if (!memcmp(all.v[i].id.b, d.big.b, 16)) {
             d.recs.v = realloc(d.recs.v, (d.recs.n + 1) * sizeof *d.recs.v);
             d.recs.v[d.recs.n] = all.v[i];
             d.recs.v[d.recs.n++].payload = NULL;
         }
-    placed_free(&all);
+    rp_placed_free(&all);
     ck_assert_uint_eq(d.recs.n, 25);
     ck_assert_uint_ge(d.recs.v[d.recs.n - 1].segment, 2);
     return d;
@@ -1470,7 +1470,7 @@ static damage_env damage_env_new(void)
 static void damage_env_free(damage_env *d)
 {
     free(d->recs.v);
-    renv_free(&d->r);
+    rp_renv_free(&d->r);
 }
 
 static bool has_big(envlog_state *st, unsigned i)
@@ -1485,27 +1485,27 @@ static bool has_big(envlog_state *st, unsigned i)
 
 static void others_whole(envlog_state *st)
 {
-    winner(st, NS_A, "a-key");
-    winner(st, NS_A, "c-key");
-    kernel(st, KNS_A, 1);
+    rp_winner(st, NS_A, "a-key");
+    rp_winner(st, NS_A, "c-key");
+    rp_kernel(st, KNS_A, 1);
 }
 
 START_TEST(test_damage_torn_tail)
 {
     damage_env d = damage_env_new();
-    const placed *last = &d.recs.v[d.recs.n - 1];
-    char *seg = segment_file(d.r.dir, &d.big, last->segment);
+    const rp_placed *last = &d.recs.v[d.recs.n - 1];
+    char *seg = rp_segment_file(d.r.dir, &d.big, last->segment);
     tu_truncate(seg, (off_t)(last->file_offset + (last->file_end - last->file_offset) / 2));
-    dmg_list dl = {0};
-    envlog_replay_opts o = {.on_damage = on_dmg, .ctx = &dl};
-    envlog_state *st = sopen(d.r.env, &o);
+    rp_dmg_list dl = {0};
+    envlog_replay_opts o = {.on_damage = rp_on_dmg, .ctx = &dl};
+    envlog_state *st = rp_sopen(d.r.env, &o);
     ck_assert_uint_eq(dl.n, 1);
     ck_assert(dl.torn[0]);
     ck_assert(!memcmp(dl.d[0].session.b, d.big.b, 16));
     ck_assert_uint_eq(dl.d[0].segment, last->segment);
     ck_assert_uint_eq(dl.d[0].offset, last->file_offset);
     ck_assert_uint_eq(dl.d[0].bytes, (last->file_end - last->file_offset) / 2);
-    ck_assert_uint_eq(stats(st).damaged, 1);
+    ck_assert_uint_eq(rp_stats(st).damaged, 1);
     /* the cut record (big-23) is lost; everything before it is used */
     for (unsigned i = 0; i < 23; i++)
         ck_assert_msg(has_big(st, i), "big-%u lost", i);
@@ -1514,10 +1514,10 @@ START_TEST(test_damage_torn_tail)
     envlog_state_close(st);
     /* replay_each: the same records, damage reported, no error */
     dl.n = 0;
-    placed_list l = order_of(d.r.env, &o);
+    rp_placed_list l = rp_order_of(d.r.env, &o);
     ck_assert_uint_eq(dl.n, 1);
     ck_assert_uint_eq(l.n, 2 + 24 + 3);
-    placed_free(&l);
+    rp_placed_free(&l);
     free(seg);
     damage_env_free(&d);
 }
@@ -1527,7 +1527,7 @@ START_TEST(test_damage_corrupt_segment)
 {
     damage_env d = damage_env_new();
     /* a record in the middle of segment 1 */
-    const placed *mid = NULL;
+    const rp_placed *mid = NULL;
     size_t n1 = 0, k = 0;
     for (size_t i = 0; i < d.recs.n; i++)
         n1 += d.recs.v[i].segment == 1;
@@ -1535,15 +1535,15 @@ START_TEST(test_damage_corrupt_segment)
     for (size_t i = 0; i < d.recs.n; i++)
         if (d.recs.v[i].segment == 1 && k++ == n1 / 2)
             mid = &d.recs.v[i];
-    char *seg = segment_file(d.r.dir, &d.big, 1);
+    char *seg = rp_segment_file(d.r.dir, &d.big, 1);
     size_t len;
     uint8_t *p = tu_read(seg, &len);
     p[mid->file_offset + (mid->file_end - mid->file_offset) / 2] ^= 0x20;
     tu_write(seg, p, len);
     free(p);
-    dmg_list dl = {0};
-    envlog_replay_opts o = {.on_damage = on_dmg, .ctx = &dl};
-    envlog_state *st = sopen(d.r.env, &o);
+    rp_dmg_list dl = {0};
+    envlog_replay_opts o = {.on_damage = rp_on_dmg, .ctx = &dl};
+    envlog_state *st = rp_sopen(d.r.env, &o);
     ck_assert_uint_ge(dl.n, 1);
     ck_assert(!dl.torn[0]);
     ck_assert(!memcmp(dl.d[0].session.b, d.big.b, 16));
@@ -1552,7 +1552,7 @@ START_TEST(test_damage_corrupt_segment)
     ck_assert_uint_gt(dl.d[0].bytes, 0);
     for (size_t i = 0; i < dl.n && i < 32; i++)
         ck_assert(!memcmp(dl.d[i].session.b, d.big.b, 16));
-    ck_assert_uint_eq(stats(st).damaged, dl.n);
+    ck_assert_uint_eq(rp_stats(st).damaged, dl.n);
     /* Records before the damage are used, and so are those in the segment
      * after it: reading resumes. */
     unsigned mid_i = (unsigned)(mid->seq - 1);
@@ -1573,11 +1573,11 @@ END_TEST
 START_TEST(test_damage_missing_segment)
 {
     damage_env d = damage_env_new();
-    char *seg = segment_file(d.r.dir, &d.big, 1);
+    char *seg = rp_segment_file(d.r.dir, &d.big, 1);
     ck_assert_int_eq(unlink(seg), 0);
-    dmg_list dl = {0};
-    envlog_replay_opts o = {.on_damage = on_dmg, .ctx = &dl};
-    envlog_state *st = sopen(d.r.env, &o);
+    rp_dmg_list dl = {0};
+    envlog_replay_opts o = {.on_damage = rp_on_dmg, .ctx = &dl};
+    envlog_state *st = rp_sopen(d.r.env, &o);
     ck_assert_uint_ge(dl.n, 1);
     ck_assert(!memcmp(dl.d[0].session.b, d.big.b, 16));
     ck_assert_uint_eq(dl.d[0].segment, 2);
@@ -1600,13 +1600,13 @@ START_TEST(test_damage_unreadable_session)
     /* A session directory that is a symbolic link is refused, reported,
      * and the others fold. */
     damage_env d = damage_env_new();
-    char *dir = session_dir(d.r.dir, &d.big), *moved;
+    char *dir = rp_session_dir(d.r.dir, &d.big), *moved;
     ck_assert_int_ge(asprintf(&moved, "%s/elsewhere", d.r.dir), 0);
     ck_assert_int_eq(rename(dir, moved), 0);
     ck_assert_int_eq(symlink(moved, dir), 0);
-    dmg_list dl = {0};
-    envlog_replay_opts o = {.on_damage = on_dmg, .ctx = &dl};
-    envlog_state *st = sopen(d.r.env, &o);
+    rp_dmg_list dl = {0};
+    envlog_replay_opts o = {.on_damage = rp_on_dmg, .ctx = &dl};
+    envlog_state *st = rp_sopen(d.r.env, &o);
     ck_assert_uint_eq(dl.n, 1);
     ck_assert(!memcmp(dl.d[0].session.b, d.big.b, 16));
     ck_assert(!has_big(st, 0));
@@ -1622,16 +1622,16 @@ END_TEST
 
 START_TEST(test_state_open_alloc_faults)
 {
-    renv r = renv_new("allocfault");
-    envlog_session *s = sbegin(r.env, "one", 0);
-    rtune(s, NS_A, "k", 0);
-    rtune_full(s, NS_A, "i", SET_A, 0, true, true);
-    rcompile(s, KNS_A, 1, ENVLOG_COMPILED, false, 1, 64);
+    rp_renv r = rp_renv_new("allocfault");
+    envlog_session *s = rp_sbegin(r.env, "one", 0);
+    rp_rtune(s, NS_A, "k", 0);
+    rp_rtune_full(s, NS_A, "i", SET_A, 0, true, true);
+    rp_rcompile(s, KNS_A, 1, ENVLOG_COMPILED, false, 1, 64);
     static const uint8_t body[] = {0x01};
     ck_assert_ok(envlog_record_user(s, "u", body, 1, ENVLOG_CHANGED, NULL));
-    rforget(s, ENVLOG_TABLE_TUNE, NS_A, "i", csum(SET_A));
-    end(s);
-    char *ref = dump_env(r.env, NULL);
+    rp_rforget(s, ENVLOG_TABLE_TUNE, NS_A, "i", rp_csum(SET_A));
+    rp_end(s);
+    char *ref = rp_dump_env(r.env, NULL);
     long n;
     for (n = 1; n < 100000; n++) {
         envlog_state *st = (envlog_state *)&n; /* must be reset on failure */
@@ -1640,7 +1640,7 @@ START_TEST(test_state_open_alloc_faults)
         long made = envlog_alloc_fail_reset();
         if (e == ENVLOG_OK) {
             ck_assert_msg(made < n, "succeeded though allocation %ld failed", n);
-            char *d = dump_of(st);
+            char *d = rp_dump_of(st);
             ck_assert_str_eq(d, ref);
             free(d);
             envlog_state_close(st);
@@ -1652,20 +1652,20 @@ START_TEST(test_state_open_alloc_faults)
     ck_assert_int_gt(n, 1);
     ck_assert_int_lt(n, 100000);
     free(ref);
-    renv_free(&r);
+    rp_renv_free(&r);
 }
 END_TEST
 
 START_TEST(test_state_open_read_faults)
 {
-    renv r = renv_new("readfault");
+    rp_renv r = rp_renv_new("readfault");
     for (int k = 0; k < 2; k++) {
-        envlog_session *s = sbegin(r.env, "one", 32768);
+        envlog_session *s = rp_sbegin(r.env, "one", 32768);
         for (unsigned i = 0; i < 8; i++)
             ck_assert_ok(tu_record_tune(s, k ? "x" : "y", i, 6000, NULL));
-        end(s);
+        rp_end(s);
     }
-    char *ref = dump_env(r.env, NULL);
+    char *ref = rp_dump_env(r.env, NULL);
     static const tu_call calls[] = {TU_PREAD, TU_OPENAT, TU_FSTAT};
     for (size_t c = 0; c < 3; c++) {
         long n;
@@ -1676,7 +1676,7 @@ START_TEST(test_state_open_read_faults)
             bool fired = tu_fault_disarm();
             if (!fired) {
                 ck_assert_ok(e);
-                char *d = dump_of(st);
+                char *d = rp_dump_of(st);
                 ck_assert_str_eq(d, ref);
                 free(d);
                 envlog_state_close(st);
@@ -1685,7 +1685,7 @@ START_TEST(test_state_open_read_faults)
             /* A failed call is an error, never a quietly smaller state
              * (a call that only sizes the progress bar may fail quietly). */
             if (e == ENVLOG_OK) {
-                char *d = dump_of(st);
+                char *d = rp_dump_of(st);
                 ck_assert_msg(!strcmp(d, ref), "%s call %ld: a smaller state",
                               tu_call_names[calls[c]], n);
                 free(d);
@@ -1699,7 +1699,7 @@ START_TEST(test_state_open_read_faults)
         ck_assert_int_gt(n, 1);
     }
     free(ref);
-    renv_free(&r);
+    rp_renv_free(&r);
 }
 END_TEST
 

@@ -21,6 +21,7 @@ static const struct {
     {"log", suite_log},
     {"session", suite_session},
     {"replay", suite_replay},
+    {"snapshot", suite_snapshot},
 };
 #define N_SUITES (sizeof suites / sizeof suites[0])
 

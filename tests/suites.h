@@ -14,4 +14,6 @@ Suite *suite_session(void); /* check_session.c: recorder, effects, faults,
                                processes and threads */
 Suite *suite_replay(void);  /* check_replay.c: order, fold rules, state, damage */
 
+Suite *suite_snapshot(void); /* check_snapshot.c: compaction, bundles, hostile input */
+
 #endif /* ENVLOG_SUITES_H */

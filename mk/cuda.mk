@@ -1,0 +1,19 @@
+# SPDX-License-Identifier: MIT
+# mk/cuda.mk - the CUDA integration's build steps: kernel sources embedded
+# into the library, the rebuild check, and the CUDA benchmark.
+
+# Each cuda/kernels/<name>.cu becomes a C string literal, <name>.cu.inc,
+# which cuda/builtins.c includes.  Backslashes, quotes and '?' (trigraphs)
+# are escaped; every line keeps its newline.
+CUDA_KERNEL_SRC := $(sort $(wildcard cuda/kernels/*.cu))
+CUDA_GEN        := $(B)/gen/cuda
+CUDA_KERNEL_INC := $(CUDA_KERNEL_SRC:cuda/kernels/%.cu=$(CUDA_GEN)/%.cu.inc)
+
+$(CUDA_GEN)/%.cu.inc: cuda/kernels/%.cu
+	@mkdir -p $(dir $@)
+	@echo "  GEN $@"
+	@sed -e 's/\\/\\\\/g' -e 's/"/\\"/g' -e 's/?/\\?/g' -e 's/^/"/' -e 's/$$/\\n"/' \
+	  $< > $@.tmp && mv $@.tmp $@
+
+$(B)/cuda/builtins.o: $(CUDA_KERNEL_INC)
+$(B)/cuda/builtins.o: LIB_CPPFLAGS += -I$(CUDA_GEN)

@@ -1,0 +1,742 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * check_snapshot.c - the snapshot suite: compaction keeps the replayed
+ * state (at every evidence level, again and again, beside a live writer,
+ * with every I/O call failing in turn and with the process killed after
+ * every I/O call), lookups through a snapshot's index, bundles (round trip,
+ * namespace filters, import twice, local after import, stale entries,
+ * import from memory) and hostile bundles that must import nothing.
+ */
+#include "replay_int.h"
+#include "suites.h"
+#include "testutil.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <zstd.h>
+
+#define NS1 "autotune/rt/1.0/sm_90"
+#define NS2 "autotune/rt/1.0/sm_80"
+#define KNS "nvrtc/13.0/sm_90"
+
+static const char *const CANDS[] = {"tile16", "tile32", "tile64"};
+
+static envlog_session *begin(envlog_env *env, const char *label)
+{
+    envlog_session_opts o = tu_opts(label, 0);
+    o.level = ENVLOG_LEVEL_FULL;
+    envlog_session *s;
+    ck_assert_ok(envlog_session_begin(env, &o, &s));
+    return s;
+}
+
+static void tune(envlog_session *s, const char *ns, const char *key, int winner,
+                 bool stored, bool imported)
+{
+    envlog_trial tr[3];
+    for (int i = 0; i < 3; i++)
+        tr[i] = (envlog_trial){.name = CANDS[i], .index = (uint32_t)i, .samples = 5,
+                               .min_ns = 100.0 + 10 * i, .median_ns = 110.0 + 10 * i,
+                               .mean_ns = 111.0 + 10 * i, .max_ns = 130.0 + 10 * i,
+                               .stddev_ns = 2};
+    envlog_tune t = {.ns = ns, .key = key, .checksum = envlog_tune_checksum(CANDS, 3),
+                     .candidates = CANDS, .n_candidates = 3, .trials = tr, .n_trials = 3,
+                     .policy = "median", .winner = winner, .margin = 0.09,
+                     .wall_ns = 1000, .stored = stored, .imported = imported};
+    ck_assert_ok(envlog_record_tune(s, &t, NULL));
+}
+
+static void compile(envlog_session *s, const char *name, uint8_t tag)
+{
+    uint8_t bin[300];
+    for (size_t i = 0; i < sizeof bin; i++)
+        bin[i] = (uint8_t)(i * tag + 7);
+    envlog_compile c = {.ns = KNS, .name = name, .options = "-O3",
+                        .compiler_version = "13.0", .arch = "sm_90",
+                        .outcome = ENVLOG_COMPILED, .duration_ns = 5,
+                        .binary_hash = envlog_hash128_bytes(bin, sizeof bin),
+                        .binary_size = sizeof bin, .binary = {bin, sizeof bin},
+                        .source = "__global__ void k() {}"};
+    c.kernel_key = envlog_hash128_bytes(name, strlen(name));
+    ck_assert_ok(envlog_record_compile(s, &c, NULL));
+}
+
+static void forget_tune(envlog_session *s, const char *ns, const char *key)
+{
+    envlog_forget f = {ENVLOG_TABLE_TUNE, ns, key, envlog_tune_checksum(CANDS, 3), "test"};
+    ck_assert_ok(envlog_record_forget(s, &f, NULL));
+}
+
+/* A history with every rule in it: first local stands, a later local loses,
+ * an unstored pick, an import replaced by a local value, a forget, kernels
+ * and a user record. */
+static void populate(envlog_env *env, int round)
+{
+    char key[64];
+    envlog_session *s = begin(env, "populate");
+    for (int i = 0; i < 6; i++) {
+        snprintf(key, sizeof key, "k%d-%d", round, i);
+        tune(s, NS1, key, i % 3, true, false);
+    }
+    snprintf(key, sizeof key, "k%d-0", round);
+    tune(s, NS1, key, 2, true, false); /* loses to the first */
+    snprintf(key, sizeof key, "k%d-u", round);
+    tune(s, NS1, key, 1, false, false); /* not stored */
+    snprintf(key, sizeof key, "k%d-i", round);
+    tune(s, NS2, key, 0, true, true); /* imported ... */
+    tune(s, NS2, key, 1, true, false); /* ... replaced by a local value */
+    snprintf(key, sizeof key, "k%d-1", round);
+    forget_tune(s, NS1, key);
+    snprintf(key, sizeof key, "kern%d", round);
+    compile(s, key, (uint8_t)(round + 3));
+    uint8_t body[] = {0xa1, 0x61, 'r', (uint8_t)round}; /* {"r": round} */
+    ck_assert_ok(envlog_record_user(s, "note", body, sizeof body, ENVLOG_CHANGED, NULL));
+    ck_assert_ok(envlog_session_end(s));
+}
+
+static int mem_write(void *ctx, const char *text, size_t len)
+{
+    return envlog_buf_append(ctx, text, len) != ENVLOG_OK;
+}
+
+/* The canonical dump of a fresh fold of `dir`. */
+static char *dump_dir(const char *dir)
+{
+    envlog_env *env;
+    ck_assert_ok(envlog_env_open(dir, ENVLOG_OPEN_READONLY, &env));
+    envlog_state *st;
+    ck_assert_ok(envlog_state_open(env, NULL, &st));
+    envlog_buf b = {0};
+    ck_assert_ok(envlog_state_dump(st, mem_write, &b));
+    envlog_buf_append(&b, "", 1);
+    envlog_state_close(st);
+    envlog_env_close(env);
+    return (char *)b.p;
+}
+
+/* Session directories (and leftovers of any kind) under sessions/. */
+static size_t count_sessions(const char *dir)
+{
+    DIR *d = opendir(tu_path(dir, "sessions"));
+    if (!d)
+        return 0;
+    size_t n = 0;
+    struct dirent *de;
+    while ((de = readdir(d)))
+        n += de->d_name[0] != '.';
+    closedir(d);
+    return n;
+}
+
+/* ----------------------------------------------------------- compaction */
+
+START_TEST(test_compact_keeps_state)
+{
+    static const envlog_evidence levels[] = {ENVLOG_EVIDENCE_NONE, ENVLOG_EVIDENCE_WINNERS,
+                                             ENVLOG_EVIDENCE_ALL};
+    char *dir = tu_mkdtemp("compact");
+    envlog_env *env = tu_env(dir);
+    populate(env, 0);
+    char *before = dump_dir(dir);
+    ck_assert_ptr_nonnull(strstr(before, "\"k0-0\""));
+    ck_assert_ptr_null(strstr(before, "\"k0-1\"")); /* forgotten */
+    envlog_compact_report r;
+    ck_assert_ok(envlog_compact(env, levels[_i], &r));
+    ck_assert_uint_eq(r.sessions_removed, 1);
+    ck_assert_uint_eq(count_sessions(dir), 0);
+    ck_assert(tu_exists(tu_path(dir, "snapshot/current")));
+    char *after = dump_dir(dir);
+    ck_assert_str_eq(before, after);
+    /* More history on top of the snapshot, then compact again. */
+    populate(env, 1);
+    char *layered = dump_dir(dir);
+    ck_assert_ptr_nonnull(strstr(layered, "\"k1-0\""));
+    ck_assert_ok(envlog_compact(env, levels[_i], &r));
+    char *again = dump_dir(dir);
+    ck_assert_str_eq(layered, again);
+    /* The live state of a handle sees the snapshot and its own records. */
+    envlog_state *live;
+    ck_assert_ok(envlog_env_state(env, &live));
+    envlog_tune_entry te;
+    ck_assert_ok(envlog_state_winner(live, NS1, "k0-2", envlog_tune_checksum(CANDS, 3), &te));
+    ck_assert_str_eq(te.winner, "tile64");
+    ck_assert_err(envlog_state_winner(live, NS1, "k0-1", envlog_tune_checksum(CANDS, 3), &te),
+                  ENVLOG_NOT_FOUND);
+    envlog_session *s = begin(env, "after");
+    forget_tune(s, NS1, "k0-2");
+    ck_assert_ok(envlog_session_end(s));
+    ck_assert_err(envlog_state_winner(live, NS1, "k0-2", envlog_tune_checksum(CANDS, 3), &te),
+                  ENVLOG_NOT_FOUND);
+    char *forgot = dump_dir(dir);
+    ck_assert_ptr_null(strstr(forgot, "\"k0-2\""));
+    free(before);
+    free(after);
+    free(layered);
+    free(again);
+    free(forgot);
+    envlog_env_close(env);
+    free(dir);
+}
+END_TEST
+
+/* why still finds the record behind a winner after compaction. */
+static int find_tune_rec(void *ctx, const envlog_replay_rec *r)
+{
+    int *n = ctx;
+    if (r->rec->kind == ENVLOG_KIND_TUNE && !strcmp(r->rec->u.tune.key, "k0-3") &&
+        r->rec->u.tune.n_trials == 3 && r->session && r->session->label &&
+        !strcmp(r->session->label, "populate"))
+        (*n)++;
+    return 0;
+}
+
+START_TEST(test_compact_keeps_evidence)
+{
+    char *dir = tu_mkdtemp("evidence");
+    envlog_env *env = tu_env(dir);
+    populate(env, 0);
+    ck_assert_ok(envlog_compact(env, ENVLOG_EVIDENCE_WINNERS, NULL));
+    int n = 0;
+    ck_assert_ok(envlog_replay_each(env, NULL, find_tune_rec, &n));
+    ck_assert_int_eq(n, 1);
+    envlog_env_close(env);
+    free(dir);
+}
+END_TEST
+
+START_TEST(test_compact_beside_live_writer)
+{
+    char *dir = tu_mkdtemp("live");
+    envlog_env *env = tu_env(dir);
+    populate(env, 0);
+    envlog_session *live = begin(env, "live");
+    tune(live, NS1, "live-0", 0, true, false);
+    envlog_compact_report r;
+    ck_assert_ok(envlog_compact(env, ENVLOG_EVIDENCE_WINNERS, &r));
+    ck_assert_uint_eq(r.sessions_live, 1);
+    ck_assert_uint_eq(count_sessions(dir), 1); /* the live one stays */
+    tune(live, NS1, "live-1", 1, true, false);
+    ck_assert_ok(envlog_compact(env, ENVLOG_EVIDENCE_WINNERS, &r));
+    tune(live, NS1, "live-2", 2, true, false);
+    ck_assert_ok(envlog_session_end(live));
+    char *d = dump_dir(dir);
+    ck_assert_ptr_nonnull(strstr(d, "\"live-0\""));
+    ck_assert_ptr_nonnull(strstr(d, "\"live-1\""));
+    ck_assert_ptr_nonnull(strstr(d, "\"live-2\""));
+    /* Once its writer is gone the next compaction retires it. */
+    ck_assert_ok(envlog_compact(env, ENVLOG_EVIDENCE_WINNERS, &r));
+    ck_assert_uint_eq(count_sessions(dir), 0);
+    char *d2 = dump_dir(dir);
+    ck_assert_str_eq(d, d2);
+    free(d);
+    free(d2);
+    envlog_env_close(env);
+    free(dir);
+}
+END_TEST
+
+/* Every I/O call of a compaction fails in turn: each ends in an error or a
+ * success, and the environment replays to the same state either way. */
+START_TEST(test_compact_fault_every_call)
+{
+    char *dir = tu_mkdtemp("cfault");
+    envlog_env *env = tu_env(dir);
+    populate(env, 0);
+    ck_assert_ok(envlog_compact(env, ENVLOG_EVIDENCE_ALL, NULL));
+    populate(env, 1);
+    char *want = dump_dir(dir);
+    long n;
+    int failures = 0;
+    for (n = 1; n < 10000; n++) {
+        char *copy = tu_mkdtemp("cfault-copy");
+        tu_rmrf(copy);
+        tu_copytree(dir, copy);
+        envlog_env *e2 = tu_env(copy);
+        tu_fault_arm(TU_ANY, n, n % 2 ? EIO : ENOSPC);
+        envlog_err e = envlog_compact(e2, ENVLOG_EVIDENCE_WINNERS, NULL);
+        bool hit = tu_fault_disarm();
+        envlog_env_close(e2);
+        char *got = dump_dir(copy);
+        ck_assert_msg(!strcmp(want, got), "state changed after failing call %ld (%s)", n,
+                      envlog_strerror(e));
+        free(got);
+        tu_rmrf(copy);
+        free(copy);
+        if (!hit) {
+            ck_assert_ok(e);
+            break;
+        }
+        failures += e != ENVLOG_OK;
+    }
+    ck_assert_int_gt(failures, 5);
+    ck_assert_int_lt(n, 10000);
+    free(want);
+    envlog_env_close(env);
+    free(dir);
+}
+END_TEST
+
+/* The process dies after the N-th I/O call of a compaction, for every N:
+ * the environment left behind replays to the same state, and the next
+ * compaction cleans up what the dead one left. */
+static long crash_at, crash_calls;
+static envlog_io crash_io;
+
+#define CRASHY(name, ret, params, args)                                        \
+    static ret crash_##name params                                             \
+    {                                                                          \
+        ret r = envlog_io_posix()->name args;                                  \
+        if (++crash_calls == crash_at)                                         \
+            _exit(42);                                                         \
+        return r;                                                              \
+    }
+CRASHY(openat, int, (int d, const char *p, int f, mode_t m), (d, p, f, m))
+CRASHY(close, int, (int fd), (fd))
+CRASHY(pwrite, ssize_t, (int fd, const void *b, size_t n, off_t o), (fd, b, n, o))
+CRASHY(fsync, int, (int fd), (fd))
+CRASHY(renameat, int, (int a, const char *b, int c, const char *d), (a, b, c, d))
+CRASHY(unlinkat, int, (int d, const char *p, int f), (d, p, f))
+CRASHY(mkdirat, int, (int d, const char *p, mode_t m), (d, p, m))
+CRASHY(flock, int, (int fd, int op), (fd, op))
+
+START_TEST(test_compact_crash_every_step)
+{
+    char *dir = tu_mkdtemp("crash");
+    envlog_env *env = tu_env(dir);
+    populate(env, 0);
+    ck_assert_ok(envlog_compact(env, ENVLOG_EVIDENCE_WINNERS, NULL));
+    populate(env, 1);
+    populate(env, 2);
+    envlog_env_close(env);
+    char *want = dump_dir(dir);
+    crash_io = *envlog_io_posix();
+    crash_io.openat = crash_openat;
+    crash_io.close = crash_close;
+    crash_io.pwrite = crash_pwrite;
+    crash_io.fsync = crash_fsync;
+    crash_io.renameat = crash_renameat;
+    crash_io.unlinkat = crash_unlinkat;
+    crash_io.mkdirat = crash_mkdirat;
+    crash_io.flock = crash_flock;
+    long n;
+    for (n = 1; n < 10000; n++) {
+        char *copy = tu_mkdtemp("crash-copy");
+        tu_rmrf(copy);
+        tu_copytree(dir, copy);
+        pid_t pid = fork();
+        ck_assert_int_ge(pid, 0);
+        if (pid == 0) {
+            envlog_env *e2;
+            if (envlog_env_open(copy, 0, &e2))
+                _exit(3);
+            crash_at = n;
+            crash_calls = 0;
+            envlog_io_set(&crash_io);
+            envlog_err e = envlog_compact(e2, ENVLOG_EVIDENCE_WINNERS, NULL);
+            _exit(e ? 4 : 0);
+        }
+        int status;
+        ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+        ck_assert(WIFEXITED(status));
+        int code = WEXITSTATUS(status);
+        ck_assert_msg(code == 42 || code == 0, "compaction child exited %d", code);
+        char *got = dump_dir(copy);
+        ck_assert_msg(!strcmp(want, got), "state changed after a crash at call %ld", n);
+        free(got);
+        /* The next compaction finishes the job from whatever was left. */
+        envlog_env *e3 = tu_env(copy);
+        ck_assert_ok(envlog_compact(e3, ENVLOG_EVIDENCE_WINNERS, NULL));
+        envlog_env_close(e3);
+        got = dump_dir(copy);
+        ck_assert_msg(!strcmp(want, got), "state changed after recovering from call %ld", n);
+        ck_assert_uint_eq(count_sessions(copy), 0);
+        free(got);
+        tu_rmrf(copy);
+        free(copy);
+        if (code == 0)
+            break;
+    }
+    ck_assert_int_gt(n, 5);
+    free(want);
+    free(dir);
+}
+END_TEST
+
+/* ------------------------------------------------------------- bundles */
+
+static char *export_bundle(envlog_env *env, const char *name, const char *const *pfx,
+                           size_t np, envlog_evidence ev)
+{
+    char *path = strdup(tu_path(tu_root(), name));
+    envlog_bundle_opts o = {name, pfx, np, ev, 3};
+    envlog_bundle_info *info;
+    ck_assert_ok(envlog_bundle_export(env, &o, path, &info));
+    ck_assert_uint_eq(info->bad_records, 0);
+    ck_assert(info->content_ok);
+    envlog_bundle_info_free(info);
+    return path;
+}
+
+typedef struct cmp_ctx {
+    envlog_state *other;
+    size_t n;
+} cmp_ctx;
+
+/* Every entry of one state stands, with the same value, in the other. */
+static int same_in_other(void *ctx, const envlog_entry *e)
+{
+    cmp_ctx *c = ctx;
+    c->n++;
+    if (e->tune) {
+        envlog_tune_entry t;
+        ck_assert_ok(envlog_state_winner(c->other, e->tune->ns, e->tune->key,
+                                         e->tune->checksum, &t));
+        ck_assert_str_eq(t.winner, e->tune->winner);
+    } else {
+        envlog_kernel_entry k;
+        ck_assert_ok(envlog_state_kernel(c->other, e->kernel->ns, &e->kernel->kernel_key, &k));
+        ck_assert_mem_eq(k.binary_hash.b, e->kernel->binary_hash.b, 16);
+        ck_assert_uint_eq(k.binary.size, e->kernel->binary.size);
+        ck_assert_mem_eq(k.binary.data, e->kernel->binary.data, k.binary.size);
+    }
+    return 0;
+}
+
+static size_t compare_states(envlog_state *a, envlog_state *b)
+{
+    cmp_ctx c = {b, 0};
+    ck_assert_ok(envlog_state_each(a, same_in_other, &c));
+    size_t na = c.n;
+    c = (cmp_ctx){a, 0};
+    ck_assert_ok(envlog_state_each(b, same_in_other, &c));
+    ck_assert_uint_eq(na, c.n);
+    return na;
+}
+
+START_TEST(test_bundle_round_trip)
+{
+    char *src = tu_mkdtemp("bsrc"), *dst = tu_mkdtemp("bdst");
+    envlog_env *a = tu_env(src), *b = tu_env(dst);
+    populate(a, 0);
+    populate(a, 1);
+    char *path = export_bundle(a, "H100 Linux", NULL, 0, ENVLOG_EVIDENCE_WINNERS);
+    envlog_import_report r;
+    ck_assert_ok(envlog_bundle_import(b, path, &r));
+    ck_assert_uint_gt(r.taken, 0);
+    ck_assert_uint_eq(r.rejected, 0);
+    unlink(path); /* the entries no longer need the file */
+    envlog_state *sa, *sb;
+    ck_assert_ok(envlog_state_open(a, NULL, &sa));
+    ck_assert_ok(envlog_state_open(b, NULL, &sb));
+    ck_assert_uint_eq(compare_states(sa, sb), r.taken);
+    /* Imported entries say so. */
+    envlog_tune_entry t;
+    ck_assert_ok(envlog_state_winner(sb, NS1, "k0-0", envlog_tune_checksum(CANDS, 3), &t));
+    ck_assert_int_eq(t.origin, ENVLOG_IMPORTED);
+    envlog_state_close(sa);
+    envlog_state_close(sb);
+    /* Importing again changes nothing and writes nothing. */
+    size_t sessions = count_sessions(dst);
+    char *d1 = dump_dir(dst);
+    char *again = export_bundle(a, "H100 Linux", NULL, 0, ENVLOG_EVIDENCE_WINNERS);
+    ck_assert_ok(envlog_bundle_import(b, again, &r));
+    ck_assert_uint_eq(r.taken, 0);
+    ck_assert_uint_gt(r.skipped, 0);
+    ck_assert_uint_eq(count_sessions(dst), sessions);
+    char *d2 = dump_dir(dst);
+    ck_assert_str_eq(d1, d2);
+    free(d1);
+    free(d2);
+    free(path);
+    free(again);
+    envlog_env_close(a);
+    envlog_env_close(b);
+    free(src);
+    free(dst);
+}
+END_TEST
+
+START_TEST(test_bundle_namespace_filter)
+{
+    char *src = tu_mkdtemp("bfsrc"), *dst = tu_mkdtemp("bfdst");
+    envlog_env *a = tu_env(src), *b = tu_env(dst);
+    populate(a, 0);
+    const char *pfx[] = {"autotune/rt/1.0/sm_80"};
+    char *path = export_bundle(a, "sm80 only", pfx, 1, ENVLOG_EVIDENCE_NONE);
+    envlog_bundle_info *info;
+    ck_assert_ok(envlog_bundle_inspect(path, &info));
+    ck_assert_uint_eq(info->tunes, 1);
+    ck_assert_uint_eq(info->kernels, 0);
+    ck_assert_uint_eq(info->n_namespaces, 1);
+    ck_assert_str_eq(info->namespaces[0], NS2);
+    envlog_bundle_info_free(info);
+    envlog_import_report r;
+    ck_assert_ok(envlog_bundle_import(b, path, &r));
+    ck_assert_uint_eq(r.taken, 1);
+    envlog_state *sb;
+    ck_assert_ok(envlog_state_open(b, NULL, &sb));
+    envlog_tune_entry t;
+    ck_assert_ok(envlog_state_winner(sb, NS2, "k0-i", envlog_tune_checksum(CANDS, 3), &t));
+    ck_assert_str_eq(t.winner, "tile32");
+    ck_assert_err(envlog_state_winner(sb, NS1, "k0-0", envlog_tune_checksum(CANDS, 3), &t),
+                  ENVLOG_NOT_FOUND);
+    envlog_state_close(sb);
+    free(path);
+    envlog_env_close(a);
+    envlog_env_close(b);
+    free(src);
+    free(dst);
+}
+END_TEST
+
+START_TEST(test_local_after_import_and_stale)
+{
+    char *src = tu_mkdtemp("lsrc"), *dst = tu_mkdtemp("ldst");
+    envlog_env *a = tu_env(src), *b = tu_env(dst);
+    populate(a, 0);
+    char *path = export_bundle(a, "b", NULL, 0, ENVLOG_EVIDENCE_WINNERS);
+    ck_assert_ok(envlog_bundle_import(b, path, NULL));
+    envlog_state *live;
+    ck_assert_ok(envlog_env_state(b, &live));
+    envlog_tune_entry t;
+    uint64_t cs = envlog_tune_checksum(CANDS, 3);
+    ck_assert_ok(envlog_state_winner(live, NS1, "k0-0", cs, &t));
+    ck_assert_int_eq(t.origin, ENVLOG_IMPORTED);
+    ck_assert_str_eq(t.winner, "tile16");
+    /* A local tune replaces the imported entry. */
+    envlog_session *s = begin(b, "local");
+    tune(s, NS1, "k0-0", 2, true, false);
+    ck_assert_ok(envlog_session_end(s));
+    ck_assert_ok(envlog_state_winner(live, NS1, "k0-0", cs, &t));
+    ck_assert_int_eq(t.origin, ENVLOG_LOCAL);
+    ck_assert_str_eq(t.winner, "tile64");
+    ck_assert_int_eq(t.rule, ENVLOG_RULE_LOCAL_OVER_IMPORTED);
+    /* A stale entry (other candidates, so another checksum) is never seen. */
+    const char *other[] = {"tile16", "tile32", "tile128"};
+    ck_assert_err(envlog_state_winner(live, NS1, "k0-2", envlog_tune_checksum(other, 3), &t),
+                  ENVLOG_NOT_FOUND);
+    /* The same through a fresh fold. */
+    char *d = dump_dir(dst);
+    ck_assert_ptr_nonnull(strstr(d, "\"winner\":\"tile64\""));
+    free(d);
+    free(path);
+    envlog_env_close(a);
+    envlog_env_close(b);
+    free(src);
+    free(dst);
+}
+END_TEST
+
+START_TEST(test_bundle_import_memory)
+{
+    char *src = tu_mkdtemp("msrc"), *dst = tu_mkdtemp("mdst");
+    envlog_env *a = tu_env(src), *b = tu_env(dst);
+    populate(a, 0);
+    char *path = export_bundle(a, "mem", NULL, 0, ENVLOG_EVIDENCE_ALL);
+    size_t n;
+    uint8_t *bytes = tu_read(path, &n);
+    envlog_import_report r;
+    ck_assert_ok(envlog_bundle_import_memory(b, bytes, n, &r));
+    ck_assert_uint_eq(r.taken, 7); /* 5 tunes standing in NS1/NS2 + kernel: see populate */
+    free(bytes);
+    free(path);
+    envlog_env_close(a);
+    envlog_env_close(b);
+    free(src);
+    free(dst);
+}
+END_TEST
+
+/* ----------------------------------------------------- hostile bundles */
+
+static void assert_imports_nothing(const void *data, size_t n, envlog_err want)
+{
+    char *dir = tu_mkdtemp("hostile");
+    envlog_env *env = tu_env(dir);
+    envlog_import_report r;
+    envlog_err e = envlog_bundle_import_memory(env, data, n, &r);
+    ck_assert_err(e, want);
+    ck_assert_str_ne(envlog_errmsg(), "no error detail");
+    ck_assert_uint_eq(r.taken, 0);
+    ck_assert_uint_eq(count_sessions(dir), 0);
+    envlog_bundle_info *info;
+    ck_assert_err(envlog_bundle_inspect_memory(data, n, &info), want);
+    envlog_env_close(env);
+    free(dir);
+}
+
+static uint8_t *good_bundle(size_t *n, uint8_t **raw, size_t *rawn)
+{
+    char *src = tu_mkdtemp("gsrc");
+    envlog_env *a = tu_env(src);
+    populate(a, 0);
+    char *path = export_bundle(a, "good", NULL, 0, ENVLOG_EVIDENCE_WINNERS);
+    uint8_t *z = tu_read(path, n);
+    if (raw) {
+        unsigned long long sz = ZSTD_getFrameContentSize(z, *n);
+        *raw = malloc((size_t)sz);
+        *rawn = ZSTD_decompress(*raw, (size_t)sz, z, *n);
+        ck_assert(!ZSTD_isError(*rawn));
+    }
+    free(path);
+    envlog_env_close(a);
+    free(src);
+    return z;
+}
+
+static uint8_t *recompress(const uint8_t *raw, size_t n, size_t *zn)
+{
+    size_t cap = ZSTD_compressBound(n);
+    uint8_t *z = malloc(cap);
+    *zn = ZSTD_compress(z, cap, raw, n, 1);
+    ck_assert(!ZSTD_isError(*zn));
+    return z;
+}
+
+START_TEST(test_hostile_bad_magic)
+{
+    uint8_t junk[256];
+    for (size_t i = 0; i < sizeof junk; i++)
+        junk[i] = (uint8_t)(i * 37);
+    assert_imports_nothing(junk, sizeof junk, ENVLOG_FORMAT);
+    /* A zstd frame holding something else than a snapshot. */
+    size_t zn;
+    uint8_t *z = recompress(junk, sizeof junk, &zn);
+    assert_imports_nothing(z, zn, ENVLOG_FORMAT);
+    free(z);
+}
+END_TEST
+
+START_TEST(test_hostile_truncated)
+{
+    size_t n;
+    uint8_t *z = good_bundle(&n, NULL, NULL);
+    for (size_t cut = 1; cut < n; cut += (cut < 64 ? 1 : 97))
+        assert_imports_nothing(z, cut, cut < 4 ? ENVLOG_FORMAT : ENVLOG_BAD_DATA);
+    free(z);
+}
+END_TEST
+
+START_TEST(test_hostile_inflates_past_limit)
+{
+    /* A frame header that claims 2 GiB, with one empty raw block. */
+    uint8_t f[] = {0x28, 0xb5, 0x2f, 0xfd, 0xe0, 0, 0, 0, 0x80, 0, 0, 0, 0, 0x01, 0, 0};
+    assert_imports_nothing(f, sizeof f, ENVLOG_TOO_BIG);
+    /* Two frames that claim 600 MiB each: more than the limit together. */
+    uint8_t two[2 * sizeof f];
+    memcpy(f + 5, (const uint8_t[]){0, 0, 0x80, 0x25, 0, 0, 0, 0}, 8);
+    memcpy(two, f, sizeof f);
+    memcpy(two + sizeof f, f, sizeof f);
+    assert_imports_nothing(f, sizeof f, ENVLOG_BAD_DATA); /* one is fine, but empty */
+    assert_imports_nothing(two, sizeof two, ENVLOG_TOO_BIG);
+}
+END_TEST
+
+START_TEST(test_hostile_unknown_schema)
+{
+    size_t n, rawn;
+    uint8_t *raw;
+    uint8_t *z = good_bundle(&n, &raw, &rawn);
+    /* Rebuild the same snapshot with a schema from the future. */
+    envlog_snap *s;
+    ck_assert_ok(envlog_snap_load(raw, rawn, false, &s));
+    envlog_snap_manifest m = *envlog_snap_manifest_get(s);
+    m.schema = 99;
+    envlog_snapw w = {0};
+    envlog_snap_item it;
+    envlog_record rec;
+    envlog_snap_rewind(s);
+    while (envlog_snap_next(s, &it, &rec) == ENVLOG_OK)
+        ck_assert_ok(envlog_snapw_add(&w, &it, false, 0));
+    envlog_buf out = {0};
+    envlog_id128 id;
+    ck_assert_ok(envlog_id_new(&id));
+    ck_assert_ok(envlog_snapw_finish(&w, &m, &id, "bundle", &out));
+    size_t zn;
+    uint8_t *z2 = recompress(out.p, out.len, &zn);
+    assert_imports_nothing(z2, zn, ENVLOG_FORMAT);
+    ck_assert_ptr_nonnull(strstr(envlog_errmsg(), "schema 99"));
+    envlog_buf_free(&out);
+    envlog_snapw_free(&w);
+    envlog_snap_free(s);
+    free(z2);
+    free(raw);
+    free(z);
+}
+END_TEST
+
+/* Flipping bytes inside the snapshot: records fail their checks and are
+ * rejected one by one; the good ones are still taken, and a damaged
+ * manifest or index refuses the whole bundle. */
+START_TEST(test_hostile_damaged_records)
+{
+    size_t n, rawn;
+    uint8_t *raw;
+    uint8_t *z = good_bundle(&n, &raw, &rawn);
+    size_t flips = 0, partial = 0;
+    for (size_t at = 0; at < rawn; at += 53) {
+        uint8_t *copy = malloc(rawn);
+        memcpy(copy, raw, rawn);
+        copy[at] ^= 0x5a;
+        size_t zn;
+        uint8_t *z2 = recompress(copy, rawn, &zn);
+        char *dir = tu_mkdtemp("flip");
+        envlog_env *env = tu_env(dir);
+        envlog_import_report r;
+        envlog_err e = envlog_bundle_import_memory(env, z2, zn, &r);
+        ck_assert_msg(e == ENVLOG_OK || e == ENVLOG_FORMAT || e == ENVLOG_BAD_DATA,
+                      "flip at %zu: %s", at, envlog_strerror(e));
+        if (e == ENVLOG_OK) {
+            ck_assert_uint_le(r.taken, 7);
+            if (r.rejected)
+                partial++;
+        } else {
+            ck_assert_uint_eq(count_sessions(dir), 0);
+        }
+        flips++;
+        envlog_env_close(env);
+        tu_rmrf(dir);
+        free(dir);
+        free(z2);
+        free(copy);
+    }
+    ck_assert_uint_gt(flips, 10);
+    ck_assert_uint_gt(partial, 0);
+    free(raw);
+    free(z);
+}
+END_TEST
+
+Suite *suite_snapshot(void)
+{
+    Suite *s = suite_create("snapshot");
+    TCase *tc = tcase_create("compaction");
+    tcase_set_timeout(tc, 120);
+    tcase_add_loop_test(tc, test_compact_keeps_state, 0, 3);
+    tcase_add_test(tc, test_compact_keeps_evidence);
+    tcase_add_test(tc, test_compact_beside_live_writer);
+    tcase_add_test(tc, test_compact_fault_every_call);
+    tcase_add_test(tc, test_compact_crash_every_step);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("bundles");
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, test_bundle_round_trip);
+    tcase_add_test(tc, test_bundle_namespace_filter);
+    tcase_add_test(tc, test_local_after_import_and_stale);
+    tcase_add_test(tc, test_bundle_import_memory);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("hostile");
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, test_hostile_bad_magic);
+    tcase_add_test(tc, test_hostile_truncated);
+    tcase_add_test(tc, test_hostile_inflates_past_limit);
+    tcase_add_test(tc, test_hostile_unknown_schema);
+    tcase_add_test(tc, test_hostile_damaged_records);
+    suite_add_tcase(s, tc);
+    return s;
+}
