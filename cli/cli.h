@@ -76,5 +76,6 @@ extern const cli_cmd cli_cmd_forget;
 extern const cli_cmd cli_cmd_compact;
 extern const cli_cmd cli_cmd_bundle;
 extern const cli_cmd cli_cmd_diff;
+extern const cli_cmd cli_cmd_rebuild;
 
 #endif /* ENVLOG_CLI_H */

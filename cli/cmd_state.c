@@ -97,8 +97,10 @@ static int status_run(cli *c)
             printf(",\"%s\":%" PRIu64, envlog_session_state_name((envlog_session_state)s),
                    by_state[s]);
         printf(",\"bytes\":%" PRIu64 ",\"records\":%" PRIu64 ",\"tunes\":%" PRIu64
-               ",\"kernels\":%" PRIu64 ",\"user_records\":%" PRIu64,
-               bytes, ss.records, ss.tunes, ss.kernels, ss.user_records);
+               ",\"kernels\":%" PRIu64 ",\"user_records\":%" PRIu64
+               ",\"snapshot_bytes\":%" PRIu64 ",\"snapshot_entries\":%" PRIu64,
+               bytes + ss.snapshot_bytes, ss.records, ss.tunes, ss.kernels, ss.user_records,
+               ss.snapshot_bytes, ss.snapshot_entries);
         printf(",\"namespaces\":[");
         for (size_t i = 0; i < cc.n; i++) {
             printf("%s{\"table\":\"%s\",\"namespace\":", i ? "," : "",
@@ -121,7 +123,11 @@ static int status_run(cli *c)
                 sep = ", ";
             }
         printf("%s\n", n ? ")" : "");
-        printf("on disk      %" PRIu64 " bytes in %" PRIu64 " records\n", bytes, ss.records);
+        printf("on disk      %" PRIu64 " bytes in %" PRIu64 " records\n",
+               bytes + ss.snapshot_bytes, ss.records);
+        if (ss.snapshot_bytes)
+            printf("snapshot     %" PRIu64 " entries from %" PRIu64 " sessions, %" PRIu64
+                   " bytes\n", ss.snapshot_entries, ss.snapshot_sessions, ss.snapshot_bytes);
         printf("entries      %" PRIu64 " tunes, %" PRIu64 " kernels, %" PRIu64
                " user records\n", ss.tunes, ss.kernels, ss.user_records);
         for (size_t i = 0; i < cc.n; i++)

@@ -25,6 +25,7 @@ static const cli_cmd *const commands[] = {
     &cli_cmd_compact,
     &cli_cmd_bundle,
     &cli_cmd_diff,
+    &cli_cmd_rebuild,
 };
 #define N_COMMANDS (sizeof commands / sizeof commands[0])
 

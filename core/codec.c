@@ -90,17 +90,56 @@ static bool field_present(const envlog_field *f, const void *in, envlog_level le
     }
 }
 
+/* Copies a string of fewer than 24 bytes with a few fixed-size moves (each
+ * within the string) and returns the OR of its bytes: bit 7 of each byte of
+ * the result is clear when every byte is ASCII. */
+static inline uint64_t copy_short(uint8_t *d, const char *s, size_t n)
+{
+    uint64_t a, z = 0;
+    uint32_t x, y;
+    if (n >= 8) {
+        memcpy(&a, s, 8);
+        memcpy(d, &a, 8);
+        z = a;
+        if (n > 16) {
+            memcpy(&a, s + 8, 8);
+            memcpy(d + 8, &a, 8);
+            z |= a;
+        }
+        memcpy(&a, s + n - 8, 8);
+        memcpy(d + n - 8, &a, 8);
+        return z | a;
+    }
+    if (n >= 4) {
+        memcpy(&x, s, 4);
+        memcpy(&y, s + n - 4, 4);
+        memcpy(d, &x, 4);
+        memcpy(d + n - 4, &y, 4);
+        return x | y;
+    }
+    for (size_t i = 0; i < n; i++)
+        z |= (uint8_t)(d[i] = (uint8_t)s[i]);
+    return z;
+}
+
 static envlog_err enc_text_checked(envlog_buf *b, const char *s, const char *what)
 {
     size_t n = strlen(s);
-    if (!text_valid(s, n))
-        return envlog__fail(ENVLOG_INVALID_ARG, "%s is not valid UTF-8", what);
-    if (n < 24 && b->cap - b->len >= 1 + n) {
-        b->p[b->len++] = (uint8_t)(0x60 | n);
-        memcpy(b->p + b->len, s, n);
-        b->len += n;
+    if (n < 24) {
+        envlog_err e = room(b, 1 + n);
+        if (e)
+            return e;
+        /* strlen found no NUL before n: ASCII bytes are valid UTF-8. */
+        uint8_t *d = b->p + b->len;
+        if ((copy_short(d + 1, s, n) & 0x8080808080808080ULL) &&
+            !envlog_utf8_valid(s, n))
+            return envlog__fail(ENVLOG_INVALID_ARG, "%s is not valid UTF-8", what);
+        d[0] = (uint8_t)(0x60 | n);
+        b->len += 1 + n;
         return ENVLOG_OK;
     }
+    if (!text_valid(s, n))
+        return envlog__fail(ENVLOG_INVALID_ARG, "%s is not valid UTF-8", what);
     return envlog_enc_text(b, s, n);
 }
 
@@ -126,14 +165,19 @@ static inline envlog_err enc_f64(envlog_buf *b, double v)
 static envlog_err enc_struct(envlog_buf *b, const envlog_schema *s,
                              const void *in, envlog_level level);
 
+/* Encodes field `f` as a key and its value, or writes nothing and sets
+ * *absent when the value is empty (field_present's per-type rule, checked
+ * here so each field is dispatched once).  Level and presence flag are the
+ * caller's to check. */
 static envlog_err enc_field(envlog_buf *b, const envlog_field *f, const void *in,
-                            envlog_level level)
+                            envlog_level level, bool *absent)
 {
     /* Room for the key and a value head: the fixed-size values below are
      * written in place. */
     envlog_err e = room(b, HEAD_ROOM);
     if (e)
         return e;
+    size_t mark = b->len;
     put_uint(b, 0x00, f->key);
     switch ((envlog_fty)f->type) {
     case ENVLOG_F_U64: return put_uint(b, 0x00, *CAT(in, f->off, uint64_t));
@@ -156,10 +200,16 @@ static envlog_err enc_field(envlog_buf *b, const envlog_field *f, const void *in
     case ENVLOG_F_BOOL:
         b->p[b->len++] = *CAT(in, f->off, bool) ? 0xf5 : 0xf4;
         return ENVLOG_OK;
-    case ENVLOG_F_TEXT:
-        return enc_text_checked(b, *CAT(in, f->off, cstr), f->name);
+    case ENVLOG_F_TEXT: {
+        const char *v = *CAT(in, f->off, cstr);
+        if (!v)
+            goto empty;
+        return enc_text_checked(b, v, f->name);
+    }
     case ENVLOG_F_BYTES: {
         const envlog_bytes *x = CAT(in, f->off, envlog_bytes);
+        if (!x->size)
+            goto empty;
         if (!x->data)
             return envlog__fail(ENVLOG_INVALID_ARG, "%s has a size but no data",
                                 f->name);
@@ -167,6 +217,8 @@ static envlog_err enc_field(envlog_buf *b, const envlog_field *f, const void *in
     }
     case ENVLOG_F_RAW: {
         const envlog_bytes *x = CAT(in, f->off, envlog_bytes);
+        if (!x->size)
+            goto empty;
         if (!x->data || envlog_cbor_check_item(x->data, x->size))
             return envlog__fail(ENVLOG_INVALID_ARG,
                                 "%s is not one well-formed CBOR item (%s)",
@@ -188,6 +240,8 @@ static envlog_err enc_field(envlog_buf *b, const envlog_field *f, const void *in
     case ENVLOG_F_OBJS: break;
     }
     size_t n = *CAT(in, f->count_off, size_t);
+    if (!n)
+        goto empty;
     const void *arr = *CAT(in, f->off, cptr);
     if (!arr)
         return envlog__fail(ENVLOG_INVALID_ARG, "%s has %zu items but no array",
@@ -210,6 +264,10 @@ static envlog_err enc_field(envlog_buf *b, const envlog_field *f, const void *in
             return e;
     }
     return ENVLOG_OK;
+empty:
+    b->len = mark;
+    *absent = true;
+    return ENVLOG_OK;
 }
 
 static size_t count_fields(const envlog_schema *s, const void *in, envlog_level level)
@@ -225,14 +283,16 @@ static envlog_err enc_fields(envlog_buf *b, const envlog_schema *s,
                              const void *in, envlog_level level, size_t *count)
 {
     size_t n = 0;
-    for (size_t i = 0; i < s->n_fields; i++) {
-        const envlog_field *f = &s->fields[i];
-        if (!field_present(f, in, level))
+    for (const envlog_field *f = s->fields, *end = f + s->n_fields; f < end; f++) {
+        if (f->full_only && level < ENVLOG_LEVEL_FULL)
             continue;
-        n++;
-        envlog_err e = enc_field(b, f, in, level);
+        if (f->present_off != SIZE_MAX && !*CAT(in, f->present_off, bool))
+            continue;
+        bool absent = false;
+        envlog_err e = enc_field(b, f, in, level, &absent);
         if (e)
             return e;
+        n += !absent;
     }
     *count = n;
     return ENVLOG_OK;

@@ -694,6 +694,9 @@ typedef struct envlog_state_stats {
     uint64_t sessions;     /* sessions folded */
     uint64_t damaged;      /* damaged regions and torn tails met */
     uint64_t last_change_unix_ns; /* time of the last CHANGED record */
+    uint64_t snapshot_bytes;   /* the checkpoint under the sessions (0: none) */
+    uint64_t snapshot_entries; /* entries it holds */
+    uint64_t snapshot_sessions; /* sessions it compacts */
 } envlog_state_stats;
 
 void envlog_state_stats_get(envlog_state *st, envlog_state_stats *out);

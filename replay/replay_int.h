@@ -166,6 +166,8 @@ envlog_err envlog_snap_load(const uint8_t *p, size_t n, bool check_all,
                             envlog_snap **out);
 void envlog_snap_free(envlog_snap *s);
 const envlog_snap_manifest *envlog_snap_manifest_get(const envlog_snap *s);
+/* The snapshot's size in bytes. */
+uint64_t envlog_snap_size(const envlog_snap *s);
 /* check_all results. */
 uint64_t envlog_snap_bad_records(const envlog_snap *s);
 bool envlog_snap_content_ok(const envlog_snap *s);

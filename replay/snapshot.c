@@ -440,6 +440,7 @@ const envlog_snap_manifest *envlog_snap_manifest_get(const envlog_snap *s)
 }
 
 uint64_t envlog_snap_bad_records(const envlog_snap *s) { return s->bad; }
+uint64_t envlog_snap_size(const envlog_snap *s) { return s->n; }
 bool envlog_snap_content_ok(const envlog_snap *s) { return s->content_ok; }
 
 bool envlog_snap_watermark(const envlog_snap *s, const envlog_id128 *session,

@@ -801,6 +801,14 @@ void envlog_state_stats_get(envlog_state *st, envlog_state_stats *out)
     out->tunes = st->n_tunes;
     out->kernels = st->n_kernels;
     out->user_records = st->n_users;
+    if (st->snap) {
+        const envlog_snap_manifest *m = envlog_snap_manifest_get(st->snap);
+        out->snapshot_bytes = envlog_snap_size(st->snap);
+        out->snapshot_entries = m->tunes + m->kernels + m->users;
+        out->snapshot_sessions = m->n_wms;
+        if (!out->last_change_unix_ns)
+            out->last_change_unix_ns = m->created_unix_ns;
+    }
     pthread_rwlock_unlock(&st->lock);
 }
 

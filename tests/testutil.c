@@ -363,6 +363,92 @@ long tu_fault_calls(tu_call which)
     return fault.calls[which];
 }
 
+/* ------------------------------------------------------------ file views */
+
+static struct {
+    char name[64];
+    uint64_t cut;
+    int64_t flip_at;
+    uint8_t mask;
+    int fds[8];
+} view;
+
+static bool view_fd(int fd)
+{
+    for (int i = 0; i < 8; i++)
+        if (view.fds[i] == fd)
+            return true;
+    return false;
+}
+
+static int v_openat(int d, const char *p, int fl, mode_t m)
+{
+    int fd = PX->openat(d, p, fl, m);
+    const char *base = strrchr(p, '/');
+    base = base ? base + 1 : p;
+    if (fd >= 0 && !strcmp(base, view.name))
+        for (int i = 0; i < 8; i++)
+            if (view.fds[i] < 0) {
+                view.fds[i] = fd;
+                break;
+            }
+    return fd;
+}
+
+static int v_close(int fd)
+{
+    for (int i = 0; i < 8; i++)
+        if (view.fds[i] == fd)
+            view.fds[i] = -1;
+    return PX->close(fd);
+}
+
+static ssize_t v_pread(int fd, void *b, size_t n, off_t o)
+{
+    if (!view_fd(fd))
+        return PX->pread(fd, b, n, o);
+    if ((uint64_t)o >= view.cut)
+        return 0;
+    if (n > view.cut - (uint64_t)o)
+        n = (size_t)(view.cut - (uint64_t)o);
+    ssize_t r = PX->pread(fd, b, n, o);
+    if (r > 0 && view.flip_at >= o && view.flip_at < o + r)
+        ((uint8_t *)b)[view.flip_at - o] ^= view.mask;
+    return r;
+}
+
+static int v_fstat(int fd, struct stat *st)
+{
+    int rc = PX->fstat(fd, st);
+    if (rc == 0 && view_fd(fd) && (uint64_t)st->st_size > view.cut)
+        st->st_size = (off_t)view.cut;
+    return rc;
+}
+
+static envlog_io view_io;
+
+void tu_view_set(const char *name, uint64_t cut, int64_t flip_at, uint8_t mask)
+{
+    ck_assert_uint_lt(strlen(name), sizeof view.name);
+    strcpy(view.name, name);
+    view.cut = cut;
+    view.flip_at = flip_at;
+    view.mask = mask;
+    for (int i = 0; i < 8; i++)
+        view.fds[i] = -1;
+    view_io = *PX;
+    view_io.openat = v_openat;
+    view_io.close = v_close;
+    view_io.pread = v_pread;
+    view_io.fstat = v_fstat;
+    envlog_io_set(&view_io);
+}
+
+void tu_view_clear(void)
+{
+    envlog_io_set(NULL);
+}
+
 /* --------------------------------------------------------- sample records */
 
 const envlog_kind tu_kinds[8] = {

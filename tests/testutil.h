@@ -60,6 +60,14 @@ bool tu_fault_disarm(void);
 /* Calls of `which` made since arming (TU_ANY: all). */
 long tu_fault_calls(tu_call which);
 
+/* A view of one file, as the library reads it through the I/O table: the
+ * file named `name` (the last path component) looks `cut` bytes long (or
+ * its real size, when shorter) and byte `flip_at` (when >= 0) has `mask`
+ * XORed in.  The damage loops use it to read thousands of variants of a
+ * segment without rewriting it each time; tu_view_clear() restores POSIX. */
+void tu_view_set(const char *name, uint64_t cut, int64_t flip_at, uint8_t mask);
+void tu_view_clear(void);
+
 /* --------------------------------------------------------- sample records */
 
 /* One record of any kind, in storage the sample owns. */
