@@ -36,7 +36,7 @@ SHARED := $(B)/libenvlog.so.$(VERSION)
 BIN    := $(B)/envlog
 
 DEB_PKGS := libcbor-dev libxxhash-dev libzstd-dev check pkg-config \
-            python3-cbor2 zstd
+            python3-cbor2 python3-xxhash zstd libsqlite3-dev
 
 .PHONY: all deps check demo bench install uninstall clean asan ubsan \
         checksymbols help

@@ -2,6 +2,7 @@
 # lib.sh - what the replay script tests share (sourced; run.sh sets ENVLOG,
 # GEN, HOLDER, FIX, PY and TMP).
 set -u
+[ -z "${REPLAY_VERBOSE:-}" ] || set -x
 
 fail() {
     echo "FAIL: $*" >&2

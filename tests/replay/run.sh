@@ -4,6 +4,8 @@
 # its own, and says which failed (with its output).
 #
 #   run.sh ENVLOG GEN_REPLAY_FIXTURES REPLAY_HOLDER FIXTURES_REPLAY [TEST...]
+#
+# REPLAY_VERBOSE=1 shows the output of passing tests too.
 set -u
 if [ $# -lt 4 ]; then
     echo "usage: run.sh ENVLOG GEN HOLDER FIXTURES [TEST...]" >&2
@@ -28,6 +30,7 @@ for name in "${tests[@]}"; do
     if (cd "$root/$name" && TMP="$root/$name" bash "$here/$name.sh") \
         >"$root/$name.log" 2>&1; then
         pass=$((pass + 1))
+        [ -z "${REPLAY_VERBOSE:-}" ] || sed "s/^/    $name: /" "$root/$name.log"
     else
         failed+=("$name")
         echo "FAIL: $name"

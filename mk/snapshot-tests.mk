@@ -1,0 +1,24 @@
+# SPDX-License-Identifier: MIT
+# Snapshot and bundle tests outside the Check runner: the CLI end to end
+# (with the golden diff output) and the bundle read by zstd and cbor2.
+
+$(B)/tests/snapshot-rec: tests/snapshot/rec.c $(STATIC)
+	@mkdir -p $(dir $@)
+	@echo "  LD  $@"
+	@$(CC) $(PUB_CPPFLAGS) $(CFLAGS_ALL) $(LDFLAGS) -o $@ $< $(STATIC) $(LDLIBS_ALL)
+
+.PHONY: check-snapshot-cli check-bundle-interop
+
+check-snapshot-cli: $(BIN) $(B)/tests/snapshot-rec
+	@echo "== snapshot and bundle commands"
+	@bash tests/snapshot/cli.sh $(BIN) $(B)/tests/snapshot-rec $(STATIC) "$(CC)" $(LDLIBS_ALL)
+
+check-bundle-interop: $(BIN) $(B)/tests/snapshot-rec
+	@echo "== bundle interoperability (zstd -d, python3-cbor2)"
+	@set -e; d=$$(mktemp -d "$${TMPDIR:-/tmp}/envlog-binterop-XXXXXX"); \
+	  trap 'rm -rf "$$d"' EXIT; \
+	  $(B)/tests/snapshot-rec "$$d/env" 1 5; \
+	  $(BIN) -C "$$d/env" bundle export "interop" -o "$$d/b.bundle" --evidence all >/dev/null; \
+	  /usr/bin/python3 tests/bundle_interop.py $(BIN) "$$d/env" "$$d/b.bundle"
+
+CHECK_TARGETS += check-snapshot-cli check-bundle-interop

@@ -1,0 +1,87 @@
+#!/bin/bash
+# SPDX-License-Identifier: MIT
+# The snapshot and bundle commands end to end: compact, bundle export /
+# inspect / import / embed, diff (with a golden output), and hostile bundles
+# refused with their exit status and nothing imported.
+# usage: cli.sh ENVLOG REC_PROGRAM STATIC_LIB CC LDLIBS...
+set -u
+ENVLOG=$1 REC=$2 LIB=$3 CC=$4
+shift 4
+LDLIBS="$*"
+here=$(cd "$(dirname "$0")" && pwd)
+t=$(mktemp -d "${TMPDIR:-/tmp}/envlog-snapcli-XXXXXX")
+trap 'rm -rf "$t"' EXIT
+fail=0 pass=0
+check() { # name expected-status command...
+    local name=$1 want=$2; shift 2
+    "$@" > "$t/out" 2> "$t/err"
+    local got=$?
+    if [ "$got" != "$want" ]; then
+        echo "FAIL $name: exit $got, want $want"; cat "$t/out" "$t/err"; fail=$((fail + 1))
+    else
+        pass=$((pass + 1))
+    fi
+}
+
+"$REC" "$t/a" 0 1 && "$REC" "$t/b" 2 9 || exit 1
+cp -a "$t/a" "$t/a-copy"
+
+# diff: an environment with itself, with a copy, and with one whose winners differ.
+check diff-self 0 "$ENVLOG" diff "$t/a" "$t/a"
+check diff-copy 0 "$ENVLOG" diff "$t/a" "$t/a-copy"
+check diff-winners 1 "$ENVLOG" diff "$t/a" "$t/b"
+if ! diff -u "$here/diff-winners.out" <(sed "s#$t/##g" "$t/out"); then
+    echo "FAIL diff-winners: output differs from tests/snapshot/diff-winners.out"; fail=$((fail + 1))
+fi
+check diff-json 1 "$ENVLOG" diff --json "$t/a" "$t/b"
+grep -q '"diff":"winner"' "$t/out" && grep -q '"differences":4' "$t/out" ||
+    { echo "FAIL diff-json: $(cat "$t/out")"; fail=$((fail + 1)); }
+
+# compact keeps the replayed state and empties sessions/.
+"$ENVLOG" -C "$t/a" replay > "$t/before"
+check compact 0 "$ENVLOG" -C "$t/a" compact --evidence all
+[ -z "$(ls "$t/a/sessions")" ] || { echo "FAIL compact: sessions left"; fail=$((fail + 1)); }
+"$ENVLOG" -C "$t/a" replay > "$t/after"
+cmp -s "$t/before" "$t/after" || { echo "FAIL compact: replay changed"; fail=$((fail + 1)); }
+check compact-bad-evidence 2 "$ENVLOG" -C "$t/a" compact --evidence some
+check diff-after-compact 0 "$ENVLOG" diff "$t/a" "$t/a-copy"
+
+# export, inspect, import into an empty environment, import again.
+check export 0 "$ENVLOG" -C "$t/a" bundle export "H100 Linux" -o "$t/h100.bundle"
+check zstd-opens-it 0 zstd -t -q "$t/h100.bundle"
+check inspect 0 "$ENVLOG" bundle inspect "$t/h100.bundle"
+grep -q "check        ok" "$t/out" || { echo "FAIL inspect: $(cat "$t/out")"; fail=$((fail + 1)); }
+check import 0 "$ENVLOG" -C "$t/c" bundle import "$t/h100.bundle"
+grep -q "4 taken, 0 skipped" "$t/out" || { echo "FAIL import: $(cat "$t/out")"; fail=$((fail + 1)); }
+check import-again 0 "$ENVLOG" -C "$t/c" bundle import "$t/h100.bundle"
+grep -q "0 taken, 4 skipped" "$t/out" || { echo "FAIL import-again: $(cat "$t/out")"; fail=$((fail + 1)); }
+check diff-bundle 0 "$ENVLOG" diff "$t/a" "$t/h100.bundle"
+check diff-imported 0 "$ENVLOG" diff "$t/c" "$t/h100.bundle"
+
+# embed: a program with the bundle linked in imports it from memory.
+check embed 0 "$ENVLOG" bundle embed "$t/h100.bundle"
+cp "$t/out" "$t/bundle.c"
+if "$CC" -std=c11 -I"$here/../../include" -o "$t/embedded" "$here/embed_main.c" "$t/bundle.c" \
+        "$LIB" $LDLIBS 2> "$t/cc.err"; then
+    check embedded-import 0 "$t/embedded" "$t/d"
+    grep -q "4 taken" "$t/out" || { echo "FAIL embedded-import: $(cat "$t/out")"; fail=$((fail + 1)); }
+    check diff-embedded 0 "$ENVLOG" diff "$t/d" "$t/h100.bundle"
+else
+    echo "FAIL embed: the generated C does not compile"; cat "$t/cc.err"; fail=$((fail + 1))
+fi
+
+# hostile bundles: each refused with a clear error, nothing imported.
+printf 'not a bundle at all' > "$t/junk"
+head -c 100 "$t/h100.bundle" > "$t/cut"
+printf '\x28\xb5\x2f\xfd\xe0\x00\x00\x00\x80\x00\x00\x00\x00\x01\x00\x00' > "$t/huge"
+for bad in junk cut huge; do
+    check "hostile-$bad" 3 "$ENVLOG" -C "$t/e" bundle import "$t/$bad"
+    grep -q "envlog: error:" "$t/err" || { echo "FAIL hostile-$bad: no error line"; fail=$((fail + 1)); }
+    [ ! -d "$t/e/sessions" ] || [ -z "$(ls "$t/e/sessions")" ] ||
+        { echo "FAIL hostile-$bad: something was imported"; fail=$((fail + 1)); }
+done
+check inspect-missing 2 "$ENVLOG" bundle inspect "$t/nope"
+check bundle-usage 2 "$ENVLOG" bundle frobnicate
+
+echo "snapshot CLI: $pass passed, $fail failed"
+[ "$fail" = 0 ]
