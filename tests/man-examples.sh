@@ -1,5 +1,8 @@
 #!/bin/bash
 # SPDX-License-Identifier: MIT
+# $CC, $MAN_CFLAGS and $LIBS are word lists on purpose (SC2086); the printf
+# formats write shell code for later (SC2016).
+# shellcheck disable=SC2086,SC2016
 #
 # man-examples.sh - the man pages' examples, run as tests.
 #
@@ -164,7 +167,7 @@ fi
 # ------------------------------------------------------ envlog(1) examples
 
 split_examples "$MAN1" "$tmp/ex1"
-n1=$(ls "$tmp/ex1"/*.status 2>/dev/null | wc -l)
+n1=$(find "$tmp/ex1" -name "*.status" | wc -l)
 if [ "$n1" -gt 0 ]; then
     pass "envlog(1) has $n1 marked examples"
 else
@@ -178,7 +181,7 @@ for n in $(seq 1 "$n1"); do
         fail "$what: its text does not say \"status $want\""
         continue
     fi
-    rm -rf "$tmp/home" "$tmp/work"
+    rm -rf "${tmp:?}/home" "${tmp:?}/work"
     cp -a "$master" "$tmp/home"
     mkdir "$tmp/work"
     cat "$tmp/ex1/$n".b* > "$tmp/blocks"
@@ -324,8 +327,8 @@ while read -r c; do
     title=$(grep -E "^envlog $c( |$)" "$tmp/titles" | head -n 1)
     [ -n "$title" ] || continue
     usage=$("$BIN" "$c" --help | head -n 1 | sed -e 's/^usage: //' -e 's/\[-C DIR\] //')
-    if [ "$(echo "$title" | tr 'A-Z' 'a-z' | tr -d ' ')" != \
-         "$(echo "$usage" | tr 'A-Z' 'a-z' | tr -d ' ')" ]; then
+    if [ "$(echo "$title" | tr '[:upper:]' '[:lower:]' | tr -d ' ')" != \
+         "$(echo "$usage" | tr '[:upper:]' '[:lower:]' | tr -d ' ')" ]; then
         printf 'page: %s\nhelp: %s\n' "$title" "$usage" > "$tmp/usage"
         fail "envlog(1) section of $c matches its --help usage" "$tmp/usage"
     else

@@ -22,6 +22,7 @@ static const struct {
     {"session", suite_session},
     {"replay", suite_replay},
     {"snapshot", suite_snapshot},
+    {"cuda", suite_cuda},
 };
 #define N_SUITES (sizeof suites / sizeof suites[0])
 

@@ -15,5 +15,6 @@ Suite *suite_session(void); /* check_session.c: recorder, effects, faults,
 Suite *suite_replay(void);  /* check_replay.c: order, fold rules, state, damage */
 
 Suite *suite_snapshot(void); /* check_snapshot.c: compaction, bundles, hostile input */
+Suite *suite_cuda(void);     /* check_cuda*.c: NVRTC, modes, statistics, tuner, GPU */
 
 #endif /* ENVLOG_SUITES_H */

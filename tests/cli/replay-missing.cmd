@@ -1,0 +1,2 @@
+# a missing middle segment
+cd "$FIXTURES/replay" && envlog -C missing replay

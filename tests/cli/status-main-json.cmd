@@ -1,0 +1,2 @@
+# status --json: one object
+cd "$FIXTURES/replay" && envlog --json -C main status

@@ -1,0 +1,2 @@
+# status of an environment covering every fold rule
+cd "$FIXTURES/replay" && envlog -C main status

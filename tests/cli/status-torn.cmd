@@ -1,0 +1,2 @@
+# a torn tail: reported, exit 1
+cd "$FIXTURES/replay" && envlog -C torn status

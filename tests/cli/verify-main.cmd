@@ -1,0 +1,2 @@
+# a clean environment
+cd "$FIXTURES/replay" && envlog -C main verify

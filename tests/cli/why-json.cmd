@@ -1,0 +1,2 @@
+# --json: one object per event
+cd "$FIXTURES/replay" && envlog --json -C main why softmax_64
