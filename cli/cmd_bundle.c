@@ -170,45 +170,46 @@ static int export_run(cli *c, int i)
     return EXIT_OK;
 }
 
-static int inspect_run(cli *c, int i)
+/* `bundle SUB FILE [--json]`: the one FILE argument. */
+static int file_arg(cli *c, int i, const char *sub, const char **file)
 {
-    const char *file = NULL;
+    *file = NULL;
     for (; i < c->argc; i++) {
         if (!strcmp(c->argv[i], "--json"))
             c->json = true;
-        else if (!file && c->argv[i][0] != '-')
-            file = c->argv[i];
+        else if (!*file && c->argv[i][0] != '-')
+            *file = c->argv[i];
         else
-            return cli_error(EXIT_USAGE, "bundle inspect: unexpected argument '%s'", c->argv[i]);
+            return cli_error(EXIT_USAGE, "bundle %s: unexpected argument '%s'", sub,
+                             c->argv[i]);
     }
-    if (!file)
-        return cli_error(EXIT_USAGE, "usage: envlog bundle inspect FILE");
+    if (!*file)
+        return cli_error(EXIT_USAGE, "usage: envlog bundle %s FILE", sub);
+    return EXIT_OK;
+}
+
+static int inspect_run(cli *c, int i)
+{
+    const char *file;
+    int rc = file_arg(c, i, "inspect", &file);
+    if (rc)
+        return rc;
     envlog_bundle_info *info;
     envlog_err e = envlog_bundle_inspect(file, &info);
     if (e)
         return cli_fail(e, file);
     print_info(c, info, file);
-    int rc = info->bad_records || !info->content_ok ? EXIT_DAMAGE : EXIT_OK;
+    rc = info->bad_records || !info->content_ok ? EXIT_DAMAGE : EXIT_OK;
     envlog_bundle_info_free(info);
     return rc;
 }
 
 static int import_run(cli *c, int i)
 {
-    const char *file = NULL;
-    for (; i < c->argc; i++) {
-        if (!strcmp(c->argv[i], "--json"))
-            c->json = true;
-        else if (!file && c->argv[i][0] != '-')
-            file = c->argv[i];
-        else
-            return cli_error(EXIT_USAGE, "bundle import: unexpected argument '%s'", c->argv[i]);
-    }
-    if (!file)
-        return cli_error(EXIT_USAGE, "usage: envlog bundle import FILE");
+    const char *file;
     envlog_env *env;
-    int rc = cli_open_env(c, true, &env);
-    if (rc)
+    int rc = file_arg(c, i, "import", &file);
+    if (rc || (rc = cli_open_env(c, true, &env)))
         return rc;
     envlog_import_report r;
     envlog_err e = envlog_bundle_import(env, file, &r);

@@ -8,19 +8,6 @@
 #include <inttypes.h>
 #include <string.h>
 
-/* Prints a damage report to stderr; returns EXIT_DAMAGE. */
-static int damage_line(const envlog_damage *d, bool torn)
-{
-    char id[33];
-    envlog_id_format(&d->session, id);
-    fprintf(stderr,
-            "envlog: %s: session %s segment %" PRIu32 " offset %" PRIu64
-            ": %s (%" PRIu64 " bytes dropped)\n",
-            torn ? "torn tail" : "damage", id, d->segment, d->offset, d->reason,
-            d->bytes);
-    return EXIT_DAMAGE;
-}
-
 static int sessions_run(cli *c)
 {
     for (int i = 1; i < c->argc; i++) {
@@ -97,7 +84,7 @@ static int cat_one(envlog_env *env, const envlog_id128 *id, enum cat_mode mode,
     const envlog_record *rec;
     while ((e = envlog_reader_next(r, &rec)) != ENVLOG_END) {
         if (e == ENVLOG_CORRUPT || e == ENVLOG_TRUNCATED) {
-            rc = damage_line(envlog_reader_damage(r), e == ENVLOG_TRUNCATED);
+            cli_damage(&rc, envlog_reader_damage(r), e == ENVLOG_TRUNCATED);
             continue;
         }
         if (e) {

@@ -103,6 +103,33 @@ envlog_err envlog_read_file(int dirfd, const char *name, uint64_t max,
     return e;
 }
 
+envlog_err envlog_write_new_file(int dirfd, const char *name, const void *data, size_t n)
+{
+    const envlog_io *io = envlog_io_get();
+    const uint8_t *p = data;
+    int fd = io->openat(dirfd, name, O_WRONLY | O_CREAT | O_EXCL, 0600);
+    if (fd < 0)
+        return envlog__fail_errno(errno, "creating %s", name);
+    envlog_err e = ENVLOG_OK;
+    size_t done = 0;
+    while (done < n) {
+        ssize_t w = io->pwrite(fd, p + done, n - done, (off_t)done);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0) {
+            e = envlog__fail_errno(w < 0 ? errno : ENOSPC, "writing %s", name);
+            break;
+        }
+        done += (size_t)w;
+    }
+    if (!e && io->fsync(fd))
+        e = envlog__fail_errno(errno, "syncing %s", name);
+    io->close(fd);
+    if (e)
+        io->unlinkat(dirfd, name, 0);
+    return e;
+}
+
 bool envlog_session_dir_live(int fd)
 {
     const envlog_io *io = envlog_io_get();

@@ -159,6 +159,10 @@ envlog_err envlog_dir_sync(int fd, const char *what);
 /* Reads a whole regular file under `dirfd` of at most `max` bytes. */
 envlog_err envlog_read_file(int dirfd, const char *name, uint64_t max,
                             envlog_buf *out);
+/* Writes `n` bytes to a new file `name` under `dirfd` (AT_FDCWD: a path),
+ * syncs it and closes it; on any failure the file is removed again, so it
+ * is either whole or absent. */
+envlog_err envlog_write_new_file(int dirfd, const char *name, const void *p, size_t n);
 /* True while a writer holds the lock of session directory `fd`. */
 bool envlog_session_dir_live(int fd);
 

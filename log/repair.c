@@ -18,30 +18,10 @@
 static envlog_err copy_broken(int dirfd, const char *name, const envlog_buf *data,
                               char *out, size_t size)
 {
-    const envlog_io *io = envlog_io_get();
     snprintf(out, size, "%s.broken", name);
-    int fd = io->openat(dirfd, out, O_WRONLY | O_CREAT | O_EXCL, 0600);
-    if (fd < 0)
-        return envlog__fail_errno(errno, "creating %s", out);
-    envlog_err e = ENVLOG_OK;
-    size_t done = 0;
-    while (done < data->len) {
-        ssize_t w = io->pwrite(fd, data->p + done, data->len - done, (off_t)done);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0) {
-            e = envlog__fail_errno(w < 0 ? errno : ENOSPC, "writing %s", out);
-            break;
-        }
-        done += (size_t)w;
-    }
-    if (!e && io->fsync(fd))
-        e = envlog__fail_errno(errno, "syncing %s", out);
-    io->close(fd);
-    if (!e)
-        e = envlog_dir_sync(dirfd, out);
-    if (e)
-        io->unlinkat(dirfd, out, 0);
+    envlog_err e = envlog_write_new_file(dirfd, out, data->p, data->len);
+    if (!e && (e = envlog_dir_sync(dirfd, out)))
+        envlog_io_get()->unlinkat(dirfd, out, 0);
     return e;
 }
 

@@ -17,3 +17,17 @@ $(CUDA_GEN)/%.cu.inc: cuda/kernels/%.cu
 
 $(B)/cuda/builtins.o: $(CUDA_KERNEL_INC)
 $(B)/cuda/builtins.o: LIB_CPPFLAGS += -I$(CUDA_GEN)
+
+# `envlog rebuild`, end to end (skips, saying so, without NVRTC).
+CUDA_REBUILD_ENV := $(B)/tests/cuda_rebuild_env
+
+$(CUDA_REBUILD_ENV): $(B)/tests/cuda_rebuild_env.o $(STATIC)
+	@echo "  LD  $@"
+	@$(CC) $(CFLAGS_ALL) $(LDFLAGS) -o $@ $< $(STATIC) $(LDLIBS_ALL)
+
+.PHONY: check-cuda-rebuild
+check-cuda-rebuild: $(BIN) $(CUDA_REBUILD_ENV)
+	@echo "== envlog rebuild (tests/cuda-rebuild.sh)"
+	@bash tests/cuda-rebuild.sh $(BIN) $(CUDA_REBUILD_ENV)
+
+CHECK_TARGETS += check-cuda-rebuild

@@ -326,27 +326,11 @@ envlog_err envlog_bundle_export(envlog_env *env, const envlog_bundle_opts *opts,
     }
     char tmp[4096];
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    int fd = io->open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    if (fd < 0) {
-        e = envlog__fail_errno(errno, "creating %s", tmp);
-    } else {
-        size_t done = 0;
-        while (!e && done < zn) {
-            ssize_t w = io->pwrite(fd, z + done, zn - done, (off_t)done);
-            if (w < 0 && errno == EINTR)
-                continue;
-            if (w <= 0)
-                e = envlog__fail_errno(w < 0 ? errno : ENOSPC, "writing %s", tmp);
-            else
-                done += (size_t)w;
-        }
-        if (!e && io->fsync(fd))
-            e = envlog__fail_errno(errno, "syncing %s", tmp);
-        io->close(fd);
-        if (!e && io->renameat(AT_FDCWD, tmp, AT_FDCWD, path))
-            e = envlog__fail_errno(errno, "renaming %s to %s", tmp, path);
-        if (e)
-            io->unlinkat(AT_FDCWD, tmp, 0);
+    io->unlinkat(AT_FDCWD, tmp, 0); /* a leftover of an interrupted export */
+    e = envlog_write_new_file(AT_FDCWD, tmp, z, zn);
+    if (!e && io->renameat(AT_FDCWD, tmp, AT_FDCWD, path)) {
+        e = envlog__fail_errno(errno, "renaming %s to %s", tmp, path);
+        io->unlinkat(AT_FDCWD, tmp, 0);
     }
     if (!e && info)
         e = envlog_bundle_inspect_memory(z, zn, info);

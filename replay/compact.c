@@ -85,27 +85,11 @@ static envlog_err clean_leftovers(envlog_env *env, int snapfd)
 static envlog_err write_snapshot(int snapfd, const envlog_buf *file)
 {
     const envlog_io *io = envlog_io_get();
-    int fd = io->openat(snapfd, "current.tmp", O_WRONLY | O_CREAT | O_EXCL, 0600);
-    if (fd < 0)
-        return envlog__fail_errno(errno, "creating snapshot/current.tmp");
-    envlog_err e = ENVLOG_OK;
-    size_t done = 0;
-    while (done < file->len) {
-        ssize_t w = io->pwrite(fd, file->p + done, file->len - done, (off_t)done);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0) {
-            e = envlog__fail_errno(w < 0 ? errno : ENOSPC, "writing snapshot/current.tmp");
-            break;
-        }
-        done += (size_t)w;
-    }
-    if (!e && io->fsync(fd))
-        e = envlog__fail_errno(errno, "syncing snapshot/current.tmp");
-    io->close(fd);
-    if (!e && io->renameat(snapfd, "current.tmp", snapfd, "current"))
+    envlog_err e = envlog_write_new_file(snapfd, "current.tmp", file->p, file->len);
+    if (e)
+        return e;
+    if (io->renameat(snapfd, "current.tmp", snapfd, "current")) {
         e = envlog__fail_errno(errno, "renaming snapshot/current.tmp to current");
-    if (e) {
         io->unlinkat(snapfd, "current.tmp", 0);
         return e;
     }

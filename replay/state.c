@@ -485,30 +485,6 @@ static envlog_err fold_compile(envlog_state *st, const envlog_record *rec,
     return install(st, e, old, false);
 }
 
-static int hexval(char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
-
-static bool parse_hash(const char *s, envlog_hash128 *h)
-{
-    if (!s || strlen(s) != 32)
-        return false;
-    for (int i = 0; i < 16; i++) {
-        int a = hexval(s[2 * i]), b = hexval(s[2 * i + 1]);
-        if (a < 0 || b < 0)
-            return false;
-        h->b[i] = (uint8_t)(a << 4 | b);
-    }
-    return true;
-}
-
 static envlog_err fold_forget(envlog_state *st, const envlog_forget *f)
 {
     entry *old = NULL;
@@ -518,7 +494,7 @@ static envlog_err fold_forget(envlog_state *st, const envlog_forget *f)
         return ENVLOG_OK;
     if (f->table == ENVLOG_TABLE_TUNE)
         e = find_known(st, ENVLOG_TABLE_TUNE, f->ns, f->key, NULL, f->checksum, &old);
-    else if (f->table == ENVLOG_TABLE_KERNEL && parse_hash(f->key, &k))
+    else if (f->table == ENVLOG_TABLE_KERNEL && envlog_id_parse(f->key, &k) == ENVLOG_OK)
         e = find_known(st, ENVLOG_TABLE_KERNEL, f->ns, NULL, &k, 0, &old);
     if (!e && old)
         kill_entry(st, old);

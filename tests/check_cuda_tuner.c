@@ -42,7 +42,9 @@ static void run_tune(tuned *x, envlog_level level, const char *const *names, siz
     tc_end(&x->t);
     tc_recs rr;
     tc_collect(x->t.env, &rr);
-    ck_assert_uint_eq(tc_count(&rr, ENVLOG_KIND_TUNE, -1), 1);
+    memset(&x->rec, 0, sizeof x->rec);
+    /* a tune that stored nothing is OBSERVED: held in memory, never written */
+    ck_assert_uint_eq(tc_count(&rr, ENVLOG_KIND_TUNE, -1), x->res.stored ? 1 : 0);
     for (size_t i = 0; i < rr.n; i++)
         if (rr.r[i].kind == ENVLOG_KIND_TUNE)
             x->rec = rr.r[i];
@@ -181,8 +183,7 @@ START_TEST(test_failed_candidates)
     ck_assert_int_eq(x.res.winner, -1);
     ck_assert(x.res.measured);
     ck_assert(!x.res.stored);
-    ck_assert(!x.rec.stored);
-    ck_assert_int_eq(x.rec.winner, -1);
+    ck_assert(x.res.recorded);
     /* not stored: OBSERVED, so the failed tune left nothing on disk */
     ck_assert_uint_eq(tc_sessions(&x.t), 0);
     tc_free(&x.t);

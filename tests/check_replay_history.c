@@ -487,6 +487,60 @@ START_TEST(test_damage_unreadable_session)
 }
 END_TEST
 
+/* A writer that still holds its lock is never repaired, whatever its last
+ * segment ends in; once it is gone, the same bytes are a torn tail. */
+START_TEST(test_repair_refuses_live)
+{
+    rp_renv r = rp_renv_new("repairlive");
+    envlog_session *s = rp_sbegin(r.env, "live", 0);
+    envlog_stamp t = rp_rtune(s, NS_A, "k", 0);
+    rp_placed_list l = rp_order_of(r.env, NULL);
+    ck_assert_uint_eq(l.n, 2);
+    char *seg = rp_segment_file(r.dir, &t.session, 0);
+    size_t len;
+    uint8_t *p = tu_read(seg, &len);
+    ck_assert_uint_gt(len, l.v[1].file_end + 40);
+    memset(p + l.v[1].file_end, 0x41, 40); /* a partial record after the last */
+    tu_write(seg, p, len);
+    envlog_repair rep;
+    ck_assert_err(envlog_session_repair(r.env, &t.session, &rep), ENVLOG_BUSY);
+    ck_assert(!rep.repaired);
+    size_t len2;
+    uint8_t *q = tu_read(seg, &len2);
+    ck_assert_uint_eq(len2, len);
+    ck_assert(!memcmp(p, q, len));
+    free(q);
+    /* the live state is no damage to a reader either */
+    rp_dmg_list dl = {0};
+    envlog_replay_opts o = {.on_damage = rp_on_dmg, .ctx = &dl};
+    envlog_state *st = rp_sopen(r.env, &o);
+    ck_assert_uint_eq(dl.n, 0);
+    rp_winner(st, NS_A, "k");
+    envlog_state_close(st);
+    /* As a killed writer leaves it: the lock gone, the segment unsealed
+     * (ending the session seals it; the bytes are put back after). */
+    rp_end(s);
+    tu_write(seg, p, len);
+    ck_assert_ok(envlog_session_repair(r.env, &t.session, &rep));
+    ck_assert(rep.repaired);
+    ck_assert_uint_eq(rep.segment, 0);
+    ck_assert_uint_eq(rep.cut_at, l.v[1].file_end);
+    ck_assert_uint_eq(tu_size(seg), l.v[1].file_end);
+    char *broken;
+    ck_assert_int_ge(asprintf(&broken, "%s.broken", seg), 0);
+    size_t blen;
+    uint8_t *b = tu_read(broken, &blen);
+    ck_assert_uint_eq(blen, len);
+    ck_assert(!memcmp(b, p, len));
+    free(b);
+    free(broken);
+    free(p);
+    free(seg);
+    rp_placed_free(&l);
+    rp_renv_free(&r);
+}
+END_TEST
+
 /* ----------------------------------------------------------------- faults */
 
 START_TEST(test_state_open_alloc_faults)
@@ -591,6 +645,7 @@ void rp_add_history_tcases(Suite *s)
     tcase_add_test(t, test_damage_corrupt_segment);
     tcase_add_test(t, test_damage_missing_segment);
     tcase_add_test(t, test_damage_unreadable_session);
+    tcase_add_test(t, test_repair_refuses_live);
     suite_add_tcase(s, t);
 
     t = tcase_create("faults");

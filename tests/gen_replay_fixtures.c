@@ -416,7 +416,7 @@ static void gen_damage(void)
     }
     envlog_session *small = begin(env, "small", "triton", "3.0.0", "H100-SXM5-80GB:sm_90", 0);
     tune(small, &(tune_spec){NS90, "matmul_128", MM, 3, MM_T, 1, true, false, false, NULL});
-    tune(small, &(tune_spec){NS90, "softmax_64", SM, 2, SM_T, 0, true, false, false, NULL});
+    tune(small, &(tune_spec){NS90, "softmax_64", SM, 2, SM_T, 1, true, false, false, NULL});
     envlog_id128 big_id = first.session;
     end(big);
     end(small);

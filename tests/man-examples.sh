@@ -1,8 +1,5 @@
 #!/bin/bash
 # SPDX-License-Identifier: MIT
-# $CC, $MAN_CFLAGS and $LIBS are word lists on purpose (SC2086); the printf
-# formats write shell code for later (SC2016).
-# shellcheck disable=SC2086,SC2016
 #
 # man-examples.sh - the man pages' examples, run as tests.
 #
@@ -22,13 +19,18 @@
 #    with -Wall -Wextra -Werror against STATIC, runs, exits with the status
 #    the text gives, and prints the lines of the second block.
 #  - README.md: its C example compiles the same way and records.
-#  - every function and error code of include/envlog.h is named in envlog(3),
-#    and every command of `envlog --help' has its section in envlog(1) with
-#    the usage line its --help prints.
+#  - every function of include/envlog.h is described in envlog(3) and every
+#    command of `envlog --help' has its section in envlog(1), titled with the
+#    usage line its --help prints, unless the page lists it in a
+#    `.\" not-yet-documented:' comment; every error code is in ERRORS.
 #  - the CDDL schema of envlog(5) gives every key of core/schema.c and
 #    log/frame.c, under the right rule, with its JSON name.
 #  - `man -l' renders each page without a warning (skipped without man).
 # Prints one PASS or FAIL line per check and "N passed, N failed" at the end.
+#
+# $CC, $MAN_CFLAGS and $LIBS are word lists on purpose (SC2086); the printf
+# formats write shell code for later (SC2016).
+# shellcheck disable=SC2086,SC2016
 
 set -u
 
@@ -335,6 +337,26 @@ while read -r c; do
         pass "envlog(1) section of $c matches its --help usage"
     fi
 done < "$tmp/commands"
+
+# README.md names every command and the Debian packages the Makefile installs.
+missing=$(while read -r c; do grep -q "^| \`$c\` " "$ROOT/README.md" || echo "$c"; done \
+    < "$tmp/commands")
+if [ -z "$missing" ]; then
+    pass "README.md lists every command of envlog --help"
+else
+    echo "$missing" > "$tmp/missing"
+    fail "README.md lists every command of envlog --help; missing:" "$tmp/missing"
+fi
+sed -n '/^DEB_PKGS *:*=/,/[^\\]$/p' "$ROOT/Makefile" | sed -e 's/^DEB_PKGS *:*=//' \
+    -e 's/\\$//' | tr -s ' \t' '\n' | grep . | sort > "$tmp/pkgs.mk"
+tr '\n' ' ' < "$ROOT/README.md" | sed -n 's/.*`DEB_PKGS` of the Makefile: `\([^`]*\)`.*/\1/p' |
+    tr -s ' ' '\n' | grep . | sort > "$tmp/pkgs.readme"
+if [ -s "$tmp/pkgs.mk" ] && cmp -s "$tmp/pkgs.mk" "$tmp/pkgs.readme"; then
+    pass "README.md names the Makefile's DEB_PKGS"
+else
+    diff "$tmp/pkgs.mk" "$tmp/pkgs.readme" > "$tmp/pkgs.diff"
+    fail "README.md names the Makefile's DEB_PKGS (< Makefile, > README.md)" "$tmp/pkgs.diff"
+fi
 
 # ---------------------------------------------- envlog(5) schema vs code
 

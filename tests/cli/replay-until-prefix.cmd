@@ -1,2 +1,4 @@
-# --until with a session id prefix: the same point as replay-until-stamp
-cd "$FIXTURES/replay" && envlog -C main replay --until 01a237e5f8ab:3
+# --until with a 12-digit session id prefix: the point of replay-until-stamp
+cd "$FIXTURES/replay"
+t2=$(envlog -C main sessions | awk '$3 == "tuner-2" {print $1}')
+envlog -C main replay --until "${t2:0:12}:3"

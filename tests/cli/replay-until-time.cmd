@@ -1,3 +1,5 @@
-# --until TIME: before the cleanup session forgot layernorm_32 and before
-# the second import brought rmsnorm_16
-cd "$FIXTURES/replay" && envlog -C main replay --until 2026-12-02T17:55:48.060Z
+# --until TIME (ISO 8601): as of the start of the cleanup session, before it
+# forgot layernorm_32 and before the second import brought rmsnorm_16
+cd "$FIXTURES/replay"
+at=$(envlog -C main sessions | awk '$3 == "cleanup" {print $2}')
+envlog -C main replay --until "$at"

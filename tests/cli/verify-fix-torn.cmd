@@ -3,7 +3,9 @@
 cp -r "$FIXTURES/replay/torn" env
 envlog -C env verify --fix
 echo "== exit $?"
-cmp "$FIXTURES/replay/torn/sessions/01a237e5f8fd6e8c285c6f768820d3ca/00000002-0000000000000011.log" \
-    env/sessions/01a237e5f8fd6e8c285c6f768820d3ca/00000002-0000000000000011.log.broken && echo "== .broken is the original"
-ls env/sessions/01a237e5f8fd6e8c285c6f768820d3ca
+for b in env/sessions/*/*.broken; do
+    orig=$FIXTURES/replay/torn/${b#env/}
+    cmp "${orig%.broken}" "$b" && echo "== $(basename "$b") is the original, byte for byte"
+done
+(cd env/sessions && ls -R)
 envlog -C env verify
