@@ -374,7 +374,7 @@ static envlog_err dec_text(envlog_pull *p, const envlog_field *f,
         return e;
     if (t.type != ENVLOG_TOK_TEXT)
         return bad(f, "expected a text string");
-    if (!envlog_utf8_valid((const char *)t.data, t.len))
+    if (!text_valid((const char *)t.data, t.len))
         return bad(f, "text is not valid UTF-8 or holds a NUL");
     char *s = envlog_arena_alloc(a, t.len + 1);
     if (!s)
@@ -563,12 +563,28 @@ static envlog_err dec_field(envlog_pull *p, const envlog_field *f, void *out,
     return bad(f, "unknown field type");
 }
 
+/* envlog_schema_field(), first trying the place the key would have if the
+ * schema's keys run without gaps from its first one, as they nearly all do:
+ * a record's keys are then found without a search. */
+static inline const envlog_field *field_of(const envlog_schema *s, uint64_t key)
+{
+    if (s->n_fields) {
+        uint64_t i = key - s->fields[0].key;
+        if (i < s->n_fields && s->fields[i].key == key)
+            return &s->fields[i];
+    }
+    return envlog_schema_field(s, key);
+}
+
 /* Reads `pairs` key/value pairs; keys the schema knows are decoded into
  * `out`, others are handed to `other` (which may be NULL: skip them). */
 typedef envlog_err (*other_fn)(envlog_pull *p, uint64_t key, void *ctx);
 
-static envlog_err dec_pairs(envlog_pull *p, uint64_t pairs, const envlog_schema *s,
-                            void *out, envlog_arena *a, other_fn other, void *ctx)
+/* With `need` (the fold), returns as soon as *need fold fields and envelope
+ * keys have been read. */
+static envlog_err dec_pairs_x(envlog_pull *p, uint64_t pairs, const envlog_schema *s,
+                              void *out, envlog_arena *a, other_fn other, void *ctx,
+                              unsigned *need)
 {
     if (pairs > (p->n - p->pos) / 2)
         return envlog__fail(ENVLOG_BAD_DATA,
@@ -587,11 +603,19 @@ static envlog_err dec_pairs(envlog_pull *p, uint64_t pairs, const envlog_schema 
                 return e;
             continue;
         }
-        const envlog_field *f = s ? envlog_schema_field(s, k.u) : NULL;
-        if (f) {
+        const envlog_field *f = s ? field_of(s, k.u) : NULL;
+        if (need && f && !f->fold) {
+            envlog_tok v; /* read another day: not the fold's */
+            if (!(e = envlog_pull_next(p, &v)))
+                e = envlog_pull_skip_after(p, &v);
+        } else if (f) {
             e = dec_field(p, f, out, a);
+            if (need && !e && !--*need)
+                return ENVLOG_OK;
         } else if (other) {
             e = other(p, k.u, ctx);
+            if (need && !e && k.u < ENVLOG_K_BODY0 && !--*need)
+                return ENVLOG_OK;
         } else {
             envlog_tok v;
             if (!(e = envlog_pull_next(p, &v)))
@@ -601,6 +625,12 @@ static envlog_err dec_pairs(envlog_pull *p, uint64_t pairs, const envlog_schema 
             return e;
     }
     return ENVLOG_OK;
+}
+
+static envlog_err dec_pairs(envlog_pull *p, uint64_t pairs, const envlog_schema *s,
+                            void *out, envlog_arena *a, other_fn other, void *ctx)
+{
+    return dec_pairs_x(p, pairs, s, out, a, other, ctx, NULL);
 }
 
 envlog_err envlog_struct_decode(envlog_pull *pull, const envlog_tok *t,
@@ -634,8 +664,8 @@ static envlog_err envelope_key(envlog_pull *p, uint64_t key, void *ctx)
     return envlog_pull_skip_after(p, &t);
 }
 
-envlog_err envlog_event_decode(const uint8_t *data, size_t n, envlog_record *rec,
-                               envlog_arena *arena)
+static envlog_err event_decode(const uint8_t *data, size_t n, envlog_record *rec,
+                               envlog_arena *arena, bool fold)
 {
     envlog_pull p = {data, n, 0};
     envlog_tok t, k, v;
@@ -660,10 +690,32 @@ envlog_err envlog_event_decode(const uint8_t *data, size_t n, envlog_record *rec
     const envlog_schema *s = envlog_schema_of(rec->kind);
     if (rec->kind == ENVLOG_KIND_TUNE)
         rec->u.tune.winner = -1;
-    if ((e = dec_pairs(&p, t.u - 1, s, &rec->u, arena, envelope_key, rec)))
+    unsigned need = 0;
+    if (fold && rec->kind != ENVLOG_KIND_SESSION && rec->kind != ENVLOG_KIND_FORGET &&
+        rec->kind != ENVLOG_KIND_USER) {
+        need = 3; /* seq, offset, effect */
+        for (size_t i = 0; s && i < s->n_fields; i++)
+            need += s->fields[i].fold;
+    }
+    if ((e = dec_pairs_x(&p, t.u - 1, s, &rec->u, arena, envelope_key, rec,
+                         need ? &need : NULL)))
         return e;
-    if (p.pos != n)
+    if (!need && p.pos != n && !(fold && rec->kind != ENVLOG_KIND_SESSION &&
+                                 rec->kind != ENVLOG_KIND_FORGET &&
+                                 rec->kind != ENVLOG_KIND_USER))
         return envlog__fail(ENVLOG_BAD_DATA, "%zu bytes follow the record",
                             n - p.pos);
     return ENVLOG_OK;
+}
+
+envlog_err envlog_event_decode(const uint8_t *data, size_t n, envlog_record *rec,
+                               envlog_arena *arena)
+{
+    return event_decode(data, n, rec, arena, false);
+}
+
+envlog_err envlog_event_decode_fold(const uint8_t *data, size_t n, envlog_record *rec,
+                                    envlog_arena *arena)
+{
+    return event_decode(data, n, rec, arena, true);
 }

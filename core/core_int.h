@@ -222,6 +222,7 @@ typedef struct envlog_field {
     size_t present_off;    /* optional presence flag (bool), or SIZE_MAX */
     const envlog_schema *sub;
     const char *const *enum_names; /* ENUM: names by value, NULL-ended */
+    uint8_t fold;          /* the fold needs it: encoded first, see below */
 } envlog_field;
 
 struct envlog_schema {
@@ -248,6 +249,14 @@ envlog_err envlog_event_encode(envlog_buf *b, envlog_kind kind,
  * is ENVLOG_BAD_DATA. */
 envlog_err envlog_event_decode(const uint8_t *p, size_t n, envlog_record *rec,
                                envlog_arena *arena);
+
+/* Like envlog_event_decode(), but for the fold: only the envelope and the
+ * fields marked `fold` are decoded, and decoding stops as soon as they have
+ * all been seen (writers put them first), so a tune's trials are never
+ * walked.  The rest of the payload is not checked; rec->payload still holds
+ * it whole for whoever needs more. */
+envlog_err envlog_event_decode_fold(const uint8_t *p, size_t n, envlog_record *rec,
+                                    envlog_arena *arena);
 
 /* Decodes a map of `s`-described fields from `pull` into `out`, the map head
  * `t` having been read; used for framing records too. */

@@ -14,17 +14,25 @@
 
 #define NOPRES SIZE_MAX
 #define F(k, ty, nm, st, mem)                                                  \
-    {k, ty, 0, nm, offsetof(st, mem), 0, NOPRES, NULL, NULL}
+    {k, ty, 0, nm, offsetof(st, mem), 0, NOPRES, NULL, NULL, 0}
 #define FULL(k, ty, nm, st, mem)                                               \
-    {k, ty, 1, nm, offsetof(st, mem), 0, NOPRES, NULL, NULL}
+    {k, ty, 1, nm, offsetof(st, mem), 0, NOPRES, NULL, NULL, 0}
 #define ARR(k, ty, nm, st, mem, cnt, sub)                                      \
-    {k, ty, 0, nm, offsetof(st, mem), offsetof(st, cnt), NOPRES, sub, NULL}
+    {k, ty, 0, nm, offsetof(st, mem), offsetof(st, cnt), NOPRES, sub, NULL, 0}
 #define FULLARR(k, ty, nm, st, mem, cnt, sub)                                  \
-    {k, ty, 1, nm, offsetof(st, mem), offsetof(st, cnt), NOPRES, sub, NULL}
+    {k, ty, 1, nm, offsetof(st, mem), offsetof(st, cnt), NOPRES, sub, NULL, 0}
 #define OPT(k, ty, nm, st, mem, pres)                                          \
-    {k, ty, 0, nm, offsetof(st, mem), 0, offsetof(st, pres), NULL, NULL}
+    {k, ty, 0, nm, offsetof(st, mem), 0, offsetof(st, pres), NULL, NULL, 0}
 #define ENUM(k, nm, st, mem, names)                                             \
-    {k, ENVLOG_F_ENUM, 0, nm, offsetof(st, mem), 0, NOPRES, NULL, names}
+    {k, ENVLOG_F_ENUM, 0, nm, offsetof(st, mem), 0, NOPRES, NULL, names, 0}
+/* Fields the fold reads: encoded first, so envlog_event_decode_fold() stops
+ * before the heavy ones (trials, logs, sources). */
+#define FO(k, ty, nm, st, mem)                                                 \
+    {k, ty, 0, nm, offsetof(st, mem), 0, NOPRES, NULL, NULL, 1}
+#define FOARR(k, ty, nm, st, mem, cnt, sub)                                    \
+    {k, ty, 0, nm, offsetof(st, mem), offsetof(st, cnt), NOPRES, sub, NULL, 1}
+#define FOENUM(k, nm, st, mem, names)                                          \
+    {k, ENVLOG_F_ENUM, 0, nm, offsetof(st, mem), 0, NOPRES, NULL, names, 1}
 #define SCHEMA(var, nm, st, tab)                                               \
     const envlog_schema var = {nm, sizeof(st), tab, sizeof tab / sizeof tab[0]}
 
@@ -77,41 +85,42 @@ static const envlog_field session_f[] = {
 static SCHEMA(session_s, "session", envlog_session_rec, session_f);
 
 static const envlog_field tune_f[] = {
-    F(4, ENVLOG_F_TEXT, "namespace", envlog_tune, ns),
-    F(5, ENVLOG_F_TEXT, "key", envlog_tune, key),
-    F(6, ENVLOG_F_U64, "checksum", envlog_tune, checksum),
-    ARR(7, ENVLOG_F_TEXTS, "candidates", envlog_tune, candidates, n_candidates, NULL),
+    FO(4, ENVLOG_F_TEXT, "namespace", envlog_tune, ns),
+    FO(5, ENVLOG_F_TEXT, "key", envlog_tune, key),
+    FO(6, ENVLOG_F_U64, "checksum", envlog_tune, checksum),
+    FO(16, ENVLOG_F_BOOL, "stored", envlog_tune, stored),
+    FO(17, ENVLOG_F_BOOL, "imported", envlog_tune, imported),
+    FO(11, ENVLOG_F_I64, "winner", envlog_tune, winner),
+    FOARR(7, ENVLOG_F_TEXTS, "candidates", envlog_tune, candidates, n_candidates, NULL),
+    FO(12, ENVLOG_F_F64, "margin", envlog_tune, margin),
+    FO(13, ENVLOG_F_BOOL, "within_noise", envlog_tune, within_noise),
+    FO(18, ENVLOG_F_F64, "winner_ns", envlog_tune, winner_ns),
     ARR(8, ENVLOG_F_OBJS, "trials", envlog_tune, trials, n_trials, &trial_s),
     F(9, ENVLOG_F_TEXT, "policy", envlog_tune, policy),
     ARR(10, ENVLOG_F_OBJS, "params", envlog_tune, params, n_params, &param_s),
-    F(11, ENVLOG_F_I64, "winner", envlog_tune, winner),
-    F(12, ENVLOG_F_F64, "margin", envlog_tune, margin),
-    F(13, ENVLOG_F_BOOL, "within_noise", envlog_tune, within_noise),
     F(14, ENVLOG_F_BOOL, "short_circuit", envlog_tune, short_circuit),
     F(15, ENVLOG_F_U64, "wall_ns", envlog_tune, wall_ns),
-    F(16, ENVLOG_F_BOOL, "stored", envlog_tune, stored),
-    F(17, ENVLOG_F_BOOL, "imported", envlog_tune, imported),
 };
 static SCHEMA(tune_s, "tune", envlog_tune, tune_f);
 
 static const envlog_field compile_f[] = {
-    F(4, ENVLOG_F_TEXT, "namespace", envlog_compile, ns),
-    F(5, ENVLOG_F_TEXT, "name", envlog_compile, name),
-    F(6, ENVLOG_F_H128, "kernel_key", envlog_compile, kernel_key),
-    F(7, ENVLOG_F_H128, "source_hash", envlog_compile, source_hash),
-    F(8, ENVLOG_F_TEXT, "options", envlog_compile, options),
-    F(9, ENVLOG_F_TEXT, "compiler_version", envlog_compile, compiler_version),
-    F(10, ENVLOG_F_TEXT, "arch", envlog_compile, arch),
-    ENUM(11, "outcome", envlog_compile, outcome, outcome_names),
+    FO(4, ENVLOG_F_TEXT, "namespace", envlog_compile, ns),
+    FO(6, ENVLOG_F_H128, "kernel_key", envlog_compile, kernel_key),
+    FOENUM(11, "outcome", envlog_compile, outcome, outcome_names),
+    FO(20, ENVLOG_F_BOOL, "imported", envlog_compile, imported),
+    FO(5, ENVLOG_F_TEXT, "name", envlog_compile, name),
+    FO(7, ENVLOG_F_H128, "source_hash", envlog_compile, source_hash),
+    FO(8, ENVLOG_F_TEXT, "options", envlog_compile, options),
+    FO(9, ENVLOG_F_TEXT, "compiler_version", envlog_compile, compiler_version),
+    FO(10, ENVLOG_F_TEXT, "arch", envlog_compile, arch),
+    FO(13, ENVLOG_F_H128, "binary_hash", envlog_compile, binary_hash),
+    FO(14, ENVLOG_F_U64, "binary_size", envlog_compile, binary_size),
+    FO(15, ENVLOG_F_BYTES, "binary", envlog_compile, binary),
     F(12, ENVLOG_F_U64, "duration_ns", envlog_compile, duration_ns),
-    F(13, ENVLOG_F_H128, "binary_hash", envlog_compile, binary_hash),
-    F(14, ENVLOG_F_U64, "binary_size", envlog_compile, binary_size),
-    F(15, ENVLOG_F_BYTES, "binary", envlog_compile, binary),
     F(16, ENVLOG_F_TEXT, "log", envlog_compile, log),
     FULL(17, ENVLOG_F_TEXT, "source", envlog_compile, source),
     FULL(18, ENVLOG_F_BYTES, "ir", envlog_compile, ir),
     OPT(19, ENVLOG_F_STAMP, "tune", envlog_compile, tune, has_tune),
-    F(20, ENVLOG_F_BOOL, "imported", envlog_compile, imported),
 };
 static SCHEMA(compile_s, "compile", envlog_compile, compile_f);
 

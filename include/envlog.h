@@ -166,6 +166,8 @@ typedef struct envlog_tune {
     size_t n_params;
     int64_t winner;            /* index into candidates; -1 for none */
     double margin;             /* runner-up cost / winner cost - 1 */
+    double winner_ns;          /* the winner's cost as the policy scored it;
+                                  0: taken from its trial's median */
     bool within_noise;         /* the margin is within measurement noise */
     bool short_circuit;        /* picked without measuring every candidate */
     uint64_t wall_ns;          /* wall time of the whole tune */

@@ -181,6 +181,9 @@ void envlog_seg_name_format(char out[40], uint32_t segment, uint64_t first_seq);
  * level OFF, so caches still work), with the caller's body struct: the
  * replay module keeps a state current this way without log knowing it. */
 void envlog_session_set_hook(envlog_session *s, envlog_session_hook fn, void *ctx);
+/* Makes `r` decode only what the fold needs (envlog_event_decode_fold). */
+void envlog_reader_set_fold(envlog_reader *r, bool fold);
+
 /* The environment a session records into. */
 envlog_env *envlog_session_env(const envlog_session *s);
 

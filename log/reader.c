@@ -45,6 +45,7 @@ struct envlog_reader {
     bool pending;          /* rec is ready, held back behind a damage report */
     envlog_damage dmg;
     bool damaged, torn, done;
+    bool fold;
     uint64_t damaged_bytes;
 };
 
@@ -100,6 +101,11 @@ void envlog_reader_close(envlog_reader *r)
     envlog_frame_reader_free(&r->fr);
     envlog_arena_free(&r->arena);
     envlog_free(r);
+}
+
+void envlog_reader_set_fold(envlog_reader *r, bool fold)
+{
+    r->fold = fold;
 }
 
 const envlog_damage *envlog_reader_damage(const envlog_reader *r)
@@ -220,7 +226,8 @@ static envlog_err check_seal(envlog_reader *r, const uint8_t *p, size_t n)
 static envlog_err take_event(envlog_reader *r, const uint8_t *p, size_t n)
 {
     envlog_arena_reset(&r->arena);
-    envlog_err e = envlog_event_decode(p, n, &r->rec, &r->arena);
+    envlog_err e = r->fold ? envlog_event_decode_fold(p, n, &r->rec, &r->arena)
+                           : envlog_event_decode(p, n, &r->rec, &r->arena);
     if (e == ENVLOG_NOMEM)
         return e;
     if (e)

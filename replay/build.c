@@ -306,7 +306,10 @@ envlog_err envlog_snapshot_build(envlog_env *env, const envlog_build_opts *o,
     envlog_err e = envlog_state_new_x(true, &b.st);
     if (e)
         return e;
-    e = envlog_replay_each(env, NULL, build_visit, &b);
+    envlog_snap *snap = NULL;
+    if (!(e = envlog_snap_map(env, &snap)))
+        e = envlog_replay_each_with(env, NULL, snap, true, true, build_visit, &b);
+    envlog_snap_unmap(snap);
     if (e == ENVLOG_STATE)
         e = b.err;
     if (!e)

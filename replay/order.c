@@ -330,12 +330,14 @@ static envlog_err stamp_position(merge *m, uint64_t *ns)
 }
 
 envlog_err envlog_replay_each_with(envlog_env *env, const envlog_replay_opts *opts,
-                                   envlog_snap *snap, bool with_snap,
+                                   envlog_snap *snap, bool with_snap, bool fold,
                                    int (*fn)(void *ctx, const envlog_replay_rec *r),
                                    void *ctx)
 {
     merge m = {.env = env, .opts = opts, .snap = snap};
     envlog_err e = open_all(&m);
+    for (size_t i = 0; i < m.n; i++)
+        envlog_reader_set_fold(m.cur[i].r, fold);
     if (!e && snap && with_snap) {
         cursor *p = envlog_realloc(m.cur, (m.n + 1) * sizeof *p);
         if (!p) {
@@ -401,7 +403,7 @@ envlog_err envlog_replay_each(envlog_env *env, const envlog_replay_opts *opts,
     envlog_err e = envlog_snap_map(env, &snap);
     if (e)
         return e;
-    e = envlog_replay_each_with(env, opts, snap, true, fn, ctx);
+    e = envlog_replay_each_with(env, opts, snap, true, false, fn, ctx);
     envlog_snap_unmap(snap);
     return e;
 }

@@ -196,9 +196,10 @@ envlog_err envlog_snap_map(envlog_env *env, envlog_snap **out);
 void envlog_snap_unmap(envlog_snap *s);
 
 /* envlog_replay_each over the sessions past `snap`'s watermarks, and, when
- * `with_snap`, the snapshot's own records merged in. */
+ * `with_snap`, the snapshot's own records merged in; with `fold`, records
+ * are decoded only as far as the fold needs. */
 envlog_err envlog_replay_each_with(envlog_env *env, const envlog_replay_opts *opts,
-                                   envlog_snap *snap, bool with_snap,
+                                   envlog_snap *snap, bool with_snap, bool fold,
                                    int (*fn)(void *ctx, const envlog_replay_rec *r),
                                    void *ctx);
 

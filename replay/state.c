@@ -26,9 +26,15 @@ typedef struct entry {
     envlog_tune_entry t;
     envlog_kernel_entry k;
     uint64_t unix_ns;
-    struct entry *bucket_next;
     struct entry *all_next;
 } entry;
+
+/* A slot holds the hash beside the entry, so a probe that misses never
+ * touches an entry. */
+typedef struct slot {
+    uint64_t hash;
+    entry *e;
+} slot;
 
 typedef struct user_rec {
     char *kind;
@@ -42,10 +48,10 @@ typedef struct user_rec {
 
 struct envlog_state {
     pthread_rwlock_t lock;
-    entry **buckets;
-    size_t n_buckets;
+    slot *slots;           /* open addressing, linear probing, half full at most */
+    size_t n_slots;
     size_t n_tunes, n_kernels;
-    size_t n_known;        /* entries and tombstones in the buckets */
+    size_t n_known;        /* entries and tombstones in the table */
     entry *all;
     envlog_arena strings;
     user_rec *users;
@@ -106,8 +112,8 @@ envlog_err envlog_state_new(envlog_state **out)
     envlog_state *st = envlog_calloc(1, sizeof *st);
     if (!st)
         return envlog__fail(ENVLOG_NOMEM, "creating a state");
-    st->n_buckets = 1024;
-    if (!(st->buckets = envlog_calloc(st->n_buckets, sizeof *st->buckets))) {
+    st->n_slots = 1024;
+    if (!(st->slots = envlog_calloc(st->n_slots, sizeof *st->slots))) {
         envlog_free(st);
         return envlog__fail(ENVLOG_NOMEM, "creating a state");
     }
@@ -132,7 +138,7 @@ void envlog_state_close(envlog_state *st)
         envlog_free(st->users[i].payload);
     }
     envlog_free(st->users);
-    envlog_free(st->buckets);
+    envlog_free(st->slots);
     envlog_arena_free(&st->strings);
     envlog_snap_unmap(st->snap);
     envlog_free(st->owned);
@@ -171,11 +177,13 @@ static entry *find_tune(const envlog_state *st, const char *ns, const char *key,
                         uint64_t checksum)
 {
     uint64_t h = tune_hash(ns, key, checksum);
-    for (entry *e = st->buckets[h & (st->n_buckets - 1)]; e; e = e->bucket_next)
-        if (e->hash == h && e->table == ENVLOG_TABLE_TUNE &&
-            e->t.checksum == checksum && !strcmp(e->t.key, key) &&
-            !strcmp(e->t.ns, ns))
-            return e;
+    size_t mask = st->n_slots - 1;
+    for (size_t i = h & mask; st->slots[i].e; i = (i + 1) & mask) {
+        const entry *e = st->slots[i].e;
+        if (st->slots[i].hash == h && e->table == ENVLOG_TABLE_TUNE &&
+            e->t.checksum == checksum && !strcmp(e->t.key, key) && !strcmp(e->t.ns, ns))
+            return st->slots[i].e;
+    }
     return NULL;
 }
 
@@ -183,29 +191,37 @@ static entry *find_kernel(const envlog_state *st, const char *ns,
                           const envlog_hash128 *k)
 {
     uint64_t h = kernel_hash(ns, k);
-    for (entry *e = st->buckets[h & (st->n_buckets - 1)]; e; e = e->bucket_next)
-        if (e->hash == h && e->table == ENVLOG_TABLE_KERNEL &&
+    size_t mask = st->n_slots - 1;
+    for (size_t i = h & mask; st->slots[i].e; i = (i + 1) & mask) {
+        const entry *e = st->slots[i].e;
+        if (st->slots[i].hash == h && e->table == ENVLOG_TABLE_KERNEL &&
             !memcmp(e->k.kernel_key.b, k->b, 16) && !strcmp(e->k.ns, ns))
-            return e;
+            return st->slots[i].e;
+    }
     return NULL;
+}
+
+static void put_slot(slot *slots, size_t n, uint64_t h, entry *e)
+{
+    size_t i = h & (n - 1);
+    while (slots[i].e)
+        i = (i + 1) & (n - 1);
+    slots[i].hash = h;
+    slots[i].e = e;
 }
 
 static envlog_err grow(envlog_state *st)
 {
-    size_t n = st->n_buckets * 2;
-    entry **b = envlog_calloc(n, sizeof *b);
-    if (!b)
+    size_t n = st->n_slots * 2;
+    slot *v = envlog_calloc(n, sizeof *v);
+    if (!v)
         return envlog__fail(ENVLOG_NOMEM, "growing the state");
-    for (size_t i = 0; i < st->n_buckets; i++)
-        for (entry *e = st->buckets[i]; e;) {
-            entry *next = e->bucket_next;
-            e->bucket_next = b[e->hash & (n - 1)];
-            b[e->hash & (n - 1)] = e;
-            e = next;
-        }
-    envlog_free(st->buckets);
-    st->buckets = b;
-    st->n_buckets = n;
+    for (size_t i = 0; i < st->n_slots; i++)
+        if (st->slots[i].e)
+            put_slot(v, n, st->slots[i].hash, st->slots[i].e);
+    envlog_free(st->slots);
+    st->slots = v;
+    st->n_slots = n;
     return ENVLOG_OK;
 }
 
@@ -231,24 +247,24 @@ static void kill_entry(envlog_state *st, entry *old)
 static envlog_err install(envlog_state *st, entry *e, entry *old, bool counted)
 {
     if (old) {
-        for (entry **pp = &st->buckets[old->hash & (st->n_buckets - 1)]; *pp;
-             pp = &(*pp)->bucket_next)
-            if (*pp == old) {
-                *pp = old->bucket_next;
-                break;
-            }
+        /* Same key, same hash: the new entry takes the old one's slot. */
+        size_t mask = st->n_slots - 1, i = old->hash & mask;
+        while (st->slots[i].e != old)
+            i = (i + 1) & mask;
+        st->slots[i].e = e;
         if (old->live && e->live)
             counted = true;
         else if (old->live)
             count(st, old->table, -1);
+    } else {
+        if (2 * (st->n_known + 1) > st->n_slots) {
+            envlog_err err = grow(st);
+            if (err)
+                return err;
+        }
+        put_slot(st->slots, st->n_slots, e->hash, e);
+        st->n_known++;
     }
-    if (++st->n_known > st->n_buckets) {
-        envlog_err err = grow(st);
-        if (err)
-            return err;
-    }
-    e->bucket_next = st->buckets[e->hash & (st->n_buckets - 1)];
-    st->buckets[e->hash & (st->n_buckets - 1)] = e;
     e->all_next = st->all;
     st->all = e;
     if (e->live && !counted)
@@ -329,9 +345,7 @@ static envlog_err make_tune(envlog_state *st, const envlog_tune *t,
     e->t.winner = cands ? cands[t->winner] : NULL;
     e->t.margin = t->margin;
     e->t.within_noise = t->within_noise;
-    for (size_t i = 0; i < t->n_trials; i++)
-        if ((int64_t)t->trials[i].index == t->winner && !t->trials[i].error)
-            e->t.winner_cost_ns = t->trials[i].median_ns;
+    e->t.winner_cost_ns = t->winner_ns;
     e->t.origin = origin;
     e->t.rule = rule;
     e->t.stamp = *stamp;
@@ -642,7 +656,7 @@ envlog_err envlog_state_open_x(envlog_env *env, const envlog_replay_opts *opts,
         if (m->users && (e = load_users(st)))
             goto fail;
     }
-    e = envlog_replay_each_with(env, &o, snap, until, fold_one, &f);
+    e = envlog_replay_each_with(env, &o, snap, until, true, fold_one, &f);
     if (e == ENVLOG_STATE)
         e = f.err;
     if (until) {
@@ -814,10 +828,9 @@ static envlog_err sorted(envlog_state *st, entry ***out, size_t *n)
     entry **v = envlog_malloc((total ? total : 1) * sizeof *v);
     if (!v)
         return envlog__fail(ENVLOG_NOMEM, "sorting the state");
-    for (size_t i = 0; i < st->n_buckets; i++)
-        for (entry *e = st->buckets[i]; e; e = e->bucket_next)
-            if (e->live && k < total)
-                v[k++] = e;
+    for (size_t i = 0; i < st->n_slots; i++)
+        if (st->slots[i].e && st->slots[i].e->live && k < total)
+            v[k++] = st->slots[i].e;
     qsort(v, k, sizeof *v, entry_cmp);
     *out = v;
     *n = k;
