@@ -98,12 +98,12 @@ checksymbols: $(STATIC)
 	if [ -n "$$bad" ]; then echo "envlog: exported symbols without the envlog_ prefix:" >&2; echo "$$bad" >&2; exit 1; fi; \
 	echo "checksymbols: every exported symbol has the envlog_ prefix"
 
-envlog.pc: Makefile
+$(B)/envlog.pc: Makefile
 	@printf 'prefix=%s\nlibdir=%s\nincludedir=%s\n\nName: envlog\nDescription: %s\nVersion: %s\nLibs: -L$${libdir} -lenvlog\nLibs.private: %s\nRequires.private: libcbor libxxhash libzstd\nCflags: -I$${includedir}\n' \
 	  '$(PREFIX)' '$(LIBDIR)' '$(INCLUDEDIR)' 'Records how a GPU compute environment was built' \
 	  '$(VERSION)' '-lpthread -ldl -lm' > $@
 
-install: all envlog.pc
+install: all $(B)/envlog.pc
 	install -d $(DESTDIR)$(LIBDIR) $(DESTDIR)$(INCLUDEDIR) $(DESTDIR)$(BINDIR) \
 	  $(DESTDIR)$(PKGCONFIGDIR) $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(MANDIR)/man3 \
 	  $(DESTDIR)$(MANDIR)/man5
@@ -113,7 +113,7 @@ install: all envlog.pc
 	ln -sf libenvlog.so.$(VERSION) $(DESTDIR)$(LIBDIR)/libenvlog.so
 	install -m 644 include/envlog*.h $(DESTDIR)$(INCLUDEDIR)/
 	install -m 755 $(BIN) $(DESTDIR)$(BINDIR)/
-	install -m 644 envlog.pc $(DESTDIR)$(PKGCONFIGDIR)/
+	install -m 644 $(B)/envlog.pc $(DESTDIR)$(PKGCONFIGDIR)/
 	for m in man/*.1; do [ -f $$m ] && install -m 644 $$m $(DESTDIR)$(MANDIR)/man1/ || true; done
 	for m in man/*.3; do [ -f $$m ] && install -m 644 $$m $(DESTDIR)$(MANDIR)/man3/ || true; done
 	for m in man/*.5; do [ -f $$m ] && install -m 644 $$m $(DESTDIR)$(MANDIR)/man5/ || true; done
@@ -135,7 +135,7 @@ ubsan:
 	  LDFLAGS="-fsanitize=undefined" check
 
 clean:
-	rm -rf build build-asan build-ubsan envlog.pc
+	rm -rf build build-asan build-ubsan build-fuzz
 
 # Each mk/*.mk fragment adds its test targets to CHECK_TARGETS, its demo
 # steps to DEMO_TARGETS and its programs to BENCH_TARGETS.

@@ -93,6 +93,6 @@ static void read_rows(const char *what, uint64_t sessions, uint64_t per,
 
 void bench_section_read(void)
 {
-    read_rows("tune", BENCH_SIZE(8, 4, 2), BENCH_SIZE(250000, 50000, 50), 0);
-    read_rows("compile 64K", BENCH_SIZE(4, 2, 2), BENCH_SIZE(512, 128, 2), 65536);
+    read_rows("tune", BENCH_SIZE(8, 2, 2), BENCH_SIZE(250000, 25000, 50), 0);
+    read_rows("compile 64K", BENCH_SIZE(4, 2, 2), BENCH_SIZE(512, 64, 2), 65536);
 }

@@ -77,19 +77,23 @@ static const pair pairs[] = {
     {V_RECORD, V_FULL, "record | FULL commit per record"},
 };
 
-/* The fastest a policy could record, in records per second: sync=none is
- * bound by copying the bytes, sync=close by the disk taking them, and
- * sync=record by one fdatasync per record. */
-static double rate_limit(int e, double payload, double disk_per_rec, const char **by)
+/* The fastest a policy could record, in records per second, from the
+ * bytes it must put on disk per record: sync=none is bound by handing them
+ * to the page cache through a mapping, sync=close by that and then the disk
+ * writing them (the syncs at rotation and close wait for it), sync=record
+ * by one fdatasync per record. */
+static double rate_limit(int e, double disk_per_rec, const char **by)
 {
+    double pc = bench_lim.mmap_Bps, disk = bench_lim.disk_Bps;
+    if (disk_per_rec <= 0)
+        return 0;
     switch (e) {
     case V_NONE:
-        *by = "memcpy";
-        return bench_lim.memcpy_Bps > 0 ? bench_lim.memcpy_Bps / payload : 0;
+        *by = "pagecache";
+        return pc > 0 ? pc / disk_per_rec : 0;
     case V_CLOSE:
-        *by = "disk";
-        return bench_lim.disk_Bps > 0 && disk_per_rec > 0
-                   ? bench_lim.disk_Bps / disk_per_rec : 0;
+        *by = "pagecache+disk";
+        return pc > 0 && disk > 0 ? 1.0 / (disk_per_rec / pc + disk_per_rec / disk) : 0;
     default:
         *by = "fdatasync";
         return bench_lim.fsync_s > 0 ? 1.0 / bench_lim.fsync_s : 0;
@@ -113,7 +117,7 @@ static void record_rows(const char *section, const char *what, rec_ctx *ctx,
     for (size_t i = 0; i < sizeof pairs / sizeof pairs[0]; i++) {
         const pair *p = &pairs[i];
         const char *by;
-        double lim = rate_limit(p->e, payload, disk_per, &by);
+        double lim = rate_limit(p->e, disk_per, &by);
         bench_row r = bench_row_make(section, "rec/s", BENCH_RATE, &v[p->e], &v[p->s],
                                      "%s %s", what, p->label);
         bench_row_limit(&r, lim, by);
@@ -127,7 +131,7 @@ static void record_rows(const char *section, const char *what, rec_ctx *ctx,
     }
     for (int e = V_NONE; e <= V_CLOSE; e++) {
         const char *by;
-        double lim = rate_limit(e, payload, disk_per, &by) * payload / 1e6;
+        double lim = rate_limit(e, disk_per, &by) * payload / 1e6;
         bench_row r = bench_row_make(section, "MB/s", BENCH_MBPS, &v[e], &v[V_BATCH],
                                      "%s payload, %s | one transaction", what,
                                      e == V_NONE ? "none" : "close");
@@ -144,23 +148,26 @@ static void record_rows(const char *section, const char *what, rec_ctx *ctx,
     bench_emit(&r);
 }
 
-/* Records per timed run: the fast variants get `bulk`, the ones that sync
- * every record `synced`, and SQLite's commit per record `commits`. */
-static void sizes(rec_ctx *ctx, uint64_t bulk, uint64_t synced, uint64_t commits)
+/* Records per timed run: envlog's fast policies get `bulk`, SQLite's
+ * batch `batch`, the variants that sync every record `synced`, and SQLite's
+ * commit per record `commits`. */
+static void sizes(rec_ctx *ctx, uint64_t bulk, uint64_t batch, uint64_t synced,
+                  uint64_t commits)
 {
     ctx[V_NONE] = (rec_ctx){false, ENVLOG_SYNC_NONE, 0, bulk, NULL, 0};
     ctx[V_CLOSE] = (rec_ctx){false, ENVLOG_SYNC_CLOSE, 0, bulk, NULL, 0};
     ctx[V_RECORD] = (rec_ctx){false, ENVLOG_SYNC_RECORD, 0, synced, NULL, 0};
     ctx[V_COMMIT] = (rec_ctx){true, 0, BENCH_SQL_COMMIT, commits, NULL, 0};
-    ctx[V_BATCH] = (rec_ctx){true, 0, BENCH_SQL_BATCH, bulk, NULL, 0};
+    ctx[V_BATCH] = (rec_ctx){true, 0, BENCH_SQL_BATCH, batch, NULL, 0};
     ctx[V_FULL] = (rec_ctx){true, 0, BENCH_SQL_COMMIT_FULL, synced, NULL, 0};
 }
 
 void bench_section_record_tune(void)
 {
     rec_ctx ctx[V_COUNT];
-    uint64_t bulk = BENCH_SIZE(500000, 100000, 200);
-    sizes(ctx, bulk, BENCH_SIZE(1000, 200, 5), BENCH_SIZE(20000, 4000, 20));
+    uint64_t bulk = BENCH_SIZE(500000, 50000, 200);
+    sizes(ctx, bulk, BENCH_SIZE(200000, 20000, 200), BENCH_SIZE(1000, 100, 5),
+          BENCH_SIZE(20000, 2000, 20));
     double payload = bench_tune_payload_size(bulk / 2);
     for (int i = 0; i < V_COUNT; i++)
         ctx[i].payload = payload;
@@ -169,24 +176,28 @@ void bench_section_record_tune(void)
     record_rows("record-tune", what, ctx, true);
 }
 
+/* How many records of `size` bytes make `budget` bytes, within [lo, hi]. */
+static uint64_t count_for(uint64_t budget, size_t size, uint64_t lo, uint64_t hi)
+{
+    uint64_t n = budget / size;
+    return n < lo ? lo : n > hi ? hi : n;
+}
+
 void bench_section_record_compile(void)
 {
     static const size_t bin[] = {4096, 65536, 1u << 20};
     static const char *const label[] = {"compile 4K", "compile 64K", "compile 1M"};
-    uint64_t budget = BENCH_SIZE(128u << 20, 24u << 20, 64u << 10);
-    uint64_t sync_budget = BENCH_SIZE(16u << 20, 3u << 20, 16u << 10);
+    uint64_t budget = BENCH_SIZE(64u << 20, 8u << 20, 64u << 10);
+    uint64_t commit_budget = BENCH_SIZE(32u << 20, 4u << 20, 32u << 10);
+    uint64_t sync_budget = BENCH_SIZE(8u << 20, 1u << 20, 16u << 10);
+    uint64_t sync_max = BENCH_SIZE(500, 100, 4);
     for (int k = 0; k < 3; k++) {
         bench_compile bc;
         rec_ctx ctx[V_COUNT];
-        uint64_t bulk = budget / bin[k], synced = sync_budget / bin[k];
-        if (bulk < 8)
-            bulk = 8;
-        if (synced > 200)
-            synced = 200;
-        if (synced < 3)
-            synced = 3;
+        uint64_t bulk = count_for(budget, bin[k], 8, UINT64_MAX);
         bench_compile_init(&bc, bin[k]);
-        sizes(ctx, bulk, synced, bulk);
+        sizes(ctx, bulk, bulk, count_for(sync_budget, bin[k], 3, sync_max),
+              count_for(commit_budget, bin[k], 4, UINT64_MAX));
         double payload = bench_compile_payload_size(bin[k], bulk / 2);
         for (int i = 0; i < V_COUNT; i++) {
             ctx[i].bc = &bc;

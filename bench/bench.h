@@ -143,6 +143,8 @@ typedef struct bench_limits {
     double zstd_Bps;       /* zstd level 3 compression */
     double fsync_s;        /* one small write + fdatasync, median seconds */
     double disk_Bps;       /* sequential write + fdatasync */
+    double mmap_Bps;       /* record-sized stores into fresh pages of a
+                              preallocated, mapped file (no sync) */
 } bench_limits;
 
 extern bench_limits bench_lim;

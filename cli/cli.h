@@ -37,8 +37,11 @@ typedef struct cli_cmd {
 int cli_error(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* The exit code for a library error, after printing it with its detail. */
 int cli_fail(envlog_err e, const char *what);
-/* Opens the environment read-only (inspection) or for writing. */
-int cli_open_env(cli *c, bool write, envlog_env **env);
+/* How a command opens the environment. */
+enum { CLI_READ, CLI_WRITE, CLI_CREATE };
+/* Opens the environment read-only (inspection), for writing (it must
+ * exist: a mistyped -C never makes one), or creating it. */
+int cli_open_env(cli *c, int how, envlog_env **env);
 /* True when argv[i] is -h or --help. */
 bool cli_wants_help(const cli *c);
 int cli_usage(const cli_cmd *cmd, FILE *to, int code);

@@ -42,7 +42,7 @@ static int compact_run(cli *c)
         }
     }
     envlog_env *env;
-    int rc = cli_open_env(c, true, &env);
+    int rc = cli_open_env(c, CLI_WRITE, &env);
     if (rc)
         return rc;
     envlog_compact_report r;
@@ -153,7 +153,7 @@ static int export_run(cli *c, int i)
     if (!name || !out)
         return cli_error(EXIT_USAGE, "usage: envlog bundle export NAME -o FILE");
     envlog_env *env;
-    if ((rc = cli_open_env(c, false, &env)))
+    if ((rc = cli_open_env(c, CLI_READ, &env)))
         return rc;
     envlog_bundle_opts o = {name, prefixes, np, ev, 0};
     envlog_bundle_info *info;
@@ -209,7 +209,7 @@ static int import_run(cli *c, int i)
     const char *file;
     envlog_env *env;
     int rc = file_arg(c, i, "import", &file);
-    if (rc || (rc = cli_open_env(c, true, &env)))
+    if (rc || (rc = cli_open_env(c, CLI_CREATE, &env)))
         return rc;
     envlog_import_report r;
     envlog_err e = envlog_bundle_import(env, file, &r);

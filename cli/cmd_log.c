@@ -18,7 +18,7 @@ static int sessions_run(cli *c)
                              c->argv[i]);
     }
     envlog_env *env;
-    int rc = cli_open_env(c, false, &env);
+    int rc = cli_open_env(c, CLI_READ, &env);
     if (rc)
         return rc;
     envlog_session_info *in;
@@ -125,7 +125,7 @@ static int cat_run(cli *c)
             { first_arg = i; break; }
     }
     envlog_env *env;
-    int rc = cli_open_env(c, false, &env);
+    int rc = cli_open_env(c, CLI_READ, &env);
     if (rc)
         return rc;
     int worst = EXIT_OK;

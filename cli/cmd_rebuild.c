@@ -229,7 +229,7 @@ static void print_item(const cli *c, const item *it, bool restored)
 static int restore(cli *c, gather *g, bool *restored, size_t *n_restored)
 {
     envlog_env *env;
-    int rc = cli_open_env(c, true, &env);
+    int rc = cli_open_env(c, CLI_WRITE, &env);
     if (rc)
         return rc;
     envlog_state *st;
@@ -297,7 +297,7 @@ static int rebuild_run(cli *c)
     if (jobs < 0 || jobs > 256)
         return cli_error(EXIT_USAGE, "rebuild: -j takes 1 to 256");
     envlog_env *env;
-    int rc = cli_open_env(c, false, &env);
+    int rc = cli_open_env(c, CLI_READ, &env);
     if (rc)
         return rc;
     gather g = {0};

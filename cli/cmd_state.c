@@ -53,7 +53,7 @@ static int status_run(cli *c)
             return cli_error(EXIT_USAGE, "status: unexpected argument '%s'", c->argv[i]);
     }
     envlog_env *env;
-    int rc = cli_open_env(c, false, &env);
+    int rc = cli_open_env(c, CLI_READ, &env);
     if (rc)
         return rc;
     envlog_session_info *in = NULL;
@@ -172,7 +172,7 @@ static int replay_run(cli *c)
             return cli_error(EXIT_USAGE, "replay: unexpected argument '%s'", a);
     }
     envlog_env *env;
-    int rc = cli_open_env(c, false, &env);
+    int rc = cli_open_env(c, CLI_READ, &env);
     if (rc)
         return rc;
     int worst = EXIT_OK;
@@ -287,7 +287,7 @@ static int forget_run(cli *c)
     if (!f.key)
         return cli_error(EXIT_USAGE, "forget: which KEY? (see envlog forget --help)");
     envlog_env *env;
-    int rc = cli_open_env(c, true, &env);
+    int rc = cli_open_env(c, CLI_WRITE, &env);
     if (rc)
         return rc;
     envlog_state *st;

@@ -173,7 +173,7 @@ static int trace_run(cli *c)
             return cli_error(EXIT_USAGE, "trace: unexpected argument '%s'", c->argv[i]);
     }
     envlog_env *env;
-    int rc = cli_open_env(c, false, &env);
+    int rc = cli_open_env(c, CLI_READ, &env);
     if (rc)
         return rc;
     trace_ctx t = {.f = stdout, .first_event = true};

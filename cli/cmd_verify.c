@@ -133,7 +133,7 @@ static int verify_run(cli *c)
             return cli_error(EXIT_USAGE, "verify: unexpected argument '%s'", c->argv[i]);
     }
     envlog_env *env;
-    int rc = cli_open_env(c, fix, &env);
+    int rc = cli_open_env(c, fix ? CLI_WRITE : CLI_READ, &env);
     if (rc)
         return rc;
     envlog_session_info *in;

@@ -218,7 +218,7 @@ static int why_run(cli *c)
     if (!w.key)
         return cli_error(EXIT_USAGE, "why: which KEY? (see envlog why --help)");
     envlog_env *env;
-    int rc = cli_open_env(c, false, &env);
+    int rc = cli_open_env(c, CLI_READ, &env);
     if (rc)
         return rc;
     int worst = EXIT_OK;

@@ -54,11 +54,12 @@ int cli_fail(envlog_err e, const char *what)
     return cli_error(code, "%s: %s (%s)", what, envlog_errmsg(), envlog_strerror(e));
 }
 
-int cli_open_env(cli *c, bool write, envlog_env **env)
+int cli_open_env(cli *c, int how, envlog_env **env)
 {
-    envlog_err e = envlog_env_open(c->dir, write ? ENVLOG_OPEN_CREATE
-                                                 : ENVLOG_OPEN_READONLY, env);
-    if (e == ENVLOG_NOT_FOUND && !write)
+    envlog_err e = envlog_env_open(c->dir, how == CLI_CREATE ? ENVLOG_OPEN_CREATE
+                                          : how == CLI_READ  ? ENVLOG_OPEN_READONLY
+                                                             : 0, env);
+    if (e == ENVLOG_NOT_FOUND && how != CLI_CREATE)
         return cli_error(EXIT_USAGE, "no environment at %s (%s)",
                          c->dir ? c->dir : "the default path", envlog_errmsg());
     if (e)

@@ -25,28 +25,73 @@ typedef const void *cptr;
  * same bytes cbor_io.c's envlog_enc_* functions write, and hand everything
  * else to them. */
 
-#define HEAD_ROOM 18 /* a key head and a value head, 9 bytes each at most */
+/* Room for a key head (2 bytes: keys are below 256) and any fixed-size
+ * value: a 9-byte number or a 17-byte hash. */
+#define HEAD_ROOM 20
 
 static inline envlog_err room(envlog_buf *b, size_t n)
 {
     return b->cap - b->len >= n ? ENVLOG_OK : envlog_buf_reserve(b, n);
 }
 
-/* An unsigned head of major type `major`; room for 9 bytes is made. */
-static inline envlog_err put_uint(envlog_buf *b, uint8_t major, uint64_t v)
+/* Writes a head of major type `major` at `w` in the shortest form (as
+ * cbor_io.c does) and returns the byte after it.  Writing through a local
+ * cursor, not b->len, lets the compiler keep it in a register: a byte store
+ * through b->p may alias b->len. */
+static inline uint8_t *put_head(uint8_t *w, uint8_t major, uint64_t v)
 {
     if (v < 24) {
-        b->p[b->len++] = (uint8_t)(major | v);
-        return ENVLOG_OK;
+        *w = (uint8_t)(major | v);
+        return w + 1;
     }
     if (v <= 0xff) {
-        b->p[b->len++] = major | 24;
-        b->p[b->len++] = (uint8_t)v;
-        return ENVLOG_OK;
+        w[0] = major | 24;
+        w[1] = (uint8_t)v;
+        return w + 2;
     }
-    return major == 0x00 ? envlog_enc_uint(b, v)
-           : major == 0x80 ? envlog_enc_array(b, (size_t)v)
-                           : envlog_enc_map(b, (size_t)v);
+    if (v <= 0xffff) {
+        w[0] = major | 25;
+        w[1] = (uint8_t)(v >> 8);
+        w[2] = (uint8_t)v;
+        return w + 3;
+    }
+    if (v <= 0xffffffffu) {
+        w[0] = major | 26;
+        for (int i = 0; i < 4; i++)
+            w[1 + i] = (uint8_t)(v >> (24 - 8 * i));
+        return w + 5;
+    }
+    w[0] = major | 27;
+    for (int i = 0; i < 8; i++)
+        w[1 + i] = (uint8_t)(v >> (56 - 8 * i));
+    return w + 9;
+}
+
+/* A double in its preferred form, as envlog_enc_double writes it. */
+static inline uint8_t *put_f64(uint8_t *w, double v)
+{
+    float f = (float)v;
+    if ((double)f == v || v != v) {
+        uint32_t u;
+        memcpy(&u, &f, 4);
+        w[0] = 0xfa;
+        for (int i = 0; i < 4; i++)
+            w[1 + i] = (uint8_t)(u >> (24 - 8 * i));
+        return w + 5;
+    }
+    uint64_t u;
+    memcpy(&u, &v, 8);
+    w[0] = 0xfb;
+    for (int i = 0; i < 8; i++)
+        w[1 + i] = (uint8_t)(u >> (56 - 8 * i));
+    return w + 9;
+}
+
+/* An unsigned head, room for 9 bytes having been made. */
+static inline envlog_err put_uint(envlog_buf *b, uint8_t major, uint64_t v)
+{
+    b->len = (size_t)(put_head(b->p + b->len, major, v) - b->p);
+    return ENVLOG_OK;
 }
 
 /* True when the `n` bytes are all ASCII and none is NUL: then they are
@@ -143,23 +188,13 @@ static envlog_err enc_text_checked(envlog_buf *b, const char *s, const char *wha
     return envlog_enc_text(b, s, n);
 }
 
-/* A double as envlog_enc_double writes it, the single-float form in place. */
 static inline envlog_err enc_f64(envlog_buf *b, double v)
 {
-    float f = (float)v;
-    if ((double)f == v && b->cap - b->len >= 5) {
-        uint32_t u;
-        memcpy(&u, &f, 4);
-        uint8_t *p = b->p + b->len;
-        p[0] = 0xfa;
-        p[1] = (uint8_t)(u >> 24);
-        p[2] = (uint8_t)(u >> 16);
-        p[3] = (uint8_t)(u >> 8);
-        p[4] = (uint8_t)u;
-        b->len += 5;
-        return ENVLOG_OK;
-    }
-    return envlog_enc_double(b, v);
+    envlog_err e = room(b, 9);
+    if (e)
+        return e;
+    b->len = (size_t)(put_f64(b->p + b->len, v) - b->p);
+    return ENVLOG_OK;
 }
 
 static envlog_err enc_struct(envlog_buf *b, const envlog_schema *s,
@@ -178,13 +213,15 @@ static envlog_err enc_field(envlog_buf *b, const envlog_field *f, const void *in
     if (e)
         return e;
     size_t mark = b->len;
-    put_uint(b, 0x00, f->key);
+    uint8_t *w = put_head(b->p + mark, 0x00, f->key);
+    b->len = (size_t)(w - b->p);
     switch ((envlog_fty)f->type) {
     case ENVLOG_F_U64: return put_uint(b, 0x00, *CAT(in, f->off, uint64_t));
     case ENVLOG_F_U32: return put_uint(b, 0x00, *CAT(in, f->off, uint32_t));
     case ENVLOG_F_I64: {
         int64_t v = *CAT(in, f->off, int64_t);
-        return v >= 0 ? put_uint(b, 0x00, (uint64_t)v) : envlog_enc_int(b, v);
+        return put_uint(b, v >= 0 ? 0x00 : 0x20,
+                        v >= 0 ? (uint64_t)v : (uint64_t)(-(v + 1)));
     }
     case ENVLOG_F_ENUM: {
         int v = *CAT(in, f->off, int);
@@ -196,9 +233,12 @@ static envlog_err enc_field(envlog_buf *b, const envlog_field *f, const void *in
                                 f->name, v);
         return put_uint(b, 0x00, (uint64_t)v);
     }
-    case ENVLOG_F_F64: return enc_f64(b, *CAT(in, f->off, double));
+    case ENVLOG_F_F64:
+        b->len = (size_t)(put_f64(w, *CAT(in, f->off, double)) - b->p);
+        return ENVLOG_OK;
     case ENVLOG_F_BOOL:
-        b->p[b->len++] = *CAT(in, f->off, bool) ? 0xf5 : 0xf4;
+        *w = *CAT(in, f->off, bool) ? 0xf5 : 0xf4;
+        b->len++;
         return ENVLOG_OK;
     case ENVLOG_F_TEXT: {
         const char *v = *CAT(in, f->off, cstr);
@@ -226,7 +266,10 @@ static envlog_err enc_field(envlog_buf *b, const envlog_field *f, const void *in
         return envlog_buf_append(b, x->data, x->size);
     }
     case ENVLOG_F_H128:
-        return envlog_enc_bytes(b, CAT(in, f->off, envlog_id128)->b, 16);
+        *w = 0x50; /* a 16-byte string */
+        memcpy(w + 1, CAT(in, f->off, envlog_id128)->b, 16);
+        b->len += 17;
+        return ENVLOG_OK;
     case ENVLOG_F_STAMP: {
         const envlog_stamp *st = CAT(in, f->off, envlog_stamp);
         if ((e = envlog_enc_array(b, 3)) ||
@@ -343,15 +386,20 @@ envlog_err envlog_event_encode(envlog_buf *b, envlog_kind kind,
     } else if ((e = envlog_enc_map(b, 4 + count_fields(s, body, level)))) {
         return e;
     }
-    if ((e = envlog_enc_uint(b, ENVLOG_K_KIND)) ||
-        (e = envlog_enc_uint(b, (uint64_t)kind)) ||
-        (e = envlog_enc_uint(b, ENVLOG_K_SEQ)) ||
-        (e = envlog_enc_uint(b, stamp->seq)) ||
-        (e = envlog_enc_uint(b, ENVLOG_K_OFFSET)) ||
-        (e = envlog_enc_uint(b, stamp->offset_ns)) ||
-        (e = envlog_enc_uint(b, ENVLOG_K_EFFECT)) ||
-        (e = envlog_enc_uint(b, (uint64_t)effect)) ||
-        (e = enc_fields(b, s, body, level, &n)))
+    /* The envelope: four small keys and four numbers. */
+    if ((e = room(b, 4 * (1 + 9))))
+        return e;
+    uint8_t *w = b->p + b->len;
+    w = put_head(w, 0x00, ENVLOG_K_KIND);
+    w = put_head(w, 0x00, (uint64_t)kind);
+    w = put_head(w, 0x00, ENVLOG_K_SEQ);
+    w = put_head(w, 0x00, stamp->seq);
+    w = put_head(w, 0x00, ENVLOG_K_OFFSET);
+    w = put_head(w, 0x00, stamp->offset_ns);
+    w = put_head(w, 0x00, ENVLOG_K_EFFECT);
+    w = put_head(w, 0x00, (uint64_t)effect);
+    b->len = (size_t)(w - b->p);
+    if ((e = enc_fields(b, s, body, level, &n)))
         return e;
     if (late_head)
         b->p[at] = (uint8_t)(0xa0 | (4 + n));
@@ -365,11 +413,55 @@ static envlog_err bad(const envlog_field *f, const char *what)
     return envlog__fail(ENVLOG_BAD_DATA, "field %s: %s", f->name, what);
 }
 
+/* envlog_pull_next(), with the heads a record is mostly made of (small
+ * integers, short text, single floats) read in place; the same tokens, and
+ * everything else is left to it. */
+static inline envlog_err pull(envlog_pull *p, envlog_tok *t)
+{
+    if (p->pos < p->n) {
+        const uint8_t *s = p->p + p->pos;
+        size_t left = p->n - p->pos;
+        uint8_t ib = s[0];
+        if (ib < 0x18) {
+            t->type = ENVLOG_TOK_UINT;
+            t->u = ib;
+            p->pos++;
+            return ENVLOG_OK;
+        }
+        if (ib == 0x18 && left >= 2) {
+            t->type = ENVLOG_TOK_UINT;
+            t->u = s[1];
+            p->pos += 2;
+            return ENVLOG_OK;
+        }
+        if (ib >= 0x60 && ib < 0x78 && (size_t)(ib - 0x60) < left) {
+            t->type = ENVLOG_TOK_TEXT;
+            t->u = 0;
+            t->data = s + 1;
+            t->len = (size_t)(ib - 0x60);
+            p->pos += 1 + t->len;
+            return ENVLOG_OK;
+        }
+        if (ib == 0xfa && left >= 5) {
+            uint32_t u = (uint32_t)s[1] << 24 | (uint32_t)s[2] << 16 |
+                         (uint32_t)s[3] << 8 | s[4];
+            float f;
+            memcpy(&f, &u, 4);
+            t->type = ENVLOG_TOK_FLOAT;
+            t->u = 0;
+            t->f = f;
+            p->pos += 5;
+            return ENVLOG_OK;
+        }
+    }
+    return envlog_pull_next(p, t);
+}
+
 static envlog_err dec_text(envlog_pull *p, const envlog_field *f,
                            envlog_arena *a, const char **out)
 {
     envlog_tok t;
-    envlog_err e = envlog_pull_next(p, &t);
+    envlog_err e = pull(p, &t);
     if (e)
         return e;
     if (t.type != ENVLOG_TOK_TEXT)
@@ -401,7 +493,7 @@ static envlog_err dec_double(const envlog_tok *t, const envlog_field *f, double 
 static envlog_err dec_h128(envlog_pull *p, const envlog_field *f, envlog_id128 *out)
 {
     envlog_tok t;
-    envlog_err e = envlog_pull_next(p, &t);
+    envlog_err e = pull(p, &t);
     if (e)
         return e;
     if (t.type != ENVLOG_TOK_BYTES || t.len != 16)
@@ -414,7 +506,7 @@ static envlog_err dec_uint(envlog_pull *p, const envlog_field *f, uint64_t max,
                            uint64_t *out)
 {
     envlog_tok t;
-    envlog_err e = envlog_pull_next(p, &t);
+    envlog_err e = pull(p, &t);
     if (e)
         return e;
     if (t.type != ENVLOG_TOK_UINT || t.u > max)
@@ -429,7 +521,7 @@ static envlog_err dec_array(envlog_pull *p, const envlog_field *f, size_t elem,
                             envlog_arena *a, void **arr, size_t *n)
 {
     envlog_tok t;
-    envlog_err e = envlog_pull_next(p, &t);
+    envlog_err e = pull(p, &t);
     if (e)
         return e;
     if (t.type != ENVLOG_TOK_ARRAY)
@@ -463,7 +555,7 @@ static envlog_err dec_field(envlog_pull *p, const envlog_field *f, void *out,
         *AT(out, f->off, int) = (int)u;
         return ENVLOG_OK;
     case ENVLOG_F_I64:
-        if ((e = envlog_pull_next(p, &t)))
+        if ((e = pull(p, &t)))
             return e;
         if (t.type == ENVLOG_TOK_UINT && t.u <= INT64_MAX)
             *AT(out, f->off, int64_t) = (int64_t)t.u;
@@ -473,11 +565,11 @@ static envlog_err dec_field(envlog_pull *p, const envlog_field *f, void *out,
             return bad(f, "expected a signed 64-bit integer");
         return ENVLOG_OK;
     case ENVLOG_F_F64:
-        if ((e = envlog_pull_next(p, &t)))
+        if ((e = pull(p, &t)))
             return e;
         return dec_double(&t, f, AT(out, f->off, double));
     case ENVLOG_F_BOOL:
-        if ((e = envlog_pull_next(p, &t)))
+        if ((e = pull(p, &t)))
             return e;
         if (t.type != ENVLOG_TOK_BOOL)
             return bad(f, "expected a boolean");
@@ -485,7 +577,7 @@ static envlog_err dec_field(envlog_pull *p, const envlog_field *f, void *out,
         return ENVLOG_OK;
     case ENVLOG_F_TEXT: return dec_text(p, f, a, AT(out, f->off, const char *));
     case ENVLOG_F_BYTES:
-        if ((e = envlog_pull_next(p, &t)))
+        if ((e = pull(p, &t)))
             return e;
         if (t.type != ENVLOG_TOK_BYTES)
             return bad(f, "expected a byte string");
@@ -494,7 +586,7 @@ static envlog_err dec_field(envlog_pull *p, const envlog_field *f, void *out,
         return ENVLOG_OK;
     case ENVLOG_F_RAW: {
         size_t start = p->pos;
-        if ((e = envlog_pull_next(p, &t)) || (e = envlog_pull_skip_after(p, &t)))
+        if ((e = pull(p, &t)) || (e = envlog_pull_skip_after(p, &t)))
             return e;
         AT(out, f->off, envlog_bytes)->data = p->p + start;
         AT(out, f->off, envlog_bytes)->size = p->pos - start;
@@ -503,7 +595,7 @@ static envlog_err dec_field(envlog_pull *p, const envlog_field *f, void *out,
     case ENVLOG_F_H128: return dec_h128(p, f, AT(out, f->off, envlog_id128));
     case ENVLOG_F_STAMP: {
         envlog_stamp *st = AT(out, f->off, envlog_stamp);
-        if ((e = envlog_pull_next(p, &t)))
+        if ((e = pull(p, &t)))
             return e;
         if (t.type != ENVLOG_TOK_ARRAY || t.u != 3)
             return bad(f, "expected a stamp [session, seq, offset]");
@@ -533,7 +625,7 @@ static envlog_err dec_field(envlog_pull *p, const envlog_field *f, void *out,
         if ((e = dec_array(p, f, sizeof(double), a, &arr, &n)))
             return e;
         for (size_t i = 0; i < n; i++) {
-            if ((e = envlog_pull_next(p, &t)) ||
+            if ((e = pull(p, &t)) ||
                 (e = dec_double(&t, f, (double *)arr + i)))
                 return e;
         }
@@ -547,7 +639,7 @@ static envlog_err dec_field(envlog_pull *p, const envlog_field *f, void *out,
         if ((e = dec_array(p, f, f->sub->size, a, &arr, &n)))
             return e;
         for (size_t i = 0; i < n; i++) {
-            if ((e = envlog_pull_next(p, &t)))
+            if ((e = pull(p, &t)))
                 return e;
             if (t.type != ENVLOG_TOK_MAP)
                 return bad(f, "expected a map");
@@ -563,17 +655,23 @@ static envlog_err dec_field(envlog_pull *p, const envlog_field *f, void *out,
     return bad(f, "unknown field type");
 }
 
-/* envlog_schema_field(), first trying the place the key would have if the
- * schema's keys run without gaps from its first one, as they nearly all do:
- * a record's keys are then found without a search. */
-static inline const envlog_field *field_of(const envlog_schema *s, uint64_t key)
+/* envlog_schema_field() for the keys of one map, read in turn: a record's
+ * fields come in the order of its schema's table (absent ones left out), so
+ * the search starts after the field found last, wrapping around, and nearly
+ * always stops at once.  Keys are unique within a schema, so the field
+ * found is the one envlog_schema_field() finds. */
+static inline const envlog_field *field_of(const envlog_schema *s, uint64_t key,
+                                           size_t *hint)
 {
-    if (s->n_fields) {
-        uint64_t i = key - s->fields[0].key;
-        if (i < s->n_fields && s->fields[i].key == key)
+    size_t n = s->n_fields, h = *hint < n ? *hint : 0;
+    for (size_t k = 0; k < n; k++) {
+        size_t i = h + k < n ? h + k : h + k - n;
+        if (s->fields[i].key == key) {
+            *hint = i + 1;
             return &s->fields[i];
+        }
     }
-    return envlog_schema_field(s, key);
+    return NULL;
 }
 
 /* Reads `pairs` key/value pairs; keys the schema knows are decoded into
@@ -586,27 +684,28 @@ static envlog_err dec_pairs_x(envlog_pull *p, uint64_t pairs, const envlog_schem
                               void *out, envlog_arena *a, other_fn other, void *ctx,
                               unsigned *need)
 {
+    size_t hint = 0; /* where field_of looks first */
     if (pairs > (p->n - p->pos) / 2)
         return envlog__fail(ENVLOG_BAD_DATA,
                             "map claims more pairs than bytes left");
     for (uint64_t i = 0; i < pairs; i++) {
         envlog_tok k;
-        envlog_err e = envlog_pull_next(p, &k);
+        envlog_err e = pull(p, &k);
         if (e)
             return e;
         if (k.type != ENVLOG_TOK_UINT) {
             /* Not a key of ours: skip the key and its value. */
             envlog_tok v;
             if ((e = envlog_pull_skip_after(p, &k)) ||
-                (e = envlog_pull_next(p, &v)) ||
+                (e = pull(p, &v)) ||
                 (e = envlog_pull_skip_after(p, &v)))
                 return e;
             continue;
         }
-        const envlog_field *f = s ? field_of(s, k.u) : NULL;
+        const envlog_field *f = s ? field_of(s, k.u, &hint) : NULL;
         if (need && f && !f->fold) {
             envlog_tok v; /* read another day: not the fold's */
-            if (!(e = envlog_pull_next(p, &v)))
+            if (!(e = pull(p, &v)))
                 e = envlog_pull_skip_after(p, &v);
         } else if (f) {
             e = dec_field(p, f, out, a);
@@ -618,7 +717,7 @@ static envlog_err dec_pairs_x(envlog_pull *p, uint64_t pairs, const envlog_schem
                 return ENVLOG_OK;
         } else {
             envlog_tok v;
-            if (!(e = envlog_pull_next(p, &v)))
+            if (!(e = pull(p, &v)))
                 e = envlog_pull_skip_after(p, &v);
         }
         if (e)
@@ -646,7 +745,7 @@ static envlog_err envelope_key(envlog_pull *p, uint64_t key, void *ctx)
 {
     envlog_record *rec = ctx;
     envlog_tok t;
-    envlog_err e = envlog_pull_next(p, &t);
+    envlog_err e = pull(p, &t);
     if (e)
         return e;
     if (key == ENVLOG_K_SEQ || key == ENVLOG_K_OFFSET || key == ENVLOG_K_EFFECT) {
@@ -675,13 +774,13 @@ static envlog_err event_decode(const uint8_t *data, size_t n, envlog_record *rec
     rec->stamp.seq = rec->stamp.offset_ns = 0;
     rec->payload.data = data;
     rec->payload.size = n;
-    if ((e = envlog_pull_next(&p, &t)))
+    if ((e = pull(&p, &t)))
         return e;
     if (t.type != ENVLOG_TOK_MAP || t.u == 0)
         return envlog__fail(ENVLOG_BAD_DATA, "a record is a non-empty map");
     /* envlog(5): the kind is the first key, so the body can be read in one
      * pass with the right schema. */
-    if ((e = envlog_pull_next(&p, &k)) || (e = envlog_pull_next(&p, &v)))
+    if ((e = pull(&p, &k)) || (e = pull(&p, &v)))
         return e;
     if (k.type != ENVLOG_TOK_UINT || k.u != ENVLOG_K_KIND ||
         v.type != ENVLOG_TOK_UINT || v.u > INT_MAX)

@@ -60,6 +60,10 @@ uint64_t envlog_chain_next(uint64_t chain, uint32_t csum)
 
 uint64_t envlog_framed_size(uint64_t pos, uint64_t n)
 {
+    /* Most records fit in what is left of the current block: one header. */
+    uint64_t room = ENVLOG_BLOCK - pos % ENVLOG_BLOCK;
+    if (room >= ENVLOG_FRAG_HDR && n <= room - ENVLOG_FRAG_HDR)
+        return ENVLOG_FRAG_HDR + n;
     uint64_t start = pos;
     bool first = true;
     while (first || n > 0) {

@@ -41,7 +41,8 @@ static envlog_err prealloc(envlog_segw *w, uint64_t upto)
         return ENVLOG_OK;
     uint64_t to = w->alloc_len + ENVLOG_PREALLOC_STEP;
     if (to < upto)
-        to = upto;
+        to = (upto + ENVLOG_BLOCK - 1) / ENVLOG_BLOCK * ENVLOG_BLOCK;
+    /* Whole blocks, so preallocation never ends mid-block. */
     if (to > w->map_len)
         to = w->map_len;
     int rc = envlog_io_get()->fallocate(w->fd, (off_t)w->alloc_len,
@@ -131,11 +132,18 @@ envlog_err envlog_segw_append(envlog_segw *w, const uint8_t *p, size_t n,
     envlog_err e = prealloc(w, end + envlog_framed_size(end, SEAL_MAX));
     if (e)
         return e;
+    uint64_t pos0 = w->pos, chain0 = w->chain;
     envlog_frame_write(w->map, &w->pos, w->seed, p, n, &w->chain);
+    if (w->sync == ENVLOG_SYNC_RECORD && (e = envlog_segw_sync(w))) {
+        /* The call fails, so the record must not stay behind: the next
+         * record takes its seq, and a reader would see that seq twice. */
+        memset(w->map + pos0, 0, (size_t)(w->pos - pos0));
+        w->pos = pos0;
+        w->chain = chain0;
+        return e;
+    }
     w->count++;
     w->last_seq = seq;
-    if (w->sync == ENVLOG_SYNC_RECORD)
-        return envlog_segw_sync(w);
     return ENVLOG_OK;
 }
 

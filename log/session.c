@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/mman.h>
 #include <sys/utsname.h>
 #include <unistd.h>
 
@@ -84,9 +85,31 @@ static void fork_parent(void)
     pthread_mutex_unlock(&live_mu);
 }
 
+/* The child lets go of its copies of the parents' segments and directory
+ * locks at once (close and munmap are safe here), so a parent that exits is
+ * not kept "live" by a child that never records. */
+static void fork_child(void)
+{
+    for (envlog_session *s = live_head; s; s = s->next_live) {
+        if (s->on_disk) {
+            if (s->seg.map)
+                munmap(s->seg.map, (size_t)s->seg.map_len);
+            if (s->seg.fd >= 0)
+                close(s->seg.fd);
+            close(s->dirfd);
+            s->seg.map = NULL;
+            s->seg.fd = -1;
+            s->dirfd = -1;
+            s->on_disk = false;
+        }
+        pthread_mutex_unlock(&s->mu);
+    }
+    pthread_mutex_unlock(&live_mu);
+}
+
 static void atfork_register(void)
 {
-    pthread_atfork(fork_prepare, fork_parent, fork_parent);
+    pthread_atfork(fork_prepare, fork_parent, fork_child);
 }
 
 static void live_add(envlog_session *s)
@@ -360,7 +383,8 @@ static envlog_err put_record(envlog_session *s, const uint8_t *p, size_t n,
     return ENVLOG_OK;
 }
 
-static envlog_err write_session_record(envlog_session *s)
+/* Encodes the session record into `b` (the caller frees it). */
+static envlog_err encode_session_record(envlog_session *s, envlog_buf *b)
 {
     envlog_session_rec r = {
         .id = s->id,
@@ -380,13 +404,8 @@ static envlog_err write_session_record(envlog_session *s)
         .dropped = s->dropped,
     };
     envlog_stamp st = {s->id, 0, 0};
-    envlog_buf b = {0};
-    envlog_err e = envlog_event_encode(&b, ENVLOG_KIND_SESSION, &st,
-                                       ENVLOG_OBSERVED, s->level, &r);
-    if (!e)
-        e = put_record(s, b.p, b.len, 0);
-    envlog_buf_free(&b);
-    return e;
+    return envlog_event_encode(b, ENVLOG_KIND_SESSION, &st, ENVLOG_OBSERVED,
+                               s->level, &r);
 }
 
 /* The first CHANGED record: directory, lock, segment 0, session record and
@@ -397,11 +416,20 @@ static envlog_err go_disk(envlog_session *s)
     const envlog_io *io = envlog_io_get();
     char name[33];
     envlog_err e;
+    envlog_buf srec = {0};
     envlog_id_format(&s->id, name);
     if (s->env->sessions_fd < 0)
         return envlog__fail(ENVLOG_STATE, "environment has no sessions directory");
-    if (io->mkdirat(s->env->sessions_fd, name, 0700))
+    /* Memory first: once the directory exists, a failure must undo it, and
+     * an undo that itself runs out of memory would leave it behind. */
+    if ((e = encode_session_record(s, &srec))) {
+        envlog_buf_free(&srec);
+        return e;
+    }
+    if (io->mkdirat(s->env->sessions_fd, name, 0700)) {
+        envlog_buf_free(&srec);
         return envlog__fail_errno(errno, "creating session directory %s", name);
+    }
     if ((e = envlog_open_dir(s->env->sessions_fd, name, &s->dirfd)))
         goto rmdir;
     if (io->flock(s->dirfd, LOCK_EX | LOCK_NB)) {
@@ -417,7 +445,9 @@ static envlog_err go_disk(envlog_session *s)
         goto closedir;
     s->on_disk = true;
     s->st.segments = 1;
-    if ((e = write_session_record(s)))
+    e = put_record(s, srec.p, srec.len, 0);
+    envlog_buf_free(&srec);
+    if (e)
         goto undo;
     for (size_t at = s->held_head; at < s->held.len;) {
         uint32_t len = envlog_get_le32(s->held.p + at);
@@ -441,6 +471,8 @@ undo:
             for (size_t i = 0; i < n; i++)
                 io->unlinkat(s->dirfd, segs[i].name, 0);
             envlog_free(segs);
+        } else {
+            io->unlinkat(s->dirfd, s->seg.name, 0); /* at least the last */
         }
         s->on_disk = false;
         s->st.segments = 0;
@@ -450,6 +482,7 @@ closedir:
     close(s->dirfd);
     s->dirfd = -1;
 rmdir:
+    envlog_buf_free(&srec);
     io->unlinkat(s->env->sessions_fd, name, AT_REMOVEDIR);
     return e;
 }
@@ -459,7 +492,11 @@ rmdir:
 static envlog_err hold(envlog_session *s, const uint8_t *p, size_t n, uint64_t seq)
 {
     if (n > s->budget) {
-        s->dropped++;
+        /* Oldest first: a record too big to hold drops everything held
+         * before it too, so the dropped seqs stay one run after seq 0. */
+        s->dropped += s->held_count + 1;
+        s->held.len = s->held_head = s->held_bytes = 0;
+        s->held_count = 0;
         return ENVLOG_OK;
     }
     while (s->held_bytes + n > s->budget) {

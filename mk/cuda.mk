@@ -18,6 +18,17 @@ $(CUDA_GEN)/%.cu.inc: cuda/kernels/%.cu
 $(B)/cuda/builtins.o: $(CUDA_KERNEL_INC)
 $(B)/cuda/builtins.o: LIB_CPPFLAGS += -I$(CUDA_GEN)
 
+# A CPU stand-in for libcuda.so.1, so the driver glue and the GPU tests of
+# the cuda suite run on machines without a GPU (tests/fake_cuda.c).
+CUDA_FAKE_DRIVER := $(B)/tests/libfake_cuda.so
+
+$(CUDA_FAKE_DRIVER): tests/fake_cuda.c | $(B)/.deps-ok
+	@mkdir -p $(dir $@)
+	@echo "  CC  $<"
+	@$(CC) $(CFLAGS_ALL) -shared -fvisibility=hidden $(LDFLAGS) -o $@ $<
+
+$(B)/tests/runner: $(CUDA_FAKE_DRIVER)
+
 # `envlog rebuild`, end to end (skips, saying so, without NVRTC).
 CUDA_REBUILD_ENV := $(B)/tests/cuda_rebuild_env
 
@@ -31,3 +42,30 @@ check-cuda-rebuild: $(BIN) $(CUDA_REBUILD_ENV)
 	@bash tests/cuda-rebuild.sh $(BIN) $(CUDA_REBUILD_ENV)
 
 CHECK_TARGETS += check-cuda-rebuild
+
+# envlog-cuda(3): its example compiled and run, its coverage, its rendering.
+.PHONY: check-cuda-man
+check-cuda-man: $(STATIC)
+	@echo "== envlog-cuda(3) (tests/cuda-man.sh)"
+	@CC="$(CC)" MAN_CFLAGS="$(CFLAGS) $(LDFLAGS)" bash tests/cuda-man.sh $(STATIC)
+
+CHECK_TARGETS += check-cuda-man
+
+# envlog-cuda-bench: recording overhead at BASIC against OFF on the demo
+# workload, and the COMPILE_ONLY batch speed-up on 1, 2 and 4 threads.  It
+# prints ratios and asserts nothing.  BENCH_QUICK=1 passes --quick.
+CUDA_BENCH := $(B)/envlog-cuda-bench
+BENCH_TARGETS += $(CUDA_BENCH)
+
+$(B)/bench/cuda/%.o: bench/cuda/%.c $(HEADERS) | $(B)/.deps-ok
+	@mkdir -p $(dir $@)
+	@echo "  CC  $<"
+	@$(CC) $(PUB_CPPFLAGS) $(CFLAGS_ALL) -c $< -o $@
+
+$(CUDA_BENCH): $(B)/bench/cuda/cuda_bench.o $(STATIC)
+	@echo "  LD  $@"
+	@$(CC) $(CFLAGS_ALL) $(LDFLAGS) -o $@ $< $(STATIC) $(LDLIBS_ALL)
+
+.PHONY: bench-cuda
+bench-cuda: $(CUDA_BENCH)
+	$(CUDA_BENCH) $(if $(filter 1,$(BENCH_QUICK)),--quick) $(BENCH_ARGS)

@@ -74,7 +74,7 @@ static envlog_err clean_leftovers(envlog_env *env, int snapfd)
     while ((de = readdir(d)) && n < 64) {
         size_t len = strlen(de->d_name);
         if (len == 41 && !strcmp(de->d_name + 32, ".removing"))
-            snprintf(names[n++], sizeof names[0], "%s", de->d_name);
+            memcpy(names[n++], de->d_name, len + 1);
     }
     closedir(d);
     for (size_t i = 0; i < n && !e; i++)
@@ -112,7 +112,8 @@ static envlog_err retire(envlog_env *env, const envlog_session_info *in, bool *r
         return ENVLOG_OK;
     }
     char gone[48];
-    snprintf(gone, sizeof gone, "%s.removing", in->id_hex);
+    memcpy(gone, in->id_hex, 32);
+    memcpy(gone + 32, ".removing", sizeof ".removing");
     if (io->renameat(env->sessions_fd, in->id_hex, env->sessions_fd, gone)) {
         e = envlog__fail_errno(errno, "retiring session %s", in->id_hex);
         close(fd);

@@ -698,11 +698,12 @@ START_TEST(test_json_golden)
     j = render_json(ENVLOG_KIND_TUNE, &t, ENVLOG_CHANGED, ENVLOG_LEVEL_BASIC);
     ck_assert_str_eq(j, "{\"session\":\"" SID "\",\"kind\":\"tune\",\"seq\":3,"
         "\"offset_ns\":7,\"effect\":\"changed\",\"namespace\":\"n\",\"key\":\"k\","
-        "\"checksum\":1,\"candidates\":[\"a\",\"b\"],\"trials\":[{\"name\":\"a\","
+        "\"checksum\":1,\"stored\":true,\"imported\":false,\"winner\":1,"
+        "\"candidates\":[\"a\",\"b\"],\"margin\":0.25,\"within_noise\":false,"
+        "\"winner_ns\":0,\"trials\":[{\"name\":\"a\","
         "\"index\":0,\"samples\":2,\"min_ns\":1.5,\"median_ns\":2,\"mean_ns\":0.1,"
         "\"max_ns\":null,\"stddev_ns\":-0}],\"policy\":\"p\",\"params\":[{\"name\":"
-        "\"w\",\"value\":0.5}],\"winner\":1,\"margin\":0.25,\"within_noise\":false,"
-        "\"short_circuit\":true,\"wall_ns\":10,\"stored\":true,\"imported\":false}");
+        "\"w\",\"value\":0.5}],\"short_circuit\":true,\"wall_ns\":10}");
     free(j);
     /* At FULL the samples show, in the trial. */
     j = render_json(ENVLOG_KIND_TUNE, &t, ENVLOG_CHANGED, ENVLOG_LEVEL_FULL);

@@ -10,8 +10,10 @@
  *
  *   main/         six sessions, two of them overlapping in time, covering
  *                 every fold rule: first local stands, a later local value
- *                 kept out, local over imported, imported ignored, forget,
- *                 not stored; kernels; user records; spans and marks
+ *                 kept out, local over imported, imported ignored (over a
+ *                 local and over an imported value), forget, not stored;
+ *                 kernels (local over imported too); user records; spans,
+ *                 marks, failed and loaded compiles
  *   damage-base/  a session of several 32 KiB segments and a small clean one
  *   torn/         damage-base with the last record of the big session cut in
  *                 half (a torn tail: the writer died mid-record)
@@ -167,6 +169,10 @@ static const char *const GM[] = {"gemm_tn", "gemm_nt"};
 static const double GM_90[] = {5020.0, 5110.0};
 static const double GM_80[] = {8400.0, 7990.0};
 static const char *const RMS[] = {"rms_warp", "rms_block"};
+static const double RMS_T[] = {990.0, 1020.0};
+static const double RMS_T2[] = {1010.0, 960.0};
+static const char *const SWI[] = {"swiglu_fused", "swiglu_split"};
+static const double SWI_T[] = {2400.0, 2210.0};
 
 /* --------------------------------------------------------------- compiles */
 
@@ -258,8 +264,9 @@ static void gen_main(void)
 
     /* A bundle import: every value it brings is IMPORTED. */
     envlog_session *b = begin(env, "bundle-import", "envlog", ENVLOG_VERSION_STRING, NULL, 0);
-    import_rec(b, "h100-linux", 2, 0);
+    import_rec(b, "h100-linux", 3, 0);
     tune(b, &(tune_spec){NS90, "softmax_64", SM, 2, SM_B, 0, true, true, false, NULL});
+    tune(b, &(tune_spec){NS90, "rmsnorm_16", RMS, 2, RMS_T, 0, true, true, false, NULL});
     compile(b, &(kernel_spec){KNS90, "softmax_kernel", "sm_90", "__global__ void sm(){}",
                               ENVLOG_COMPILED, true, 0x22, NULL, 64});
     end(b);
@@ -305,13 +312,14 @@ static void gen_main(void)
     tick();
     end(e);
 
-    /* The same bundle again: softmax_64 has a local value now, so the
-     * imported one is ignored; rmsnorm_16 is new and stands as imported. */
+    /* A newer bundle: softmax_64 has a local value now and rmsnorm_16 an
+     * imported one, so both are ignored; swiglu_8 is new and stands as
+     * imported. */
     envlog_session *g = begin(env, "bundle-import", "envlog", ENVLOG_VERSION_STRING, NULL, 0);
-    import_rec(g, "h100-linux", 1, 1);
+    import_rec(g, "h100-linux-2", 1, 2);
     tune(g, &(tune_spec){NS90, "softmax_64", SM, 2, SM_B, 0, true, true, false, NULL});
-    static const double RMS_T[] = {990.0, 1020.0};
-    tune(g, &(tune_spec){NS90, "rmsnorm_16", RMS, 2, RMS_T, 0, true, true, false, NULL});
+    tune(g, &(tune_spec){NS90, "rmsnorm_16", RMS, 2, RMS_T2, 1, true, true, false, NULL});
+    tune(g, &(tune_spec){NS90, "swiglu_8", SWI, 2, SWI_T, 1, true, true, false, NULL});
     end(g);
     envlog_env_close(env);
 }
@@ -439,10 +447,14 @@ static void gen_damage(void)
     }
     free(base);
 
-    /* torn: the last record cut in half, and the seal after it gone. */
+    /* torn: as a writer killed in the middle of its last record leaves
+     * the segment: half the record, no seal, and the rest of the file the
+     * zeros of its preallocation (whole 32 KiB blocks: a file trimmed to
+     * another size was sealed, and its damage is not a torn tail). */
     const place *last = &pl[n - 1];
     char *seg = segment_path("torn", hex, last->segment);
     sys(truncate(seg, (off_t)(last->off + (last->end - last->off) / 2)), seg);
+    sys(truncate(seg, (off_t)((last->end + 32767) / 32768 * 32768)), seg);
     free(seg);
 
     /* flipped: bits in the middle of a record inside segment 1. */
