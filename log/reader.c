@@ -181,6 +181,8 @@ static envlog_err check_header(envlog_reader *r, const uint8_t *p, size_t n)
     if (!e)
         e = envlog_struct_decode(&pl, &t, &envlog_seg_header_schema, &h, &r->arena);
     r->seg_header = true;
+    if (e == ENVLOG_NOMEM)
+        return e; /* not the data's fault */
     if (e)
         return report(r, r->fr.rec_off, n, "undecodable segment header");
     if (!h.magic || strcmp(h.magic, ENVLOG_MAGIC))

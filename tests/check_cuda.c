@@ -12,6 +12,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 /* ---------------------------------------------------------------- helpers */
 
@@ -653,12 +654,42 @@ static bool have_gpu(const char *test)
 {
     int n = 0;
     if (envlog_cuda_device_count(&n) || n == 0) {
-        printf("check_cuda: %s skipped: %s\n", test,
+        printf("check_cuda: %s skipped (no GPU here): %s\n", test,
                n == 0 && !strstr(envlog_errmsg(), "unavailable") ? "no CUDA device"
                                                                   : envlog_errmsg());
         return false;
     }
     return tc_nvrtc(test);
+}
+
+/* Points the driver loader at tests/fake_cuda.c's library, built beside the
+ * runner.  False (saying so) when it is not there or NVRTC is absent. */
+static bool use_fake_driver(const char *test)
+{
+    char exe[4096];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 32);
+    if (n <= 0) {
+        printf("check_cuda: %s on the fake driver skipped: no /proc/self/exe\n", test);
+        return false;
+    }
+    exe[n] = 0;
+    char *slash = strrchr(exe, '/');
+    snprintf(slash ? slash + 1 : exe, 32, "libfake_cuda.so");
+    if (!tu_exists(exe)) {
+        printf("check_cuda: %s on the fake driver skipped: %s was not built\n", test, exe);
+        return false;
+    }
+    if (!tc_nvrtc(test))
+        return false;
+    setenv("ENVLOG_CUDA_DRIVER", exe, 1);
+    envlog_cuda__drv_forget();
+    return true;
+}
+
+static void drop_fake_driver(void)
+{
+    unsetenv("ENVLOG_CUDA_DRIVER");
+    envlog_cuda__drv_forget();
 }
 
 static void gpu_runtime(tc_env *t, const char *tag)
@@ -669,10 +700,8 @@ static void gpu_runtime(tc_env *t, const char *tag)
     tc_open(t, tag, ENVLOG_LEVEL_BASIC, &o);
 }
 
-START_TEST(test_gpu_device_launch_events)
+static void device_launch_events(bool fake)
 {
-    if (!have_gpu("driver load, launch and event timing"))
-        return;
     tc_env t;
     gpu_runtime(&t, "cuda-gpu1");
     envlog_cuda_device dev;
@@ -683,6 +712,8 @@ START_TEST(test_gpu_device_launch_events)
     ck_assert_uint_gt(dev.memory_bytes, 0);
     ck_assert_ptr_null(strchr(dev.fingerprint, '/'));
     ck_assert_ptr_nonnull(strstr(dev.fingerprint, dev.arch));
+    if (fake)
+        ck_assert_str_eq(dev.fingerprint, "Fake-GPU-Test-sm_80-drv12080-4sm-1024MiB");
     int ver;
     ck_assert_ok(envlog_cuda_driver_version(&ver));
     ck_assert_int_eq(ver, dev.driver_version);
@@ -739,6 +770,21 @@ START_TEST(test_gpu_device_launch_events)
     free(x);
     tc_free(&t);
 }
+
+START_TEST(test_gpu_device_launch_events)
+{
+    if (have_gpu("driver load, launch and event timing"))
+        device_launch_events(false);
+}
+END_TEST
+
+START_TEST(test_fake_device_launch_events)
+{
+    if (!use_fake_driver("driver load, launch and event timing"))
+        return;
+    device_launch_events(true);
+    drop_fake_driver();
+}
 END_TEST
 
 typedef struct gpu_mm {
@@ -757,10 +803,8 @@ static int gpu_mm_run(void *ctx, envlog_cuda_stream *s, size_t i)
                : 0;
 }
 
-START_TEST(test_gpu_autotune_matches_cpu)
+static void autotune_matches_cpu(bool fake)
 {
-    if (!have_gpu("the GPU autotune"))
-        return;
     tc_env t;
     gpu_runtime(&t, "cuda-gpu2");
     envlog_cuda_stream *s;
@@ -802,6 +846,12 @@ START_TEST(test_gpu_autotune_matches_cpu)
     ck_assert(res.measured);
     ck_assert(res.stored);
     ck_assert_int_ge(res.winner, 0);
+    if (fake) {
+        /* the fake device is fastest at 256 threads a block: three variants
+         * tie, and the first of them wins */
+        ck_assert_str_eq(names[res.winner], "matmul_t16w1");
+        ck_assert(res.within_noise);
+    }
     /* Every variant computes the same exact result (small integers). */
     for (size_t i = 0; i < nc; i++) {
         ck_assert_ok(envlog_cuda_memcpy_htod(t.c, dc, ref, 4)); /* disturb */
@@ -827,6 +877,21 @@ START_TEST(test_gpu_autotune_matches_cpu)
     free(got);
     tc_free(&t);
 }
+
+START_TEST(test_gpu_autotune_matches_cpu)
+{
+    if (have_gpu("the GPU autotune"))
+        autotune_matches_cpu(false);
+}
+END_TEST
+
+START_TEST(test_fake_autotune_matches_cpu)
+{
+    if (!use_fake_driver("the GPU autotune"))
+        return;
+    autotune_matches_cpu(true);
+    drop_fake_driver();
+}
 END_TEST
 
 /* ----------------------------------------------------------------- suite */
@@ -850,6 +915,8 @@ Suite *suite_cuda(void)
     tcase_add_test(tc, test_driver_unavailable_or_present);
     tcase_add_test(tc, test_gpu_device_launch_events);
     tcase_add_test(tc, test_gpu_autotune_matches_cpu);
+    tcase_add_test(tc, test_fake_device_launch_events);
+    tcase_add_test(tc, test_fake_autotune_matches_cpu);
     suite_add_tcase(s, tc);
     suite_add_tcase(s, tc_cuda_modes());
     suite_add_tcase(s, tc_cuda_tuner());

@@ -955,48 +955,56 @@ END_TEST
 
 START_TEST(test_nospace_names_file)
 {
-    /* A full disk at any preallocation: ENVLOG_NOSPACE, with the segment's
-     * name in the message, and nothing recorded before is lost. */
+    /* A full disk at any preallocation (a new segment's, or a growing one's
+     * every 1 MiB): ENVLOG_NOSPACE, with the segment's name in the message,
+     * and nothing recorded before is lost. */
     char *root = tu_mkdtemp("nospc");
-    long n;
-    for (n = 1; n < 1000; n++) {
-        char dir[4200];
-        snprintf(dir, sizeof dir, "%s/%ld", root, n);
-        envlog_env *env = tu_env(dir);
-        envlog_session_opts o = tu_opts("full", 2 * ENVLOG_BLOCK);
-        envlog_session *s;
-        ck_assert_ok(envlog_session_begin(env, &o, &s));
-        tu_fault_arm(TU_FALLOCATE, n, ENOSPC);
-        unsigned ok = 0, failed = 0;
-        for (unsigned i = 0; i < 60; i++) {
-            envlog_err e = tu_record_tune(s, "full", i, 2000, NULL);
-            if (e) {
-                ck_assert_err(e, ENVLOG_NOSPACE);
-                ck_assert_ptr_nonnull(strstr(envlog_errmsg(), ".log"));
-                ck_assert_ptr_nonnull(strstr(envlog_errmsg(), "No space left on device"));
-                failed++;
-            } else {
-                ok++;
+    const struct {
+        uint64_t segsize;
+        unsigned records;
+    } cfg[] = {{2 * ENVLOG_BLOCK, 60}, {0, 1200}};
+    for (int c = 0; c < 2; c++) {
+        long n;
+        for (n = 1; n < 1000; n++) {
+            char dir[4200];
+            snprintf(dir, sizeof dir, "%s/%d-%ld", root, c, n);
+            envlog_env *env = tu_env(dir);
+            envlog_session_opts o = tu_opts("full", cfg[c].segsize);
+            envlog_session *s;
+            ck_assert_ok(envlog_session_begin(env, &o, &s));
+            tu_fault_arm(TU_FALLOCATE, n, ENOSPC);
+            unsigned ok = 0, failed = 0;
+            for (unsigned i = 0; i < cfg[c].records; i++) {
+                envlog_err e = tu_record_tune(s, "full", i, 2000, NULL);
+                if (e) {
+                    ck_assert_err(e, ENVLOG_NOSPACE);
+                    ck_assert_ptr_nonnull(strstr(envlog_errmsg(), ".log"));
+                    ck_assert_ptr_nonnull(strstr(envlog_errmsg(), "No space left on device"));
+                    failed++;
+                } else {
+                    ok++;
+                }
             }
-        }
-        bool fired = tu_fault_disarm();
-        envlog_id128 id = envlog_session_id(s);
-        ck_assert_ok(envlog_session_end(s));
-        if (!fired) {
+            bool fired = tu_fault_disarm();
+            envlog_id128 id = envlog_session_id(s);
+            ck_assert_ok(envlog_session_end(s));
+            if (!fired) {
+                envlog_env_close(env);
+                tu_rmrf(dir);
+                ck_assert_uint_eq(failed, 0);
+                break;
+            }
+            ck_assert_uint_eq(failed, 1);
+            tu_readback rb;
+            ck_assert_ok(tu_read_session(env, &id, &rb));
+            ck_assert_uint_eq(rb.n, ok + 1);
+            ck_assert_uint_eq(rb.n_corrupt + rb.n_truncated, 0);
+            tu_readback_free(&rb);
             envlog_env_close(env);
-            ck_assert_uint_eq(failed, 0);
-            break;
+            tu_rmrf(dir);
         }
-        ck_assert_uint_eq(failed, 1);
-        tu_readback rb;
-        ck_assert_ok(tu_read_session(env, &id, &rb));
-        ck_assert_uint_eq(rb.n, ok + 1);
-        ck_assert_uint_eq(rb.n_corrupt + rb.n_truncated, 0);
-        tu_readback_free(&rb);
-        envlog_env_close(env);
-        tu_rmrf(dir);
+        ck_assert_int_gt(n, 2);
     }
-    ck_assert_int_gt(n, 3);
     tu_rmrf(root);
     free(root);
 }

@@ -301,6 +301,9 @@ static void gen_main(void)
 
     envlog_session *d = begin(env, "tuner-a100", "triton", "3.0.0", "A100-SXM4-40GB:sm_80", 0);
     tune(d, &(tune_spec){NS80, "gemm_64", GM, 2, GM_80, 1, true, false, false, NULL});
+    /* never stored on this device, forgotten on the other: why tells both */
+    tune(d, &(tune_spec){NS80, "layernorm_32", LN, 2, NULL, 1, false, false, true,
+                         "cached-guess"});
     compile(d, &(kernel_spec){KNS80, "matmul_kernel", "sm_80", "__global__ void mm(){}",
                               ENVLOG_COMPILED, false, 0x44, NULL, 72});
     end(d);
