@@ -62,21 +62,37 @@ static void make_root(void)
     }
 }
 
+/* The load average when the run starts: other work on the machine shows
+ * in every number, so the output says how busy it was. */
+static void load_of(char *out, size_t size)
+{
+    FILE *f = fopen("/proc/loadavg", "r");
+    double l1 = 0;
+    snprintf(out, size, "?");
+    if (f) {
+        if (fscanf(f, "%lf", &l1) == 1)
+            snprintf(out, size, "%.2f", l1);
+        fclose(f);
+    }
+}
+
 static void header(void)
 {
     struct utsname u;
-    char host[128] = "?";
-    if (uname(&u))
+    char load[32];
+    if (uname(&u)) {
+        strcpy(u.sysname, "?");
         strcpy(u.release, "?");
-    gethostname(host, sizeof host - 1);
+    }
+    load_of(load, sizeof load);
     FILE *f = bench_o.json ? stderr : bench_out;
     fprintf(f,
-            "# envlog-bench: envlog %s, SQLite %s, zstd %s; %s %s, %ld CPUs\n"
+            "# envlog-bench: envlog %s, SQLite %s, zstd %s; %s %s, %ld CPUs, load %s\n"
             "# mode %s, %d repetitions each, alternating; scratch %s\n"
             "# ratio = envlog/sqlite; share = envlog's fraction of the limit; "
             "spr = largest distance of a repetition from the median\n",
             ENVLOG_VERSION_STRING, sqlite3_libversion(), ZSTD_versionString(),
-            u.sysname, u.release, sysconf(_SC_NPROCESSORS_ONLN),
+            u.sysname, u.release, sysconf(_SC_NPROCESSORS_ONLN), load,
             bench_o.selftest ? "selftest" : bench_o.quick ? "quick" : "full",
             bench_o.reps, bench_o.root);
 }
@@ -136,7 +152,9 @@ int main(int argc, char **argv)
                bench_rows_emitted(), secs);
         return 0;
     }
-    fprintf(bench_o.json ? stderr : bench_out, "# %d sections, %d rows, %.1f s\n", ran,
-            bench_rows_emitted(), secs);
+    char load[32];
+    load_of(load, sizeof load);
+    fprintf(bench_o.json ? stderr : bench_out, "# %d sections, %d rows, %.1f s, load %s\n",
+            ran, bench_rows_emitted(), secs, load);
     return 0;
 }

@@ -112,6 +112,17 @@ bool envlog_utf8_valid(const char *str, size_t n)
     const unsigned char *s = (const unsigned char *)str;
     size_t i = 0;
     while (i < n) {
+        /* Eight ASCII bytes at a time, none of them NUL: the common case. */
+        while (n - i >= 8) {
+            uint64_t w;
+            memcpy(&w, s + i, 8);
+            if ((w & 0x8080808080808080ull) ||
+                ((w - 0x0101010101010101ull) & ~w & 0x8080808080808080ull))
+                break;
+            i += 8;
+        }
+        if (i >= n)
+            break;
         unsigned c = s[i];
         if (c == 0)
             return false;

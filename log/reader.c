@@ -160,6 +160,11 @@ static envlog_err open_segment(envlog_reader *r)
         return e;
     if (e)
         return report(r, 0, 0, "unreadable segment: %s", envlog_errmsg());
+    /* A record reassembled from fragments is never longer than its file:
+     * take the room now, so running out of memory is ENVLOG_NOMEM here
+     * and never "damage" in the middle of the segment. */
+    if (r->file.len > ENVLOG_BLOCK && (e = envlog_buf_reserve(&r->fr.rec, r->file.len)))
+        return e;
     if (sn->segment != r->expect_seg) {
         uint32_t want = r->expect_seg;
         r->expect_seg = sn->segment + 1;

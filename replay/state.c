@@ -23,8 +23,11 @@ typedef struct entry {
     uint8_t *payload;      /* the record that set it (kernels always: the
                               binary points into it; tunes when kept) */
     size_t payload_len;
-    envlog_tune_entry t;
-    envlog_kernel_entry k;
+    envlog_origin origin;
+    union {                /* by table */
+        envlog_tune_entry t;
+        envlog_kernel_entry k;
+    };
     uint64_t unix_ns;
     struct entry *all_next;
 } entry;
@@ -63,6 +66,7 @@ struct envlog_state {
     envlog_snap *snap;     /* the checkpoint under the folded sessions */
     bool snap_loaded;      /* every snapshot entry is in the table */
     void *owned;           /* a buffer the snapshot lives in, freed at close */
+    const char *last_ns;   /* the namespace kept last: most records share it */
 };
 
 static envlog_err load_users(envlog_state *st);
@@ -288,6 +292,17 @@ static const char *keep(envlog_state *st, const char *s, bool *oom)
     return d;
 }
 
+/* Namespaces repeat across entries: the last one kept is reused. */
+static const char *keep_ns(envlog_state *st, const char *ns, bool *oom)
+{
+    if (st->last_ns && !strcmp(st->last_ns, ns))
+        return st->last_ns;
+    const char *k = keep(st, ns, oom);
+    if (k)
+        st->last_ns = k;
+    return k;
+}
+
 static envlog_rule rule_for(const entry *old, envlog_origin origin)
 {
     if (!old || !old->live)
@@ -300,7 +315,7 @@ static bool may_set(const entry *old, envlog_origin origin)
 {
     if (!old || !old->live)
         return true;
-    return old->t.origin == ENVLOG_IMPORTED && origin == ENVLOG_LOCAL;
+    return old->origin == ENVLOG_IMPORTED && origin == ENVLOG_LOCAL;
 }
 
 /* A copy of the record's payload, when the entry keeps one. */
@@ -329,7 +344,7 @@ static envlog_err make_tune(envlog_state *st, const envlog_tune *t,
     e->live = true;
     e->hash = tune_hash(t->ns, t->key, t->checksum);
     e->unix_ns = unix_ns;
-    e->t.ns = keep(st, t->ns, &oom);
+    e->t.ns = keep_ns(st, t->ns, &oom);
     e->t.key = keep(st, t->key, &oom);
     e->t.checksum = t->checksum;
     const char **cands = t->n_candidates
@@ -346,7 +361,7 @@ static envlog_err make_tune(envlog_state *st, const envlog_tune *t,
     e->t.margin = t->margin;
     e->t.within_noise = t->within_noise;
     e->t.winner_cost_ns = t->winner_ns;
-    e->t.origin = origin;
+    e->t.origin = e->origin = origin;
     e->t.rule = rule;
     e->t.stamp = *stamp;
     if (oom || (st->keep_payloads && keep_payload(e, payload))) {
@@ -389,7 +404,7 @@ static envlog_err make_kernel(envlog_state *st, const envlog_compile *c,
     e->live = true;
     e->hash = kernel_hash(c->ns, &c->kernel_key);
     e->unix_ns = unix_ns;
-    e->k.ns = keep(st, c->ns, &oom);
+    e->k.ns = keep_ns(st, c->ns, &oom);
     e->k.name = keep(st, c->name, &oom);
     e->k.kernel_key = c->kernel_key;
     e->k.source_hash = c->source_hash;
@@ -397,7 +412,7 @@ static envlog_err make_kernel(envlog_state *st, const envlog_compile *c,
     e->k.compiler_version = keep(st, c->compiler_version, &oom);
     e->k.arch = keep(st, c->arch, &oom);
     e->k.binary_hash = c->binary_hash;
-    e->k.origin = e->t.origin = origin;
+    e->k.origin = e->origin = origin;
     e->k.rule = rule;
     e->k.stamp = *stamp;
     if (oom) {
