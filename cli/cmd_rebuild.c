@@ -374,7 +374,7 @@ static int rebuild_run(cli *c)
 const cli_cmd cli_cmd_rebuild = {
     "rebuild",
     "recompile recorded kernels; say if each is reproducible",
-    "usage: envlog rebuild [--verify] [-j N] [--json]\n"
+    "usage: envlog [-C DIR] rebuild [--verify] [-j N] [--json]\n"
     "\n"
     "Recompiles every kernel compile recorded at FULL (which carries its source)\n"
     "from its recorded source, options and arch with this machine's NVRTC, and\n"

@@ -224,7 +224,8 @@ static envlog_err split_options(const envlog_cuda_kernel_desc *d, char *copy,
     snprintf(arch_opt, arch_size, "-arch=%s", d->arch);
     int k = 0;
     v[k++] = arch_opt;
-    for (char *tok = strtok(copy, " "); tok; tok = strtok(NULL, " ")) {
+    char *save = NULL; /* batches compile on many threads: strtok_r */
+    for (char *tok = strtok_r(copy, " ", &save); tok; tok = strtok_r(NULL, " ", &save)) {
         if (!strncmp(tok, "-arch", 5) || !strncmp(tok, "--gpu-architecture", 18) ||
             !strncmp(tok, "--gpu-name", 10)) {
             envlog_free(v);

@@ -69,3 +69,10 @@ $(CUDA_BENCH): $(B)/bench/cuda/cuda_bench.o $(STATIC)
 .PHONY: bench-cuda
 bench-cuda: $(CUDA_BENCH)
 	$(CUDA_BENCH) $(if $(filter 1,$(BENCH_QUICK)),--quick) $(BENCH_ARGS)
+
+# The GPU checks in one run, for a machine with a GPU (tests/cuda-gpu.sh);
+# not part of `make check`, whose cuda suite runs the GPU tests anyway where
+# there is a GPU.
+.PHONY: check-cuda-gpu
+check-cuda-gpu: $(BIN) $(B)/tests/runner $(B)/cuda_demo
+	@bash tests/cuda-gpu.sh $(BIN) $(B)/tests/runner $(B)/cuda_demo

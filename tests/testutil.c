@@ -279,7 +279,10 @@ static ssize_t f_pwrite(int fd, const void *b, size_t n, off_t o)
 static int f_fsync(int fd)
 {
     if (hit(TU_FSYNC)) return errno = fault.err, -1;
-    return PX->fsync(fd);
+    /* Counted, not done: these tests are about what a failure does, and
+     * thousands of real fdatasyncs would make them slow for nothing. */
+    (void)fd;
+    return 0;
 }
 static int f_ftruncate(int fd, off_t l)
 {

@@ -53,7 +53,8 @@ typedef enum tu_call {
 extern const char *const tu_call_names[TU_N_CALLS];
 
 /* Installs a table that fails the `nth` (from 1) call of `which` (or of any
- * call, TU_ANY) with `err`, once.  Counters start at 0. */
+ * call, TU_ANY) with `err`, once; nth 0 fails nothing and only counts.
+ * Counters start at 0.  Its fsync succeeds without syncing. */
 void tu_fault_arm(tu_call which, long nth, int err);
 /* Restores the POSIX table; @return true when the fault was injected. */
 bool tu_fault_disarm(void);
