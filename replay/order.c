@@ -299,7 +299,7 @@ static envlog_err stamp_position(merge *m, uint64_t *ns)
 {
     const envlog_replay_opts *o = m->opts;
     for (size_t i = 0; i < m->n; i++) {
-        if (memcmp(m->cur[i].id.b, o->until_session.b, 16))
+        if (m->cur[i].snap || memcmp(m->cur[i].id.b, o->until_session.b, 16))
             continue;
         cursor tmp = {0};
         envlog_err e = envlog_reader_open(m->env, &o->until_session, &tmp.r);
@@ -322,6 +322,23 @@ static envlog_err stamp_position(merge *m, uint64_t *ns)
         if (found)
             return ENVLOG_OK;
         break;
+    }
+    if (m->snap) {
+        /* A record compacted into the snapshot (kept there as an entry or as
+         * evidence). */
+        envlog_snap_item it;
+        envlog_record rec;
+        bool found = false;
+        envlog_snap_rewind(m->snap);
+        while (!found && envlog_snap_next(m->snap, &it, &rec) == ENVLOG_OK)
+            if (!memcmp(it.stamp.session.b, o->until_session.b, 16) &&
+                it.stamp.seq == o->until_seq) {
+                *ns = it.unix_ns;
+                found = true;
+            }
+        envlog_snap_rewind(m->snap);
+        if (found)
+            return ENVLOG_OK;
     }
     char hex[33];
     envlog_id_format(&o->until_session, hex);

@@ -345,17 +345,11 @@ START_TEST(test_pending_budget)
         ck_assert_ok(envlog_record_mark(s, label, &st));
         ck_assert_uint_eq(st.seq, i);
     }
-    /* A record bigger than the whole budget is dropped at once. */
-    char *big = malloc(5000);
-    memset(big, 'b', 4999);
-    big[4999] = 0;
-    ck_assert_ok(envlog_record_mark(s, big, NULL));
-    free(big);
     envlog_session_stats ss;
     envlog_session_stats_get(s, &ss);
     ck_assert_uint_gt(ss.dropped, 100);
     uint64_t dropped = ss.dropped, held = ss.held;
-    ck_assert_uint_eq(dropped + held, 201);
+    ck_assert_uint_eq(dropped + held, 200);
     ck_assert_ok(tu_record_tune(s, "change", 1, 0, NULL));
     envlog_id128 id = envlog_session_id(s);
     ck_assert_ok(envlog_session_end(s));
@@ -383,11 +377,40 @@ START_TEST(test_pending_budget)
         sizes[i] = rb.recs[i].size;
     }
     ck_assert_uint_le(sum, 4096);
-    /* The newest dropped mark (seq 200 - held) was about as big as its
-     * neighbours: it could not have fitted. */
-    ck_assert_uint_gt(sum + sizes[1] - 40, 4096 - 100);
-    ck_assert_uint_eq(rb.recs[held + 1].seq, 202);
+    /* The newest dropped mark was about as big as the oldest kept one (the
+     * labels differ by at most 40 bytes): it could not have fitted. */
+    ck_assert_uint_gt(sum + sizes[1], 4096 - 40);
+    ck_assert_uint_eq(rb.recs[held + 1].seq, 201);
     ck_assert_int_eq(rb.recs[held + 1].kind, ENVLOG_KIND_TUNE);
+    tu_readback_free(&rb);
+
+    /* A record bigger than the whole budget cannot be held: it is dropped
+     * and counted, and the reader sees the drop as no gap. */
+    ck_assert_ok(envlog_session_begin(env, &o, &s));
+    ck_assert_ok(envlog_record_mark(s, "small-1", NULL));
+    char *big = malloc(5000);
+    memset(big, 'b', 4999);
+    big[4999] = 0;
+    ck_assert_ok(envlog_record_mark(s, big, NULL));
+    free(big);
+    ck_assert_ok(envlog_record_mark(s, "small-3", NULL));
+    envlog_session_stats_get(s, &ss);
+    ck_assert_uint_ge(ss.dropped, 1);
+    ck_assert_uint_eq(ss.dropped + ss.held, 3);
+    ck_assert_ok(tu_record_tune(s, "change", 4, 0, NULL));
+    id = envlog_session_id(s);
+    ck_assert_ok(envlog_session_end(s));
+    ck_assert_ok(tu_read_session(env, &id, &rb));
+    ck_assert_uint_eq(rb.n_corrupt + rb.n_truncated, 0);
+    decode(&rb.recs[0], &rec, &a);
+    ck_assert_uint_eq(rec.u.session.dropped, ss.dropped);
+    envlog_arena_free(&a);
+    ck_assert_uint_eq(rb.n, 1 + ss.held + 1);
+    for (size_t i = 1; i < rb.n; i++) {
+        char *nm = record_name(&rb.recs[i]);
+        ck_assert_msg(strlen(nm) < 100, "the oversized record was kept");
+        free(nm);
+    }
     tu_readback_free(&rb);
     envlog_env_close(env);
     tu_rmrf(dir);
