@@ -574,6 +574,9 @@ END_TEST
 static bool flip_and_scan(sess *x, seg *g, size_t at, int bit, bool real,
                           size_t *undetected)
 {
+    /* Before its SEAL, a sealed segment's damage is corruption: a torn
+     * tail is what a writer that never sealed leaves. */
+    bool before_seal = at < g->f[g->nf - 1].off;
     scan sc;
     if (real) {
         g->data[at] ^= (uint8_t)(1u << bit);
@@ -587,6 +590,8 @@ static bool flip_and_scan(sess *x, seg *g, size_t at, int bit, bool real,
         tu_view_clear();
     }
     bool detected = sc.n_corrupt || sc.n_trunc;
+    tu_check(!before_seal || sc.n_trunc == 0, "flip at %zu.%d of a sealed segment "
+             "reported as a torn tail", at, bit);
     if (!detected) {
         /* Not seen: then nothing may be missing either. */
         tu_check(sc.n == x->orig.n, "flip at %zu.%d: %zu of %zu records, no damage",

@@ -36,7 +36,13 @@ if [ ${#names[@]} -eq 0 ]; then
         [ -e "$f" ] && names+=("$(basename "$f" .cmd)")
     done
 fi
-before=$(cd "$FIXTURES" && find . -type f -print0 | sort -z | xargs -0 sha256sum)
+# The fixtures these tests read must come out as they went in: the same
+# files and directories, the same bytes.
+tree_state() {
+    (cd "$FIXTURES/replay" && find . | LC_ALL=C sort &&
+        find . -type f -print0 | LC_ALL=C sort -z | xargs -0 sha256sum)
+}
+before=$(tree_state)
 pass=0
 failed=()
 for name in "${names[@]}"; do
@@ -72,9 +78,8 @@ for name in "${names[@]}"; do
     done
     if [ $ok = 1 ]; then pass=$((pass + 1)); else failed+=("$name"); fi
 done
-after=$(cd "$FIXTURES" && find . -type f -print0 | sort -z | xargs -0 sha256sum)
-if [ "$before" != "$after" ]; then
-    echo "FAIL: a test changed files under $FIXTURES"
+if [ "$before" != "$(tree_state)" ]; then
+    echo "FAIL: a test changed files under $FIXTURES/replay"
     failed+=("(fixtures changed)")
 fi
 [ -n "$update" ] && { echo "golden: updated ${#names[@]} tests"; exit 0; }

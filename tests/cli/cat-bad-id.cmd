@@ -1,0 +1,2 @@
+# not a session id at all
+cd "$FIXTURES/envs" && envlog -C basic cat not-an-id

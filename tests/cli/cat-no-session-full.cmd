@@ -1,0 +1,2 @@
+# no session with this full id: a system error, exit 2
+cd "$FIXTURES/envs" && envlog -C basic cat ffffffffffffffffffffffffffffffff

@@ -1,0 +1,2 @@
+# sessions takes no argument
+cd "$FIXTURES/envs" && envlog -C basic sessions extra
