@@ -379,11 +379,13 @@ typedef struct envlog_cuda_batch {
 } envlog_cuda_batch;
 
 /*! envlog_cuda_compile_queued() : compiles the whole queue now as one batch
- *  over the runtime's threads: cache hits first (each an OBSERVED `loaded`
- *  record), then the misses in parallel, then one compile record per kernel
- *  in queue order, all inside a span "envlog-cuda/compile-batch" whose
- *  attributes give the counts.  An empty queue records nothing.  `out` may
- *  be NULL.  A kernel that fails is counted, not returned as an error.
+ *  over the runtime's threads.  The cache is asked for each kernel first
+ *  (each hit an OBSERVED `loaded` record, in queue order); the misses then
+ *  compile in parallel (two of one key compile once) and are recorded in
+ *  queue order; all of it inside a span "envlog-cuda/compile-batch" whose
+ *  attributes give the counts (kernels, compiled, loaded, failed, threads).
+ *  An empty queue records nothing.  `out` may be NULL.  A kernel that fails
+ *  is counted, not returned as an error.
  *  @return ENVLOG_OK; ENVLOG_UNAVAILABLE without NVRTC (the queue is kept);
  *  the session's errors. */
 envlog_err envlog_cuda_compile_queued(envlog_cuda *c, envlog_cuda_batch *out);

@@ -146,19 +146,66 @@ static int seg_cmp(const void *a, const void *b)
     return x->segment < y->segment ? -1 : x->segment > y->segment;
 }
 
+/* A fresh descriptor of the same directory, with its own read position
+ * (dup() would share one). */
+static int reopen_dir(int dirfd)
+{
+    return envlog_io_get()->openat(dirfd, ".", O_RDONLY | O_DIRECTORY, 0);
+}
+
+envlog_err envlog_session_ids(envlog_env *env, envlog_id128 **ids, size_t *n)
+{
+    *ids = NULL;
+    *n = 0;
+    if (env->sessions_fd < 0)
+        return ENVLOG_OK;
+    int fd = reopen_dir(env->sessions_fd);
+    DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+    if (!d) {
+        if (fd >= 0)
+            close(fd);
+        return envlog__fail_errno(errno, "listing %s/sessions", env->path);
+    }
+    size_t cap = 0;
+    envlog_err e = ENVLOG_OK;
+    struct dirent *de;
+    while ((de = readdir(d))) {
+        envlog_id128 id;
+        if (strlen(de->d_name) != 32 || envlog_id_parse(de->d_name, &id))
+            continue;
+        if (*n == cap) {
+            cap = cap ? 2 * cap : 16;
+            envlog_id128 *p = envlog_realloc(*ids, cap * sizeof *p);
+            if (!p) {
+                e = envlog__fail(ENVLOG_NOMEM, "listing sessions");
+                break;
+            }
+            *ids = p;
+        }
+        (*ids)[(*n)++] = id;
+    }
+    closedir(d);
+    if (e) {
+        envlog_free(*ids);
+        *ids = NULL;
+        *n = 0;
+    }
+    return e;
+}
+
 envlog_err envlog_list_segments(int dirfd, envlog_seg_name **out, size_t *n)
 {
     *out = NULL;
     *n = 0;
-    int fd = dup(dirfd);
+    int fd = reopen_dir(dirfd);
     if (fd < 0)
         return envlog__fail_errno(errno, "listing segments");
-    DIR *d = fdopendir(fd);
+    DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
     if (!d) {
-        close(fd);
+        if (fd >= 0)
+            close(fd);
         return envlog__fail_errno(errno, "listing segments");
     }
-    rewinddir(d);
     size_t cap = 0;
     envlog_err e = ENVLOG_OK;
     struct dirent *de;

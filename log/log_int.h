@@ -166,6 +166,11 @@ envlog_err envlog_write_new_file(int dirfd, const char *name, const void *p, siz
 /* True while a writer holds the lock of session directory `fd`. */
 bool envlog_session_dir_live(int fd);
 
+/* The ids of the session directories of `env` (in no order); free *ids with
+ * envlog_free().  Each call reads the directory through its own descriptor,
+ * so callers on many threads do not disturb each other. */
+envlog_err envlog_session_ids(envlog_env *env, envlog_id128 **ids, size_t *n);
+
 /* The segments of a session directory, sorted by segment seq. */
 typedef struct envlog_seg_name {
     uint32_t segment;

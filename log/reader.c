@@ -461,34 +461,11 @@ envlog_err envlog_sessions_list(envlog_env *env, envlog_session_info **out, size
     *n = 0;
     if (env->sessions_fd < 0)
         return ENVLOG_OK;
-    int fd = dup(env->sessions_fd);
-    DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
-    if (!d) {
-        if (fd >= 0)
-            close(fd);
-        return envlog__fail_errno(errno, "listing %s/sessions", env->path);
-    }
-    rewinddir(d);
-    envlog_id128 *ids = NULL;
-    size_t cap = 0, k = 0;
-    envlog_err e = ENVLOG_OK;
-    struct dirent *de;
-    while ((de = readdir(d))) {
-        envlog_id128 id;
-        if (envlog_id_parse(de->d_name, &id))
-            continue;
-        if (k == cap) {
-            cap = cap ? 2 * cap : 16;
-            envlog_id128 *p = envlog_realloc(ids, cap * sizeof *ids);
-            if (!p) {
-                e = envlog__fail(ENVLOG_NOMEM, "listing sessions");
-                break;
-            }
-            ids = p;
-        }
-        ids[k++] = id;
-    }
-    closedir(d);
+    envlog_id128 *ids;
+    size_t k;
+    envlog_err e = envlog_session_ids(env, &ids, &k);
+    if (e)
+        return e;
     envlog_session_info *infos = NULL;
     if (!e && k && !(infos = envlog_calloc(k, sizeof *infos)))
         e = envlog__fail(ENVLOG_NOMEM, "listing sessions");

@@ -225,30 +225,19 @@ static envlog_err open_all(merge *m)
 {
     if (m->env->sessions_fd < 0)
         return ENVLOG_OK;
-    int fd = dup(m->env->sessions_fd);
-    DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
-    if (!d) {
-        if (fd >= 0)
-            close(fd);
-        return envlog__fail_errno(errno, "listing sessions of %s", m->env->path);
+    envlog_id128 *ids;
+    size_t n_ids;
+    envlog_err e = envlog_session_ids(m->env, &ids, &n_ids);
+    if (e)
+        return e;
+    if (n_ids && !(m->cur = envlog_calloc(n_ids + 1, sizeof *m->cur))) {
+        envlog_free(ids);
+        return envlog__fail(ENVLOG_NOMEM, "opening sessions");
     }
-    rewinddir(d);
-    size_t cap = 0;
-    envlog_err e = ENVLOG_OK;
-    struct dirent *de;
-    while ((de = readdir(d))) {
-        envlog_id128 id;
-        if (envlog_id_parse(de->d_name, &id))
-            continue;
-        if (m->n == cap) {
-            cap = cap ? cap * 2 : 16;
-            cursor *p = envlog_realloc(m->cur, cap * sizeof *p);
-            if (!p) {
-                e = envlog__fail(ENVLOG_NOMEM, "opening sessions");
-                break;
-            }
-            m->cur = p;
-        }
+    for (size_t k = 0; k < n_ids; k++) {
+        envlog_id128 id = ids[k];
+        char name[33];
+        envlog_id_format(&id, name);
         cursor *c = &m->cur[m->n];
         memset(c, 0, sizeof *c);
         c->id = id;
@@ -271,12 +260,12 @@ static envlog_err open_all(merge *m)
             e = ENVLOG_OK;
             continue;
         }
-        m->bytes_total += dir_bytes(m->env, de->d_name);
+        m->bytes_total += dir_bytes(m->env, name);
         if (m->snap)
             c->has_wm = envlog_snap_watermark(m->snap, &id, &c->watermark);
         m->n++;
     }
-    closedir(d);
+    envlog_free(ids);
     return e;
 }
 

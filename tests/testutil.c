@@ -601,6 +601,7 @@ static void make_tune(envlog_tune *t, tu_variant v)
     t->wall_ns = max ? UINT64_MAX : 2100000;
     t->stored = true;
     t->imported = uni;
+    t->winner_ns = max ? NAN : 401.25;
 }
 
 static void make_compile(envlog_compile *c, tu_variant v)
@@ -819,6 +820,7 @@ static void check_tune(const envlog_tune *w, const envlog_tune *g, bool full)
     ck_assert_uint_eq(w->wall_ns, g->wall_ns);
     ck_assert_int_eq(w->stored, g->stored);
     ck_assert_int_eq(w->imported, g->imported);
+    dbl_eq("winner_ns", w->winner_ns, g->winner_ns);
 }
 
 static void check_compile(const envlog_compile *w, const envlog_compile *g, bool full)
