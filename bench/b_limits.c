@@ -212,7 +212,7 @@ static void run_mmap(void *ctx, double scale, bench_run *out)
         bench_die("mapping %s: %s", path, strerror(errno));
     size_t alloc = 0;
     for (size_t i = 0; i < n; i++) {
-        if (d->off[i + 1] > alloc) {
+        while (d->off[i + 1] > alloc) {
             int rc = posix_fallocate(fd, (off_t)alloc, (off_t)step);
             if (rc)
                 bench_die("preallocating %s: %s", path, strerror(rc));
@@ -237,9 +237,9 @@ double bench_read_limit_Bps(void)
 void bench_section_limits(void)
 {
     lim_data d;
-    lim_build(&d, BENCH_SIZE(128u << 20, 32u << 20, 256u << 10));
-    d.syncs = BENCH_SIZE(100, 40, 3);
-    d.disk_bytes = BENCH_SIZE(256u << 20, 64u << 20, 1u << 20);
+    lim_build(&d, BENCH_SIZE(128u << 20, 16u << 20, 256u << 10));
+    d.syncs = BENCH_SIZE(100, 20, 3);
+    d.disk_bytes = BENCH_SIZE(256u << 20, 32u << 20, 1u << 20);
     bench_fresh_dir(d.dir, sizeof d.dir, "limits");
     if (mkdir(d.dir, 0700))
         bench_die("creating %s: %s", d.dir, strerror(errno));

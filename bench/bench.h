@@ -86,8 +86,9 @@ typedef struct bench_variant {
     int n_runs;
 } bench_variant;
 
-/* Warms every variant up once, then runs them `bench_o.reps` times each,
- * alternating: repetition r starts with variant r mod n. */
+/* Warms every variant up once (at scale 0.1), then runs them
+ * `bench_o.reps` times each, alternating: repetition r starts with variant
+ * r mod n. */
 void bench_alternate(bench_variant *v, size_t n);
 
 /* What a row is computed from, per run. */
@@ -136,7 +137,9 @@ int bench_rows_emitted(void);
 
 /* ------------------------------------------------------------ the limits */
 
-/* Set by the limits section; zero when it did not run. */
+/* Set by the limits section; zero when it did not run.  The recording and
+ * reading sections also measure their own limits alongside envlog, on the
+ * same bytes; these serve the rest (sync=record, scaling). */
 typedef struct bench_limits {
     double memcpy_Bps;     /* bytes per second */
     double xxh3_Bps;       /* XXH3-64 over record-sized pieces */

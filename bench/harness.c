@@ -100,10 +100,10 @@ void bench_alternate(bench_variant *v, size_t n)
     if (reps > BENCH_REPS_MAX)
         reps = BENCH_REPS_MAX;
     /* Warm-up: code, page cache, allocator and disk all see each variant
-     * once before anything is timed. */
+     * once, at a tenth of the size, before anything is timed. */
     for (size_t i = 0; i < n; i++) {
         bench_run junk;
-        v[i].fn(v[i].ctx, 0.25, &junk);
+        v[i].fn(v[i].ctx, 0.1, &junk);
         v[i].n_runs = 0;
     }
     for (int r = 0; r < reps; r++)

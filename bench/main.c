@@ -140,8 +140,12 @@ int main(int argc, char **argv)
     for (size_t i = 0; i < N_SECTIONS; i++) {
         if (bench_o.only && !strstr(sections[i].name, bench_o.only))
             continue;
+        uint64_t s0 = bench_now_ns();
         sections[i].run();
         ran++;
+        if (!bench_o.selftest)
+            fprintf(bench_o.json ? stderr : bench_out, "# %s: %.1f s\n", sections[i].name,
+                    (double)(bench_now_ns() - s0) / 1e9);
     }
     bench_rmtree(bench_o.root);
     double secs = (double)(bench_now_ns() - t0) / 1e9;

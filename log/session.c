@@ -49,6 +49,7 @@ struct envlog_session {
     bool on_disk;
     int dirfd;
     envlog_segw seg;
+    uint32_t flushed_seg;  /* segments below this one are synced */
     envlog_buf scratch;
     /* held records: [u32 len][payload] from held_head to held.len */
     envlog_buf held;
@@ -174,6 +175,7 @@ static envlog_err identity_new(envlog_session *s)
     s->held_count = s->dropped = 0;
     s->on_disk = false;
     s->dirfd = -1;
+    s->flushed_seg = 0;
     memset(&s->st, 0, sizeof s->st);
     return ENVLOG_OK;
 }
@@ -341,14 +343,49 @@ void envlog_session_stats_get(const envlog_session *s, envlog_session_stats *st)
     pthread_mutex_unlock(&m->mu);
 }
 
+/* Under ENVLOG_SYNC_NONE nothing was synced when earlier segments were
+ * sealed, nor the session directory's entry when it was made: a flush must
+ * sync them too, or it would promise records a power loss still takes. */
+static envlog_err sync_unsynced(envlog_session *s)
+{
+    const envlog_io *io = envlog_io_get();
+    envlog_seg_name *segs;
+    size_t n;
+    envlog_err e = envlog_list_segments(s->dirfd, &segs, &n);
+    for (size_t i = 0; !e && i < n; i++) {
+        /* The open segment is synced by the caller; with none open (a
+         * rotation failed) the last one sealed needs it too. */
+        uint32_t end = s->seg.fd >= 0 ? s->seg.segment : s->seg.segment + 1;
+        if (segs[i].segment < s->flushed_seg || segs[i].segment >= end)
+            continue;
+        int fd = io->openat(s->dirfd, segs[i].name, O_RDONLY, 0);
+        if (fd < 0) {
+            e = envlog__fail_errno(errno, "opening segment %s to sync it", segs[i].name);
+        } else {
+            if (io->fsync(fd))
+                e = envlog__fail_errno(errno, "syncing segment %s", segs[i].name);
+            io->close(fd);
+        }
+    }
+    envlog_free(segs);
+    if (!e)
+        e = envlog_dir_sync(s->env->sessions_fd, "sessions directory");
+    return e;
+}
+
 envlog_err envlog_session_flush(envlog_session *s)
 {
     pthread_mutex_lock(&s->mu);
     envlog_err e = fork_check(s);
     if (!e && s->on_disk) {
-        e = envlog_segw_sync(&s->seg);
+        if (s->sync == ENVLOG_SYNC_NONE)
+            e = sync_unsynced(s);
+        if (!e)
+            e = envlog_segw_sync(&s->seg);
         if (!e)
             e = envlog_dir_sync(s->dirfd, "session directory");
+        if (!e)
+            s->flushed_seg = s->seg.fd >= 0 ? s->seg.segment : s->seg.segment + 1;
     }
     pthread_mutex_unlock(&s->mu);
     return e;

@@ -23,14 +23,16 @@ typedef int CUresult;
 static double device_ns;     /* the fake device's clock */
 static int inited;
 
+typedef struct function {
+    char name[128];
+    struct function *next;
+} function;
+
 typedef struct module {
     const char *image;
     size_t size;
+    function *functions; /* freed with the module, as the driver's are */
 } module;
-
-typedef struct function {
-    char name[128];
-} function;
 
 typedef struct event {
     double t;
@@ -184,7 +186,13 @@ CUresult cuModuleLoadData(void **mod, const void *image)
 
 CUresult cuModuleUnload(void *mod)
 {
-    free(mod);
+    module *m = mod;
+    while (m && m->functions) {
+        function *f = m->functions;
+        m->functions = f->next;
+        free(f);
+    }
+    free(m);
     return OK;
 }
 
@@ -203,7 +211,9 @@ CUresult cuModuleGetFunction(void **fn, void *mod, const char *name)
         return INVALID_VALUE;
     }
     memcpy(f->name, name, n + 1);
-    *fn = f; /* kept for the life of the process, as the driver's are */
+    f->next = m->functions;
+    m->functions = f;
+    *fn = f;
     return OK;
 }
 

@@ -325,16 +325,49 @@ else
 fi
 grep -E '^\.SS "envlog ' "$MAN1" | sed -e 's/^\.SS "//' -e 's/"$//' | unroff > "$tmp/titles"
 coverage "$MAN1" "$tmp/commands" '^\.SS "envlog NAME( |")' "command of envlog --help"
+squash() { tr '[:upper:]' '[:lower:]' | tr -d ' \t'; }
+squash < "$tmp/titles" > "$tmp/titles.squashed"
+grep -v '^\.\\"' "$MAN1" | unroff > "$tmp/page1"
 while read -r c; do
-    title=$(grep -E "^envlog $c( |$)" "$tmp/titles" | head -n 1)
-    [ -n "$title" ] || continue
-    usage=$("$BIN" "$c" --help | head -n 1 | sed -e 's/^usage: //' -e 's/\[-C DIR\] //')
-    if [ "$(echo "$title" | tr '[:upper:]' '[:lower:]' | tr -d ' ')" != \
-         "$(echo "$usage" | tr '[:upper:]' '[:lower:]' | tr -d ' ')" ]; then
-        printf 'page: %s\nhelp: %s\n' "$title" "$usage" > "$tmp/usage"
-        fail "envlog(1) section of $c matches its --help usage" "$tmp/usage"
+    grep -qE "^envlog $c( |$)" "$tmp/titles" || continue
+    # Each form of its usage (a line "usage: envlog ...", the lines under it
+    # that begin "envlog ", and their indented continuations) is the title
+    # of a section, less "[-C DIR]".
+    "$BIN" "$c" --help | awk '
+        NR == 1 { sub(/^usage: */, ""); cur = $0; next }
+        NF == 0 { exit }
+        /^ +envlog / { print cur; sub(/^ +/, ""); cur = $0; next }
+        /^ / { sub(/^ +/, ""); cur = cur " " $0; next }
+        END { print cur }
+    ' | sed 's/\[-C DIR\] //' > "$tmp/forms"
+    : > "$tmp/usage"
+    while IFS= read -r form; do
+        grep -qxF "$(echo "$form" | squash)" "$tmp/titles.squashed" ||
+            printf 'help: %s\n' "$form" >> "$tmp/usage"
+    done < "$tmp/forms"
+    if [ -s "$tmp/usage" ]; then
+        { echo "no section is titled so; the page's titles:"; grep -E "^envlog $c( |$)" "$tmp/titles"; } \
+            >> "$tmp/usage"
+        fail "envlog(1) sections of $c match its --help usage" "$tmp/usage"
     else
-        pass "envlog(1) section of $c matches its --help usage"
+        pass "envlog(1) sections of $c match its --help usage ($(wc -l < "$tmp/forms") form(s))"
+    fi
+    # Every option its --help names is described in its sections.
+    awk -v c="$c" '
+        /^\.SS "envlog / { on = ($0 ~ ("^\\.SS \"envlog " c "( |\")")); next }
+        /^\.S[HS] / { on = 0 }
+        on
+    ' "$tmp/page1" > "$tmp/section"
+    "$BIN" "$c" --help | grep -oE -- '(^|[^a-zA-Z0-9-])--?[a-zA-Z][a-zA-Z0-9-]*' |
+        sed 's/^[^-]*//' | grep -vxE -- '-C|-h|--help' | sort -u > "$tmp/options"
+    missing=$(while read -r o; do
+        grep -qE -- "(^|[^a-zA-Z0-9-])$o([^a-zA-Z0-9-]|$)" "$tmp/section" || echo "$o"
+    done < "$tmp/options" | tr '\n' ' ')
+    if [ -z "$missing" ]; then
+        pass "envlog(1) describes every option of envlog $c --help"
+    else
+        echo "$missing" > "$tmp/missing"
+        fail "envlog(1) describes every option of envlog $c --help; missing:" "$tmp/missing"
     fi
 done < "$tmp/commands"
 
@@ -362,23 +395,27 @@ fi
 
 awk '/^\.\\" cddl-begin/ { on = 1; next } /^\.\\" cddl-end/ { on = 0 }
      on && !/^\./' "$MAN5" | unroff > "$tmp/schema.cddl"
-# Every field line of the tables: "struct-table key json-name".
+# Every field line of the tables, in table order (the order writers encode
+# them): "key json-name macro"; "@table" starts a table.
 {
-    sed -n -E 's/^static const envlog_field ([a-z]+)_f\[\].*/@\1/p
-               s/^ *[A-Z]+\(([0-9]+), *(ENVLOG_F_[A-Z0-9]+, *)?"([a-z_0-9]+)".*/\1 \3/p
-               s/^ *ENUM\(([0-9]+), *"([a-z_0-9]+)".*/\1 \2/p' "$ROOT/core/schema.c"
-    sed -n -E 's/^static const envlog_field ([a-z]+)_f\[\].*/@\1/p
-               s/^ *HF\(([0-9]+), *ENVLOG_F_[A-Z0-9]+, *"([a-z_0-9]+)".*/\1 \2/p
-               s/^ *SF\(([0-9]+), *"([a-z_0-9]+)".*/\1 \2/p' "$ROOT/log/frame.c"
+    for src in core/schema.c log/frame.c replay/snapshot.c; do
+        sed -n -E 's/^static const envlog_field ([a-z]+)_f\[\].*/@\1/p
+                   s/^ *([A-Z]+)\(([0-9]+), *(ENVLOG_F_[A-Z0-9]+, *)?"([a-z_0-9]+)".*/\2 \4 \1/p
+                   s/^ *(SF)\(([0-9]+), *"([a-z_0-9]+)".*/\2 \3 \1/p' "$ROOT/$src"
+    done
 } > "$tmp/fields"
+# The CDDL rule(s) of each table; a field is a fold field (encoded first,
+# envlog(5) "Key order") when its macro is FO, FOARR or FOENUM, and the
+# CDDL says so with "(fold)" in its comment.
 awk '
     FNR == NR {
-        if ($0 ~ /^[a-z][a-z0-9-]* = [{[]/) { rule = $1; next }
+        if ($0 ~ /^[a-z][a-z0-9-]* = [{[]/) { rule = $1; nk[rule] = 0; next }
         if ($0 ~ /^[}\]]/) { rule = ""; next }
         if (rule != "" && match($0, /^ *\?? *[0-9]+:/)) {
             k = $0; sub(/^ *\?? */, "", k); sub(/:.*/, "", k)
-            nm = $0; sub(/^[^;]*; */, "", nm); sub(/[:( ].*/, "", nm)
-            key[rule, k] = nm
+            nm = $0; sub(/^[^;]*; */, "", nm); fo = nm ~ /^[a-z_0-9]+ \(fold\)/
+            sub(/[:( ].*/, "", nm)
+            key[rule, k] = nm; fold[rule, k] = fo; order[rule, ++nk[rule]] = k
         }
         next
     }
@@ -386,16 +423,27 @@ awk '
         t = substr($0, 2)
         r = t
         if (t ~ /^(session|tune|compile|span|mark|import|forget|user)$/) r = t "-rec"
-        n = 0
+        else if (t == "manifest" || t == "index") r = t "-rec"
+        else if (t == "item") r = "entry-rec evidence-rec"
+        else if (t == "env") r = "environment"
+        else if (t == "wm") r = "watermark"
+        nr = split(r, rules, " ")
+        for (i = 1; i <= nr; i++) { tables[rules[i]] = 1; n[rules[i]] = 0 }
         next
     }
     {
-        n++
-        if (!((r, $1) in key)) { print r ": key " $1 " (" $2 ") is not in the CDDL"; bad = 1 }
-        else if (key[r, $1] != $2) {
-            print r ": key " $1 " is " $2 " in the code, " key[r, $1] " in the CDDL"; bad = 1
+        for (i = 1; i <= nr; i++) {
+            q = rules[i]
+            code[q, ++n[q]] = $1
+            if (!((q, $1) in key)) { print q ": key " $1 " (" $2 ") is not in the CDDL"; bad = 1; continue }
+            if (key[q, $1] != $2) {
+                print q ": key " $1 " is " $2 " in the code, " key[q, $1] " in the CDDL"; bad = 1
+            }
+            f = $3 ~ /^FO/
+            if (f && !fold[q, $1]) { print q ": key " $1 " (" $2 ") is a fold field; the CDDL does not say (fold)"; bad = 1 }
+            if (!f && fold[q, $1]) { print q ": key " $1 " (" $2 ") is marked (fold) in the CDDL, not in the code"; bad = 1 }
+            seen[q, $1] = 1
         }
-        seen[r, $1] = 1
     }
     END {
         for (rk in key) {
@@ -404,18 +452,28 @@ awk '
                 print p[1] ": key " p[2] " (" key[rk] ") is in the CDDL, not in the code"; bad = 1
             }
         }
+        # The CDDL lists the keys in the order of the table (key 0 of an
+        # event rule, which the tables leave to the envelope, aside).
+        for (q in tables) {
+            if (!(q in nk)) { print q ": no CDDL rule"; bad = 1; continue }
+            s1 = ""; s2 = ""
+            for (i = 1; i <= nk[q]; i++) if (seen[q, order[q, i]]) s1 = s1 " " order[q, i]
+            for (i = 1; i <= n[q]; i++) s2 = s2 " " code[q, i]
+            if (s1 != s2) { print q ": the CDDL lists keys" s1 ", the code encodes" s2; bad = 1 }
+        }
         exit bad
     }
 ' "$tmp/schema.cddl" "$tmp/fields" > "$tmp/schema.diff"
 rc=$?
-if [ "$(grep -c . "$tmp/fields")" -lt 80 ]; then
-    echo "only $(grep -c . "$tmp/fields") fields read from the code" >> "$tmp/schema.diff"
+if [ "$(grep -c -v '^@' "$tmp/fields")" -lt 100 ]; then
+    echo "only $(grep -c -v '^@' "$tmp/fields") fields read from the code" >> "$tmp/schema.diff"
     rc=1
 fi
+what="envlog(5) CDDL matches core/schema.c, log/frame.c and replay/snapshot.c key for key, in encoding order"
 if [ $rc -eq 0 ]; then
-    pass "envlog(5) CDDL matches core/schema.c and log/frame.c key for key"
+    pass "$what"
 else
-    fail "envlog(5) CDDL matches core/schema.c and log/frame.c key for key" "$tmp/schema.diff"
+    fail "$what" "$tmp/schema.diff"
 fi
 
 # ------------------------------------------------------------ rendering

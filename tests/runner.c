@@ -23,6 +23,7 @@ static const struct {
     {"replay", suite_replay},
     {"snapshot", suite_snapshot},
     {"cuda", suite_cuda},
+    {"reliability", suite_reliability},
 };
 #define N_SUITES (sizeof suites / sizeof suites[0])
 

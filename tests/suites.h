@@ -16,5 +16,7 @@ Suite *suite_replay(void);  /* check_replay.c: order, fold rules, state, damage 
 
 Suite *suite_snapshot(void); /* check_snapshot.c: compaction, bundles, hostile input */
 Suite *suite_cuda(void);     /* check_cuda*.c: NVRTC, modes, statistics, tuner, GPU */
+Suite *suite_reliability(void); /* check_reliability.c: power loss, faults, full
+                                   disk, security */
 
 #endif /* ENVLOG_SUITES_H */

@@ -459,11 +459,21 @@ const envlog_kind tu_kinds[8] = {
     ENVLOG_KIND_MARK, ENVLOG_KIND_IMPORT, ENVLOG_KIND_FORGET, ENVLOG_KIND_USER,
 };
 
-/* Storage that lives as long as the test process. */
+/* Storage that lives as long as the test process: listed in a static
+ * array, so LeakSanitizer sees it reachable at exit. */
+static void **kept;
+static size_t n_kept, cap_kept;
+
 static void *keep(size_t n)
 {
     void *p = calloc(1, n ? n : 1);
     ck_assert_ptr_nonnull(p);
+    if (n_kept == cap_kept) {
+        cap_kept = cap_kept ? 2 * cap_kept : 256;
+        kept = realloc(kept, cap_kept * sizeof *kept);
+        ck_assert_ptr_nonnull(kept);
+    }
+    kept[n_kept++] = p;
     return p;
 }
 

@@ -27,6 +27,7 @@
 
 typedef struct opts {
     bool quick, json;
+    const char *only; /* "overhead" or "batch": that section only */
     int reps;
     size_t kernels;  /* built-in variants in the batch */
     size_t shapes;   /* CPU tune shapes */
@@ -359,8 +360,11 @@ int main(int argc, char **argv)
             o.quick = true;
         } else if (!strcmp(argv[i], "--json")) {
             o.json = true;
+        } else if (!strcmp(argv[i], "--only") && i + 1 < argc) {
+            o.only = argv[++i];
         } else {
-            fprintf(stderr, "usage: envlog-cuda-bench [--quick] [--json]\n");
+            fprintf(stderr, "usage: envlog-cuda-bench [--quick] [--json] "
+                            "[--only overhead|batch]\n");
             return 2;
         }
     }
@@ -384,8 +388,10 @@ int main(int argc, char **argv)
     if (!o.json)
         printf("envlog-cuda-bench: NVRTC %s%s\n", v, o.quick ? " (--quick)" : "");
     double t0 = now_s();
-    overhead();
-    speedup();
+    if (!o.only || !strcmp(o.only, "overhead"))
+        overhead();
+    if (!o.only || !strcmp(o.only, "batch"))
+        speedup();
     rmtree(o.root);
     if (!o.json)
         printf("# %.1f s\n", now_s() - t0);

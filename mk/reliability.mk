@@ -1,0 +1,51 @@
+# SPDX-License-Identifier: MIT
+# mk/reliability.mk - the reliability harness outside the Check runner
+# (the "reliability" suite, tests/check_reliability.c, runs inside it):
+#  - the kill -9 loop (tests/crash/driver.c killing tests/crash/writer.c),
+#    CRASH_KILLS kills (200 in `make check`);
+#  - the concurrency run (tests/crash/conc.c): 16 writer processes, a
+#    compaction loop and a reader loop for CONC_SECONDS (10 in `make check`);
+#  - the hostile-input catalogue (fixtures/hostile/MANIFEST) through the
+#    command, with peak memory measured (tests/crash/hostile.sh).
+# `make torture` runs the long forms: 10,000 kills and 60 seconds.
+# `make fixtures-hostile` regenerates fixtures/hostile/*.bin by hand.
+
+CRASH_KILLS  ?= 200
+CONC_SECONDS ?= 10
+CRASH_DIR    := $(B)/tests/crash
+CRASH_WRITER := $(CRASH_DIR)/crash-writer
+CRASH_DRIVER := $(CRASH_DIR)/crash-driver
+CRASH_CONC   := $(CRASH_DIR)/crash-conc
+CRASH_MAXRSS := $(CRASH_DIR)/maxrss
+HOSTILE_GEN  := $(CRASH_DIR)/gen-hostile
+CRASH_HDR    := $(wildcard tests/crash/*.h)
+
+$(CRASH_DIR)/%.o: tests/crash/%.c $(HEADERS) $(CRASH_HDR) | $(B)/.deps-ok
+	@mkdir -p $(dir $@)
+	@echo "  CC  $<"
+	@$(CC) $(PUB_CPPFLAGS) -Itests/crash $(CFLAGS_ALL) -c $< -o $@
+
+# The hostile-input generator frames records itself: it needs log's header.
+$(CRASH_DIR)/gen_hostile.o: tests/crash/gen_hostile.c $(HEADERS) $(CRASH_HDR) | $(B)/.deps-ok
+	@mkdir -p $(dir $@)
+	@echo "  CC  $<"
+	@$(CC) $(LIB_CPPFLAGS) -Itests/crash $(CFLAGS_ALL) -c $< -o $@
+
+$(CRASH_WRITER): $(CRASH_DIR)/writer.o $(STATIC)
+	@echo "  LD  $@"
+	@$(CC) $(CFLAGS_ALL) $(LDFLAGS) -o $@ $^ $(LDLIBS_ALL)
+
+$(CRASH_DRIVER): $(CRASH_DIR)/driver.o $(CRASH_DIR)/verify.o $(STATIC)
+	@echo "  LD  $@"
+	@$(CC) $(CFLAGS_ALL) $(LDFLAGS) -o $@ $^ $(LDLIBS_ALL)
+
+.PHONY: check-crash torture
+
+check-crash: $(BIN) $(CRASH_WRITER) $(CRASH_DRIVER)
+	@echo "== kill -9 loop ($(CRASH_KILLS) kills)"
+	@$(CRASH_DRIVER) -e $(BIN) -w $(CRASH_WRITER) -n $(CRASH_KILLS)
+
+CHECK_TARGETS += check-crash
+
+torture: all
+	@$(MAKE) --no-print-directory check-crash CRASH_KILLS=10000
