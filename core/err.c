@@ -41,14 +41,18 @@ const char *envlog_errmsg(void)
     return errmsg_buf[0] ? errmsg_buf : "no error detail";
 }
 
+/* Formats into a copy first: callers often pass envlog_errmsg() itself
+ * ("snapshot/current: %s"), and vsnprintf must not write over what it
+ * reads. */
 static void set_msg(const char *fmt, va_list ap, int errnum)
 {
-    int n = vsnprintf(errmsg_buf, sizeof errmsg_buf, fmt, ap);
+    char tmp[sizeof errmsg_buf];
+    int n = vsnprintf(tmp, sizeof tmp, fmt, ap);
     if (n < 0)
-        errmsg_buf[0] = 0;
-    else if (errnum && (size_t)n < sizeof errmsg_buf)
-        snprintf(errmsg_buf + n, sizeof errmsg_buf - (size_t)n, ": %s",
-                 strerror(errnum));
+        tmp[0] = 0;
+    else if (errnum && (size_t)n < sizeof tmp)
+        snprintf(tmp + n, sizeof tmp - (size_t)n, ": %s", strerror(errnum));
+    memcpy(errmsg_buf, tmp, sizeof tmp);
 }
 
 envlog_err envlog__fail(envlog_err err, const char *fmt, ...)

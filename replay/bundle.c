@@ -545,9 +545,24 @@ envlog_err envlog_bundle_import_memory(envlog_env *env, const void *data, size_t
     }
 out:
     if (c.s) {
+        envlog_session_stats ss;
+        envlog_session_stats_get(c.s, &ss);
+        envlog_id128 sid = envlog_session_id(c.s);
         envlog_err end = envlog_session_end(c.s);
         if (!e)
             e = end;
+        if (e && ss.on_disk) {
+            /* All or nothing: the entries taken before the failure must not
+             * stand without the rest (a retry takes them all). */
+            char why[512];
+            snprintf(why, sizeof why, "%s", envlog_errmsg());
+            envlog_session_discard(env, &sid);
+            envlog__fail(e, "%s", why);
+        }
+        if (e) {
+            rep->taken = rep->foreign = 0;
+            memset(&rep->session, 0, sizeof rep->session);
+        }
     }
     envlog_free(c.local_ns);
     close_opened(&o);

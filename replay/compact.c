@@ -124,6 +124,20 @@ static envlog_err retire(envlog_env *env, const envlog_session_info *in, bool *r
     return remove_dir(env->sessions_fd, gone);
 }
 
+envlog_err envlog_session_discard(envlog_env *env, const envlog_id128 *id)
+{
+    char hex[33], gone[48];
+    envlog_id_format(id, hex);
+    memcpy(gone, hex, 32);
+    memcpy(gone + 32, ".removing", sizeof ".removing");
+    if (envlog_io_get()->renameat(env->sessions_fd, hex, env->sessions_fd, gone))
+        return envlog__fail_errno(errno, "discarding session %s", hex);
+    envlog_err e = remove_dir(env->sessions_fd, gone);
+    if (!e)
+        e = envlog_dir_sync(env->sessions_fd, "sessions");
+    return e;
+}
+
 static uint64_t file_size(int dirfd, const char *name)
 {
     struct stat st;

@@ -46,6 +46,12 @@ envlog_err envlog_state_new_x(bool keep_payloads, envlog_state **st);
  * is freed with the state. */
 envlog_err envlog_state_from_snap(envlog_snap *snap, void *owned, envlog_state **st);
 
+/* Removes the directory of session `id`, which this process wrote and
+ * ended and whose records must not stand (an import that failed half way):
+ * renamed to <id>.removing first, so no reader lists it half deleted (a
+ * crash leaves the .removing for the next compaction to clear). */
+envlog_err envlog_session_discard(envlog_env *env, const envlog_id128 *id);
+
 /* ------------------------------------------------- building snapshots */
 
 typedef struct envlog_build_opts {

@@ -347,16 +347,17 @@ envlog_err envlog_snap_load(const uint8_t *p, size_t n, bool check_all,
         return envlog__fail(ENVLOG_NOMEM, "reading a snapshot");
     s->p = p;
     s->n = n;
-    envlog_err e;
+    envlog_err e = ENVLOG_OK;
     /* The seed comes from the id in the HEADER, so the header's fragment is
      * decoded first and its checksum checked with the seed it names. */
     size_t hl = envlog_get_le16(p + 4);
     envlog_seg_header h;
     if (p[6] != ENVLOG_FRAG_FULL || ENVLOG_FRAG_HDR + hl > n ||
-        decode_as(p + ENVLOG_FRAG_HDR, hl, &envlog_seg_header_schema, &h, &s->marena,
-                  ENVLOG_KIND_HEADER) ||
+        (e = decode_as(p + ENVLOG_FRAG_HDR, hl, &envlog_seg_header_schema, &h, &s->marena,
+                       ENVLOG_KIND_HEADER)) ||
         !h.magic || strcmp(h.magic, ENVLOG_MAGIC)) {
-        e = envlog__fail(ENVLOG_FORMAT, "not an envlog snapshot or bundle (bad header)");
+        if (e != ENVLOG_NOMEM) /* out of memory is not the data's fault */
+            e = envlog__fail(ENVLOG_FORMAT, "not an envlog snapshot or bundle (bad header)");
         goto fail;
     }
     if (h.version != ENVLOG_LOG_VERSION) {
@@ -389,7 +390,8 @@ envlog_err envlog_snap_load(const uint8_t *p, size_t n, bool check_all,
     s->mraw.data = mcopy;
     s->mraw.size = rn;
     if ((e = decode_as(mcopy, rn, &manifest_s, &s->m, &s->marena, ENVLOG_KIND_MANIFEST))) {
-        e = envlog__fail(ENVLOG_BAD_DATA, "snapshot manifest: %s", envlog_errmsg());
+        if (e != ENVLOG_NOMEM)
+            e = envlog__fail(ENVLOG_BAD_DATA, "snapshot manifest: %s", envlog_errmsg());
         goto fail;
     }
     if (s->m.schema != ENVLOG_BUNDLE_SCHEMA) {
@@ -617,6 +619,8 @@ envlog_err envlog_snap_map(envlog_env *env, envlog_snap **out)
     envlog_snap *s;
     if ((e = envlog_snap_load(map, len, false, &s))) {
         io->munmap(map, len);
+        if (e == ENVLOG_NOMEM)
+            return e; /* not the file's fault */
         return envlog__fail(ENVLOG_CORRUPT, "snapshot/current: %s", envlog_errmsg());
     }
     s->map = map;

@@ -910,11 +910,9 @@ static void check_outcome(const char *dir, outcome *out)
         for (size_t i = 1; i < rb.n; i++) {
             ck_assert_uint_eq(rb.recs[i].seq, i);
             char *nm = record_name(&rb.recs[i]);
-            char want[64];
-            snprintf(want, sizeof want, "%s", out->names[i]);
-            if (!strncmp(want, "t-", 2))
-                memmove(want, want + 0, strlen(want) + 1);
-            ck_assert_msg(nm && !strcmp(nm, want), "seq %zu: %s, want %s", i, nm, want);
+            const char *want = out->names[i];
+            ck_assert_msg(nm && want && !strcmp(nm, want), "seq %zu: %s, want %s", i, nm,
+                          want ? want : "(not accepted)");
             free(nm);
         }
         ck_assert(rb.state == ENVLOG_STATE_SEALED || rb.state == ENVLOG_STATE_UNSEALED);

@@ -18,13 +18,18 @@
 #  - envlog(3): the program in the first .EX block of its example compiles
 #    with -Wall -Wextra -Werror against STATIC, runs, exits with the status
 #    the text gives, and prints the lines of the second block.
-#  - README.md: its C example compiles the same way and records.
+#  - README.md: its C example compiles the same way and records; its second
+#    one, with a bundle of the example environment embedded by `envlog
+#    bundle embed', imports it into an empty environment, then finds it all
+#    there the second time.
 #  - every function of include/envlog.h is described in envlog(3) and every
-#    command of `envlog --help' has its section in envlog(1), titled with the
-#    usage line its --help prints, unless the page lists it in a
+#    command of `envlog --help' has its sections in envlog(1), titled with
+#    the usage lines its --help prints, each option its --help names
+#    described there, unless the page lists it in a
 #    `.\" not-yet-documented:' comment; every error code is in ERRORS.
-#  - the CDDL schema of envlog(5) gives every key of core/schema.c and
-#    log/frame.c, under the right rule, with its JSON name.
+#  - the CDDL schema of envlog(5) gives every key of core/schema.c,
+#    log/frame.c and replay/snapshot.c, under the right rule, with its JSON
+#    name, in the order the code encodes them, "(fold)" on the fold fields.
 #  - `man -l' renders each page without a warning (skipped without man).
 # Prints one PASS or FAIL line per check and "N passed, N failed" at the end.
 #
@@ -260,6 +265,42 @@ elif ! (mkdir -p "$tmp/readme-env" && ENVLOG_DIR="$tmp/readme-env" "$tmp/readme"
     fail "README.md's C example records a CHANGED record" "$tmp/readme.out"
 else
     pass "README.md's C example compiles, runs and records a CHANGED record"
+fi
+
+# The second C example of README.md imports a bundle compiled into the
+# program: export one from the example environment, embed it, build both,
+# run it twice against an empty environment (taken, then all present).
+awk '/^```c$/ { n++; if (n == 2) { on = 1; next } } on && /^```/ { exit } on' "$ROOT/README.md" \
+    > "$tmp/readme-embed.c"
+what="README.md's embedded-bundle example compiles, imports, and imports nothing the second time"
+mkdir -p "$tmp/embed"
+if [ ! -s "$tmp/readme-embed.c" ]; then
+    fail "README.md has a second C example (an embedded bundle)"
+elif ! "$BIN" -C "$master/.cache/envlog/default" bundle export "H100 Linux" \
+        -o "$tmp/embed/h100.envb" > "$tmp/embed/out" 2>&1 ||
+     ! "$BIN" bundle embed "$tmp/embed/h100.envb" --name h100_bundle \
+        > "$tmp/embed/h100_bundle.c" 2> "$tmp/embed/out"; then
+    fail "$what: export and embed" "$tmp/embed/out"
+elif ! $CC $MAN_CFLAGS -std=c11 -Wall -Wextra -Werror -I"$ROOT/include" "$tmp/readme-embed.c" \
+        "$tmp/embed/h100_bundle.c" "$STATIC" $LIBS -o "$tmp/embed/app" 2> "$tmp/embed/cc.err"; then
+    fail "$what: compiles with -Wall -Wextra -Werror" "$tmp/embed/cc.err"
+else
+    mkdir -p "$tmp/embed/env"
+    rc=0
+    for run in 1 2; do
+        (ENVLOG_DIR="$tmp/embed/env" "$tmp/embed/app") >> "$tmp/embed/run" 2>&1 || rc=$?
+    done
+    "$BIN" -C "$tmp/embed/env" sessions >> "$tmp/embed/run" 2>&1
+    if [ "$rc" -eq 0 ] &&
+       [ "$(grep -c ' entries taken, ' "$tmp/embed/run")" -eq 2 ] &&
+       grep -q '^[1-9][0-9]* entries taken, 0 already present, 0 rejected$' "$tmp/embed/run" &&
+       grep -q '^0 entries taken, [1-9][0-9]* already present, 0 rejected$' "$tmp/embed/run" &&
+       grep -q ' import: H100 Linux ' "$tmp/embed/run"; then
+        pass "$what"
+    else
+        echo "exit status $rc" >> "$tmp/embed/run"
+        fail "$what" "$tmp/embed/run"
+    fi
 fi
 
 # ------------------------------------------------------------ coverage
