@@ -19,6 +19,7 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #define MARKER "FORMAT"
@@ -128,6 +129,39 @@ envlog_err envlog_write_new_file(int dirfd, const char *name, const void *data, 
     if (e)
         io->unlinkat(dirfd, name, 0);
     return e;
+}
+
+envlog_err envlog_env_lock(envlog_env *env, bool exclusive, int *fd)
+{
+    const envlog_io *io = envlog_io_get();
+    *fd = io->openat(env->dirfd, ".", O_RDONLY | O_DIRECTORY, 0);
+    if (*fd < 0)
+        return envlog__fail_errno(errno, "opening %s to lock it", env->path);
+    /* Shared: wait (an exclusive holder only renames and unlinks).
+     * Exclusive: try for about a second, then let the caller skip. */
+    for (int tries = 0;; tries++) {
+        if (io->flock(*fd, exclusive ? LOCK_EX | LOCK_NB : LOCK_SH) == 0)
+            return ENVLOG_OK;
+        int err = errno;
+        if (err == EINTR)
+            continue;
+        if (exclusive && err == EWOULDBLOCK && tries < 500) {
+            struct timespec ts = {0, 2000000};
+            nanosleep(&ts, NULL);
+            continue;
+        }
+        io->close(*fd);
+        *fd = -1;
+        return err == EWOULDBLOCK
+                   ? envlog__fail(ENVLOG_BUSY, "%s is being read", env->path)
+                   : envlog__fail_errno(err, "locking %s", env->path);
+    }
+}
+
+void envlog_env_unlock(int fd)
+{
+    if (fd >= 0)
+        envlog_io_get()->close(fd); /* releases the lock */
 }
 
 bool envlog_session_dir_live(int fd)

@@ -163,6 +163,16 @@ envlog_err envlog_read_file(int dirfd, const char *name, uint64_t max,
  * syncs it and closes it; on any failure the file is removed again, so it
  * is either whole or absent. */
 envlog_err envlog_write_new_file(int dirfd, const char *name, const void *p, size_t n);
+/* The environment's reader lock: a flock on a descriptor of its own of the
+ * environment directory.  Whoever reads many sessions and the snapshot
+ * together (a replay, a listing) holds it shared from before it maps the
+ * snapshot to its end, so no session directory is removed under it;
+ * compaction holds it exclusive only while it removes sessions it covers
+ * (and gives up after a while rather than wait on a long reader).  Writers
+ * never take it.  @return ENVLOG_OK and *fd; ENVLOG_BUSY when `exclusive`
+ * and readers stayed; ENVLOG_IO. */
+envlog_err envlog_env_lock(envlog_env *env, bool exclusive, int *fd);
+void envlog_env_unlock(int fd);
 /* True while a writer holds the lock of session directory `fd`. */
 bool envlog_session_dir_live(int fd);
 

@@ -338,6 +338,15 @@ envlog_err envlog_reader_next(envlog_reader *r, const envlog_record **rec)
             *rec = &r->rec;
             return ENVLOG_OK;
         }
+        if (st == ENVLOG_FR_BAD && last && !r->seg_sealed && r->live) {
+            /* The writer is mid-record: a read racing its memcpy can see a
+             * header not yet written before bytes already there.  What
+             * follows is not stable yet; stop here, as at a live tail. */
+            r->seg_open = false;
+            r->cur++;
+            r->chain = r->fr.chain;
+            continue;
+        }
         if (st == ENVLOG_FR_BAD)
             return report(r, r->fr.bad_off, r->fr.bad_len, "%s", r->fr.why);
         if (st == ENVLOG_FR_TAIL && last && !r->seg_sealed && !ends_in_seal(r)) {
@@ -455,12 +464,25 @@ void envlog_sessions_free(envlog_session_info *infos, size_t n)
     envlog_free(infos);
 }
 
+static envlog_err sessions_list(envlog_env *env, envlog_session_info **out, size_t *n);
+
 envlog_err envlog_sessions_list(envlog_env *env, envlog_session_info **out, size_t *n)
 {
     *out = NULL;
     *n = 0;
     if (env->sessions_fd < 0)
         return ENVLOG_OK;
+    /* No session vanishes under the listing (see envlog_env_lock). */
+    int lk;
+    envlog_err e = envlog_env_lock(env, false, &lk);
+    if (!e)
+        e = sessions_list(env, out, n);
+    envlog_env_unlock(lk);
+    return e;
+}
+
+static envlog_err sessions_list(envlog_env *env, envlog_session_info **out, size_t *n)
+{
     envlog_id128 *ids;
     size_t k;
     envlog_err e = envlog_session_ids(env, &ids, &k);

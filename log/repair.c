@@ -13,15 +13,43 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+/* True when `name` under `dirfd` holds exactly `data`. */
+static bool same_file(int dirfd, const char *name, const envlog_buf *data)
+{
+    envlog_buf b = {0};
+    bool same = envlog_read_file(dirfd, name, data->len, &b) == ENVLOG_OK &&
+                b.len == data->len && !memcmp(b.p, data->p, b.len);
+    envlog_buf_free(&b);
+    return same;
+}
+
+/* Keeps the copy as <name>.broken.  A repair that failed after making it
+ * (or an earlier repair of other bytes) left that name taken: the copy it
+ * holds is used when it is this one, else the next free <name>.broken.N,
+ * so a failed repair can always be run again and no copy is overwritten. */
 static envlog_err copy_broken(int dirfd, const char *name, const envlog_buf *data,
                               char *out, size_t size)
 {
-    snprintf(out, size, "%s.broken", name);
-    envlog_err e = envlog_write_new_file(dirfd, out, data->p, data->len);
-    if (!e && (e = envlog_dir_sync(dirfd, out)))
-        envlog_io_get()->unlinkat(dirfd, out, 0);
+    envlog_err e = envlog__fail(ENVLOG_IO, "%s: no free name for a .broken copy", name);
+    for (int k = 0; k < 100; k++) {
+        if (k)
+            snprintf(out, size, "%s.broken.%d", name, k);
+        else
+            snprintf(out, size, "%s.broken", name);
+        struct stat st;
+        if (fstatat(dirfd, out, &st, AT_SYMLINK_NOFOLLOW) == 0) {
+            if (S_ISREG(st.st_mode) && same_file(dirfd, out, data))
+                return envlog_dir_sync(dirfd, out);
+            continue;
+        }
+        e = envlog_write_new_file(dirfd, out, data->p, data->len);
+        if (!e && (e = envlog_dir_sync(dirfd, out)))
+            envlog_io_get()->unlinkat(dirfd, out, 0);
+        return e;
+    }
     return e;
 }
 

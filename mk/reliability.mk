@@ -11,6 +11,8 @@
 # `make fixtures-hostile` regenerates fixtures/hostile/*.bin by hand.
 
 CRASH_KILLS  ?= 200
+# Sanitizer builds take more memory for themselves (shadow, quarantine).
+HOSTILE_MEM_SLACK := $(if $(findstring -fsanitize,$(CFLAGS)),262144,0)
 CONC_SECONDS ?= 10
 CRASH_DIR    := $(B)/tests/crash
 CRASH_WRITER := $(CRASH_DIR)/crash-writer
@@ -25,8 +27,9 @@ $(CRASH_DIR)/%.o: tests/crash/%.c $(HEADERS) $(CRASH_HDR) | $(B)/.deps-ok
 	@echo "  CC  $<"
 	@$(CC) $(PUB_CPPFLAGS) -Itests/crash $(CFLAGS_ALL) -c $< -o $@
 
-# The hostile-input generator frames records itself: it needs log's header.
-$(CRASH_DIR)/gen_hostile.o: tests/crash/gen_hostile.c $(HEADERS) $(CRASH_HDR) | $(B)/.deps-ok
+# The hostile-input generator frames records itself and the concurrency
+# run folds a reference state itself: they need the internal headers.
+$(CRASH_DIR)/gen_hostile.o $(CRASH_DIR)/conc.o: $(CRASH_DIR)/%.o: tests/crash/%.c $(HEADERS) $(CRASH_HDR) | $(B)/.deps-ok
 	@mkdir -p $(dir $@)
 	@echo "  CC  $<"
 	@$(CC) $(LIB_CPPFLAGS) -Itests/crash $(CFLAGS_ALL) -c $< -o $@
@@ -39,13 +42,42 @@ $(CRASH_DRIVER): $(CRASH_DIR)/driver.o $(CRASH_DIR)/verify.o $(STATIC)
 	@echo "  LD  $@"
 	@$(CC) $(CFLAGS_ALL) $(LDFLAGS) -o $@ $^ $(LDLIBS_ALL)
 
-.PHONY: check-crash torture
+$(CRASH_CONC): $(CRASH_DIR)/conc.o $(CRASH_DIR)/verify.o $(STATIC)
+	@echo "  LD  $@"
+	@$(CC) $(CFLAGS_ALL) $(LDFLAGS) -o $@ $^ $(LDLIBS_ALL)
+
+$(CRASH_MAXRSS): $(CRASH_DIR)/maxrss.o
+	@echo "  LD  $@"
+	@$(CC) $(CFLAGS_ALL) $(LDFLAGS) -o $@ $^
+
+$(HOSTILE_GEN): $(CRASH_DIR)/gen_hostile.o $(STATIC)
+	@echo "  LD  $@"
+	@$(CC) $(CFLAGS_ALL) $(LDFLAGS) -o $@ $^ $(LDLIBS_ALL)
+
+.PHONY: check-crash check-conc check-hostile fixtures-hostile torture
 
 check-crash: $(BIN) $(CRASH_WRITER) $(CRASH_DRIVER)
 	@echo "== kill -9 loop ($(CRASH_KILLS) kills)"
 	@$(CRASH_DRIVER) -e $(BIN) -w $(CRASH_WRITER) -n $(CRASH_KILLS)
 
-CHECK_TARGETS += check-crash
+check-conc: $(CRASH_CONC)
+	@echo "== concurrency: 16 writers, compaction and reader loops ($(CONC_SECONDS) s)"
+	@$(CRASH_CONC) -t $(CONC_SECONDS) -w 16
+
+check-hostile: $(BIN) $(CRASH_MAXRSS)
+	@echo "== hostile inputs (fixtures/hostile/MANIFEST)"
+	@HOSTILE_MEM_SLACK=$(HOSTILE_MEM_SLACK) bash tests/crash/hostile.sh $(BIN) $(CRASH_MAXRSS) fixtures/hostile
+
+# Regenerates the catalogue's files (by hand; review and commit them).
+fixtures-hostile: $(HOSTILE_GEN)
+	rm -f fixtures/hostile/*.log fixtures/hostile/*.bundle fixtures/hostile/*.bin
+	$(HOSTILE_GEN) fixtures/hostile
+
+CHECK_TARGETS += check-crash check-conc check-hostile
 
 torture: all
 	@$(MAKE) --no-print-directory check-crash CRASH_KILLS=10000
+	@$(MAKE) --no-print-directory check-conc CONC_SECONDS=60
+
+# The reliability suite shares the generator with the drivers.
+$(B)/tests/check_reliability.o: $(CRASH_HDR)

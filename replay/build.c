@@ -307,9 +307,13 @@ envlog_err envlog_snapshot_build(envlog_env *env, const envlog_build_opts *o,
     if (e)
         return e;
     envlog_snap *snap = NULL;
-    if (!(e = envlog_snap_map(env, &snap)))
-        e = envlog_replay_each_with(env, NULL, snap, true, true, build_visit, &b);
-    envlog_snap_unmap(snap);
+    int lk;
+    if (!(e = envlog_env_lock(env, false, &lk))) {
+        if (!(e = envlog_snap_map(env, &snap)))
+            e = envlog_replay_each_with(env, NULL, snap, true, true, build_visit, &b);
+        envlog_snap_unmap(snap);
+        envlog_env_unlock(lk);
+    }
     if (e == ENVLOG_STATE)
         e = b.err;
     if (!e)
@@ -328,7 +332,8 @@ envlog_err envlog_snapshot_build(envlog_env *env, const envlog_build_opts *o,
     }
     for (size_t i = 0; i < ic.n; i++)
         entry_stamps[i] = ic.v[i].item.stamp;
-    qsort(entry_stamps, ic.n, sizeof *entry_stamps, stamp_cmp);
+    if (ic.n) /* qsort of NULL is undefined, even of nothing */
+        qsort(entry_stamps, ic.n, sizeof *entry_stamps, stamp_cmp);
     size_t n_entries = ic.n;
     for (size_t i = 0; i < b.n_h; i++) {
         hist_rec *h = &b.h[i];
@@ -342,11 +347,13 @@ envlog_err envlog_snapshot_build(envlog_env *env, const envlog_build_opts *o,
         r->item = h->item;
         r->item.record.data = b.data.p + h->off;
     }
-    qsort(ic.v, ic.n, sizeof *ic.v, item_cmp);
+    if (ic.n)
+        qsort(ic.v, ic.n, sizeof *ic.v, item_cmp);
     for (size_t i = 0; i < ic.n; i++)
         if ((e = envlog_snapw_add(&w, &ic.v[i].item, ic.v[i].indexed, ic.v[i].hash)))
             goto out;
-    qsort(ic.nss, ic.n_nss, sizeof *ic.nss, str_cmp);
+    if (ic.n_nss)
+        qsort(ic.nss, ic.n_nss, sizeof *ic.nss, str_cmp);
     envlog_snap_wm *wms = b.n_ss ? envlog_arena_alloc(&b.arena, b.n_ss * sizeof *wms) : NULL;
     if (b.n_ss && !wms) {
         e = envlog__fail(ENVLOG_NOMEM, "building a snapshot");

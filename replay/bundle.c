@@ -226,7 +226,8 @@ static envlog_err describe(opened *o, size_t compressed, envlog_bundle_info **ou
     envlog_snap_item it;
     envlog_record rec;
     envlog_snap_rewind(o->snap);
-    while (envlog_snap_next(o->snap, &it, &rec) == ENVLOG_OK) {
+    envlog_err e;
+    while (!(e = envlog_snap_next(o->snap, &it, &rec))) {
         if (it.kind != ENVLOG_KIND_ENTRY)
             continue;
         const char *ns = rec.kind == ENVLOG_KIND_TUNE      ? rec.u.tune.ns
@@ -235,6 +236,10 @@ static envlog_err describe(opened *o, size_t compressed, envlog_bundle_info **ou
         for (size_t i = 0; ns && i < in->n_namespaces; i++)
             if (!strcmp(in->namespaces[i], ns))
                 in->namespace_entries[i]++;
+    }
+    if (e != ENVLOG_END) {
+        envlog_bundle_info_free(in);
+        return e;
     }
     in->sessions = m->n_wms;
     in->tunes = m->tunes;
@@ -528,9 +533,11 @@ envlog_err envlog_bundle_import_memory(envlog_env *env, const void *data, size_t
     envlog_snap_item it;
     envlog_record rec;
     envlog_snap_rewind(o.snap);
-    while (!e && envlog_snap_next(o.snap, &it, &rec) == ENVLOG_OK)
+    while (!e && !(e = envlog_snap_next(o.snap, &it, &rec)))
         if (it.kind == ENVLOG_KIND_ENTRY && it.table != ENVLOG_TABLE_USER)
             e = import_entry(&c, &it, &rec);
+    if (e == ENVLOG_END)
+        e = ENVLOG_OK;
     /* Records that failed their checksum or decode are rejected too. */
     uint64_t bad = envlog_snap_bad_records(o.snap);
     if (bad && !rep->rejected)

@@ -130,9 +130,17 @@ envlog_err envlog_session_discard(envlog_env *env, const envlog_id128 *id)
     envlog_id_format(id, hex);
     memcpy(gone, hex, 32);
     memcpy(gone + 32, ".removing", sizeof ".removing");
-    if (envlog_io_get()->renameat(env->sessions_fd, hex, env->sessions_fd, gone))
-        return envlog__fail_errno(errno, "discarding session %s", hex);
-    envlog_err e = remove_dir(env->sessions_fd, gone);
+    int lk;
+    envlog_err e = envlog_env_lock(env, true, &lk);
+    if (e)
+        return e;
+    if (envlog_io_get()->renameat(env->sessions_fd, hex, env->sessions_fd, gone)) {
+        e = envlog__fail_errno(errno, "discarding session %s", hex);
+        envlog_env_unlock(lk);
+        return e;
+    }
+    e = remove_dir(env->sessions_fd, gone);
+    envlog_env_unlock(lk);
     if (!e)
         e = envlog_dir_sync(env->sessions_fd, "sessions");
     return e;
@@ -189,6 +197,11 @@ envlog_err envlog_compact(envlog_env *env, envlog_evidence evidence,
     rep->evidence = res.evidence;
     rep->sessions_folded = res.n_sessions;
     rep->bytes_after = res.file.len;
+    /* Sessions are removed only while no replay or listing runs: one that
+     * mapped the old snapshot must still find what the new one covers.
+     * Readers that stay leave them for the next compaction. */
+    int lk = -1;
+    bool may_retire = envlog_env_lock(env, true, &lk) == ENVLOG_OK;
     for (size_t i = 0; i < n; i++) {
         uint64_t wm = 0;
         bool covered = false;
@@ -203,7 +216,8 @@ envlog_err envlog_compact(envlog_env *env, envlog_evidence evidence,
             rep->sessions_live++;
         } else if (in[i].state == ENVLOG_STATE_TORN || in[i].state == ENVLOG_STATE_DAMAGED) {
             rep->sessions_damaged++; /* kept for envlog verify; nothing silent */
-        } else if (covered && (e = retire(env, &in[i], &removed))) {
+        } else if (covered && may_retire && (e = retire(env, &in[i], &removed))) {
+            envlog_env_unlock(lk);
             goto out;
         }
         if (removed)
@@ -211,6 +225,7 @@ envlog_err envlog_compact(envlog_env *env, envlog_evidence evidence,
         else
             rep->bytes_after += in[i].bytes;
     }
+    envlog_env_unlock(lk);
     if (rep->sessions_removed)
         e = envlog_dir_sync(env->sessions_fd, "sessions");
 out:

@@ -406,10 +406,13 @@ envlog_err envlog_replay_each(envlog_env *env, const envlog_replay_opts *opts,
                               void *ctx)
 {
     envlog_snap *snap;
-    envlog_err e = envlog_snap_map(env, &snap);
+    int lk;
+    envlog_err e = envlog_env_lock(env, false, &lk);
     if (e)
         return e;
-    e = envlog_replay_each_with(env, opts, snap, true, false, fn, ctx);
+    if (!(e = envlog_snap_map(env, &snap)))
+        e = envlog_replay_each_with(env, opts, snap, true, false, fn, ctx);
     envlog_snap_unmap(snap);
+    envlog_env_unlock(lk);
     return e;
 }

@@ -192,7 +192,9 @@ envlog_err envlog_snap_find(envlog_snap *s, envlog_table table, const char *ns,
 /* ENTRY and EVIDENCE records one by one in file order (the total order),
  * from the start after envlog_snap_rewind().  Records that fail their
  * checks are skipped and counted.  `it` and `rec` are valid until the next
- * call on `s`.  @return ENVLOG_OK or ENVLOG_END. */
+ * call on `s`.  @return ENVLOG_OK, ENVLOG_END, or ENVLOG_NOMEM (then the
+ * record was not skipped: calling again after freeing memory retries it
+ * only after envlog_snap_rewind()). */
 void envlog_snap_rewind(envlog_snap *s);
 envlog_err envlog_snap_next(envlog_snap *s, envlog_snap_item *it, envlog_record *rec);
 

@@ -490,6 +490,8 @@ envlog_err envlog_snap_find(envlog_snap *s, envlog_table table, const char *ns,
         envlog_err e = read_record(s, (size_t)get_be64(s->index.p + 16 * lo + 8), &p, &n);
         if (!e)
             e = decode_item(s, p, n, item, rec);
+        if (e == ENVLOG_NOMEM)
+            return e;
         if (e)
             return envlog__fail(ENVLOG_CORRUPT, "snapshot entry: %s", envlog_errmsg());
         if (item->kind == ENVLOG_KIND_ENTRY && (int)table == item->table &&
@@ -511,6 +513,8 @@ envlog_err envlog_snap_next(envlog_snap *s, envlog_snap_item *it, envlog_record 
         if (st == ENVLOG_FR_END || st == ENVLOG_FR_TAIL)
             return ENVLOG_END;
         if (st == ENVLOG_FR_BAD) {
+            if (!strcmp(s->fr.why, "out of memory reassembling a record"))
+                return envlog__fail(ENVLOG_NOMEM, "reading a snapshot record");
             s->bad++;
             continue;
         }
@@ -518,7 +522,10 @@ envlog_err envlog_snap_next(envlog_snap *s, envlog_snap_item *it, envlog_record 
             s->fr.pos = s->n;
             return ENVLOG_END;
         }
-        if (decode_item(s, s->fr.out, s->fr.out_len, it, rec)) {
+        envlog_err e = decode_item(s, s->fr.out, s->fr.out_len, it, rec);
+        if (e == ENVLOG_NOMEM)
+            return e; /* not damage: the caller must not skip the record */
+        if (e) {
             s->bad++;
             continue;
         }

@@ -633,11 +633,11 @@ static envlog_err load_users(envlog_state *st)
     envlog_record rec;
     envlog_err e = ENVLOG_OK;
     envlog_snap_rewind(st->snap);
-    while (!e && envlog_snap_next(st->snap, &it, &rec) == ENVLOG_OK)
+    while (!e && !(e = envlog_snap_next(st->snap, &it, &rec)))
         if (it.kind == ENVLOG_KIND_ENTRY && it.table == ENVLOG_TABLE_USER &&
             rec.kind == ENVLOG_KIND_USER)
             e = fold_user(st, &rec.u.user, &it.stamp, it.unix_ns, &it.record);
-    return e;
+    return e == ENVLOG_END ? ENVLOG_OK : e;
 }
 
 envlog_err envlog_state_open_x(envlog_env *env, const envlog_replay_opts *opts,
@@ -648,8 +648,13 @@ envlog_err envlog_state_open_x(envlog_env *env, const envlog_replay_opts *opts,
     envlog_err e = envlog_state_new(&st);
     if (e)
         return e;
+    int lk = -1;
     st->keep_payloads = keep_payloads;
     envlog_snap *snap = NULL;
+    /* No compaction removes a session between the snapshot mapped here and
+     * the end of the fold (see envlog_env_lock). */
+    if ((e = envlog_env_lock(env, false, &lk)))
+        goto fail;
     if ((e = envlog_snap_map(env, &snap)))
         goto fail;
     fold_ctx f = {st, ENVLOG_OK, opts};
@@ -672,6 +677,8 @@ envlog_err envlog_state_open_x(envlog_env *env, const envlog_replay_opts *opts,
             goto fail;
     }
     e = envlog_replay_each_with(env, &o, snap, until, true, fold_one, &f);
+    envlog_env_unlock(lk);
+    lk = -1;
     if (e == ENVLOG_STATE)
         e = f.err;
     if (until) {
@@ -683,6 +690,7 @@ envlog_err envlog_state_open_x(envlog_env *env, const envlog_replay_opts *opts,
     *out = st;
     return ENVLOG_OK;
 fail:
+    envlog_env_unlock(lk);
     if (!st->snap)
         envlog_snap_unmap(snap);
     envlog_state_close(st);
@@ -861,7 +869,7 @@ static envlog_err load_all(envlog_state *st)
     envlog_record rec;
     envlog_err e = ENVLOG_OK;
     envlog_snap_rewind(st->snap);
-    while (!e && envlog_snap_next(st->snap, &it, &rec) == ENVLOG_OK) {
+    while (!e && !(e = envlog_snap_next(st->snap, &it, &rec))) {
         if (it.kind != ENVLOG_KIND_ENTRY || it.table == ENVLOG_TABLE_USER)
             continue;
         entry *old, *n;
@@ -885,6 +893,8 @@ static envlog_err load_all(envlog_state *st)
         if (!e)
             e = install(st, n, old, true);
     }
+    if (e == ENVLOG_END)
+        e = ENVLOG_OK;
     if (!e)
         st->snap_loaded = true;
     return e;

@@ -737,10 +737,12 @@ START_TEST(test_compact_alloc_faults)
         tu_rmrf(copy);
         tu_copytree(dir, copy);
         envlog_env *e2 = tu_env(copy);
+        tu_fault_arm(TU_ANY, 0, 0); /* fails nothing; fsync is not done */
         envlog_alloc_fail_after(n);
         envlog_err e = envlog_compact(e2, _i ? ENVLOG_EVIDENCE_ALL : ENVLOG_EVIDENCE_NONE,
                                       NULL);
         long made = envlog_alloc_fail_reset();
+        tu_fault_disarm();
         envlog_env_close(e2);
         if (e) {
             ck_assert_msg(e == ENVLOG_NOMEM, "allocation %ld: %s (%s)", n, envlog_strerror(e),
@@ -798,13 +800,14 @@ START_TEST(test_import_all_or_nothing)
         tu_rmrf(dst);
         tu_copytree(base, dst);
         envlog_env *b = tu_env(dst);
-        if (_i == 0)
-            tu_fault_arm(TU_ANY, n, n % 3 == 0 ? ENOSPC : EIO);
-        else
+        tu_fault_arm(TU_ANY, _i == 0 ? n : 0, n % 3 == 0 ? ENOSPC : EIO);
+        if (_i)
             envlog_alloc_fail_after(n);
         envlog_import_report r;
         envlog_err e = envlog_bundle_import(b, bundle, &r);
         bool hit = _i == 0 ? tu_fault_disarm() : envlog_alloc_fail_reset() >= n;
+        if (_i)
+            tu_fault_disarm();
         envlog_env_close(b);
         if (e) {
             failures++;
@@ -845,42 +848,834 @@ START_TEST(test_import_all_or_nothing)
 }
 END_TEST
 
-/* A session whose writer died mid-record: its last segment ends in a
- * fragment header and part of a payload.  Returns its id. */
-static envlog_id128 torn_session(const char *dir)
+/* A session whose writer died mid-record: it records in a child that exits
+ * without ending it, then a fragment header and part of a payload are put
+ * just after its last record, as a kill in the middle of a memcpy leaves
+ * them.  Returns its id; *seg gets the segment's name. */
+static envlog_id128 torn_session(const char *dir, char seg[128])
 {
     envlog_env *env = tu_env(dir);
-    envlog_session_opts o = tu_opts("torn", 4 * ENVLOG_BLOCK);
-    o.sync = ENVLOG_SYNC_NONE;
-    envlog_session *s;
-    ck_assert_ok(envlog_session_begin(env, &o, &s));
-    for (unsigned i = 0; i < 30; i++) {
-        crash_rec r;
-        crash_make(&r, 31, i, ENVLOG_LEVEL_BASIC, false);
-        ck_assert_ok(crash_record(s, &r, NULL));
-        crash_rec_free(&r);
-    }
-    envlog_id128 id = envlog_session_id(s);
-    /* Die like a killed writer: no seal, and a torn record after the last. */
+    int p[2];
+    ck_assert_int_eq(pipe(p), 0);
     pid_t pid = fork();
     ck_assert_int_ge(pid, 0);
     if (pid == 0) {
-        envlog_session_stats ss;
-        envlog_session_stats_get(s, &ss);
-        _exit(0);
+        envlog_session_opts o = tu_opts("torn", 4 * ENVLOG_BLOCK);
+        o.sync = ENVLOG_SYNC_NONE;
+        envlog_session *s;
+        if (envlog_session_begin(env, &o, &s))
+            _exit(2);
+        for (unsigned i = 0; i < 30; i++) {
+            crash_rec r;
+            crash_make(&r, 31, i, ENVLOG_LEVEL_BASIC, false);
+            if (crash_record(s, &r, NULL))
+                _exit(2);
+            crash_rec_free(&r);
+        }
+        envlog_id128 id = envlog_session_id(s);
+        if (write(p[1], &id, sizeof id) != sizeof id)
+            _exit(2);
+        _exit(0); /* no seal: the writer is gone */
     }
-    ck_assert_int_eq(waitpid(pid, NULL, 0), pid);
-    envlog_env_close(env); /* the session stays open: never sealed */
+    close(p[1]);
+    envlog_id128 id;
+    ck_assert_int_eq(read(p[0], &id, sizeof id), sizeof id);
+    close(p[0]);
+    int st;
+    ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+    ck_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    tu_readback rb;
+    ck_assert_ok(tu_read_session(env, &id, &rb));
+    ck_assert_uint_eq(rb.n, 31);
+    const tu_rec *last = &rb.recs[rb.n - 1];
     char hex[33];
     envlog_id_format(&id, hex);
-    char sdir[4200];
-    snprintf(sdir, sizeof sdir, "%s/sessions/%s", dir, hex);
+    envlog_seg_name *segs;
+    size_t n;
+    int dfd = open(tu_path(tu_path(dir, "sessions"), hex), O_RDONLY | O_DIRECTORY);
+    ck_assert_int_ge(dfd, 0);
+    ck_assert_ok(envlog_list_segments(dfd, &segs, &n));
+    close(dfd);
+    snprintf(seg, 128, "sessions/%s/%s", hex, segs[n - 1].name);
+    ck_assert_uint_eq(segs[n - 1].segment, last->segment);
+    envlog_free(segs);
+    /* Where the last record ends: read it again for its end offset. */
+    envlog_reader *r;
+    ck_assert_ok(envlog_reader_open(env, &id, &r));
+    const envlog_record *rec;
+    uint64_t end = 0;
+    while (envlog_reader_next(r, &rec) == ENVLOG_OK)
+        end = rec->file_end;
+    envlog_reader_close(r);
+    tu_readback_free(&rb);
+    uint8_t junk[107] = {0x11, 0x22, 0x33, 0x44, 0xf4, 0x01, ENVLOG_FRAG_FULL};
+    for (size_t i = 7; i < sizeof junk; i++)
+        junk[i] = (uint8_t)(i * 37);
+    int fd = open(tu_path(dir, seg), O_WRONLY);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(pwrite(fd, junk, sizeof junk, (off_t)end), (ssize_t)sizeof junk);
+    close(fd);
+    envlog_env_close(env);
     return id;
 }
 
+/* The state of a session after a repair attempt: its records, whether it
+ * is still torn, and whether a copy of the original segment is kept. */
+static void check_repaired(const char *dir, const envlog_id128 *id, const char *seg,
+                           const uint8_t *orig, size_t orig_n, bool *torn, bool *copied)
+{
+    envlog_env *env;
+    ck_assert_ok(envlog_env_open(dir, ENVLOG_OPEN_READONLY, &env));
+    tu_readback rb;
+    ck_assert_ok(tu_read_session(env, id, &rb));
+    ck_assert_uint_eq(rb.n, 31);
+    ck_assert_uint_eq(rb.n_corrupt, 0);
+    *torn = rb.n_truncated > 0;
+    tu_readback_free(&rb);
+    envlog_env_close(env);
+    size_t n;
+    uint8_t *now = tu_read(tu_path(dir, seg), &n);
+    if (*torn)
+        ck_assert_msg(n == orig_n && !memcmp(now, orig, n), "a failed repair changed %s", seg);
+    else
+        ck_assert_msg(n < orig_n && !memcmp(now, orig, n), "the repair cut more than the tail");
+    free(now);
+    /* Any <segment>.broken* that is whole is the original. */
+    *copied = false;
+    char sdir[4200];
+    snprintf(sdir, sizeof sdir, "%s/%s", dir, seg);
+    *strrchr(sdir, '/') = 0;
+    const char *base = strrchr(seg, '/') + 1;
+    DIR *d = opendir(sdir);
+    ck_assert_ptr_nonnull(d);
+    struct dirent *de;
+    while ((de = readdir(d))) {
+        if (strncmp(de->d_name, base, strlen(base)) || !strstr(de->d_name, ".broken"))
+            continue;
+        uint8_t *b = tu_read(tu_path(sdir, de->d_name), &n);
+        ck_assert_msg(n == orig_n && !memcmp(b, orig, n), "%s is not the original", de->d_name);
+        *copied = true;
+        free(b);
+    }
+    closedir(d);
+}
+
+/* verify --fix with every I/O call failing in turn: the session is torn as
+ * before or cut with a whole .broken copy, never anything between, and a
+ * repair that failed can be run again to the end. */
 START_TEST(test_repair_faults)
 {
-    (void)torn_session;
+    char *dir = tu_mkdtemp("repair");
+    char seg[128];
+    envlog_id128 id = torn_session(dir, seg);
+    size_t orig_n;
+    uint8_t *orig = tu_read(tu_path(dir, seg), &orig_n);
+    long n;
+    int failures = 0;
+    for (n = 1; n < 1000; n++) {
+        char *copy = tu_mkdtemp("repair-copy");
+        tu_rmrf(copy);
+        tu_copytree(dir, copy);
+        envlog_env *env = tu_env(copy);
+        envlog_repair rep;
+        /* EIO: a read that failed with ENOSPC would read as an unreadable
+         * segment, which is damage, not a torn tail. */
+        tu_fault_arm(TU_ANY, n, EIO);
+        envlog_err e = envlog_session_repair(env, &id, &rep);
+        bool hit = tu_fault_disarm();
+        if (e) {
+            failures++;
+            ck_assert_str_ne(envlog_errmsg(), "no error detail");
+        }
+        bool torn, copied;
+        check_repaired(copy, &id, seg, orig, orig_n, &torn, &copied);
+        ck_assert_msg(!e || torn || copied, "call %ld: a failed repair cut the tail", n);
+        if (!e) {
+            ck_assert_msg(rep.repaired, "call %ld: not repaired: %s", n, rep.why);
+            ck_assert(!torn && copied);
+        }
+        /* Again, with nothing failing: it finishes the job. */
+        e = envlog_session_repair(env, &id, &rep);
+        ck_assert_msg(e == ENVLOG_OK, "call %ld: the repair after a failed one: %s (%s)", n,
+                      envlog_strerror(e), envlog_errmsg());
+        check_repaired(copy, &id, seg, orig, orig_n, &torn, &copied);
+        ck_assert_msg(!torn && copied, "call %ld: still torn after the second repair", n);
+        envlog_env_close(env);
+        tu_rmrf(copy);
+        free(copy);
+        if (!hit)
+            break;
+    }
+    ck_assert_int_gt(failures, 3);
+    ck_assert_int_lt(n, 1000);
+    free(orig);
+    tu_rmrf(dir);
+    free(dir);
+}
+END_TEST
+
+/* ============================================================= full disk */
+
+/*
+ * A full disk: a real 4 MiB tmpfs, mounted in a mount namespace of a child
+ * process (so nothing outlives the test), where the machine permits it;
+ * and always the I/O table with a byte quota, which also stands in where
+ * mounting is refused.  Recording runs until the disk is full: the error is
+ * ENVLOG_NOSPACE and names the segment; a compaction on the full disk fails
+ * cleanly or succeeds and changes nothing; every record acknowledged before
+ * is there; once space is freed, the same session records again.
+ */
+
+static struct {
+    long long budget;   /* bytes the quota allows; < 0: unlimited */
+} quota;
+
+static bool quota_take(long long n)
+{
+    if (quota.budget < 0)
+        return true;
+    if (n > quota.budget)
+        return false;
+    quota.budget -= n;
+    return true;
+}
+static ssize_t q_pwrite(int fd, const void *b, size_t n, off_t o)
+{
+    if (!quota_take((long long)n))
+        return errno = ENOSPC, -1;
+    return PX()->pwrite(fd, b, n, o);
+}
+static int q_fallocate(int fd, off_t o, off_t l)
+{
+    struct stat st;
+    if (fstat(fd, &st))
+        return errno;
+    long long grow = (long long)(o + l) - (long long)st.st_size;
+    if (grow > 0 && !quota_take(grow))
+        return ENOSPC;
+    return PX()->fallocate(fd, o, l);
+}
+static int q_mkdirat(int d, const char *p, mode_t m)
+{
+    if (!quota_take(4096))
+        return errno = ENOSPC, -1;
+    return PX()->mkdirat(d, p, m);
+}
+static envlog_io quota_io;
+
+/* Runs the full-disk scenario in `dir`; returns NULL or what went wrong
+ * (a static string).  `free_space` makes room again. */
+static const char *full_disk_run(const char *dir, void (*free_space)(const char *dir),
+                                 uint64_t segsize)
+{
+    static char why[600];
+#define FD_CHECK(cond, ...)                                                    \
+    do {                                                                       \
+        if (!(cond)) {                                                         \
+            snprintf(why, sizeof why, __VA_ARGS__);                            \
+            return why;                                                        \
+        }                                                                      \
+    } while (0)
+    char envdir[4200];
+    snprintf(envdir, sizeof envdir, "%s/env", dir);
+    envlog_env *env;
+    envlog_err e = envlog_env_open(envdir, ENVLOG_OPEN_CREATE, &env);
+    FD_CHECK(!e, "opening: %s", envlog_errmsg());
+    envlog_session_opts o = tu_opts("full", segsize);
+    envlog_session *s;
+    FD_CHECK(!envlog_session_begin(env, &o, &s), "begin: %s", envlog_errmsg());
+    envlog_id128 sid = {{0}};
+    uint64_t acked[4096];
+    size_t n_acked = 0;
+    uint64_t n = 0;
+    for (; n < 100000; n++) {
+        crash_rec r;
+        crash_make(&r, 41, n, ENVLOG_LEVEL_BASIC, false);
+        envlog_stamp st;
+        e = crash_record(s, &r, &st);
+        crash_rec_free(&r);
+        if (e)
+            break;
+        sid = st.session;
+        FD_CHECK(n_acked < 4096, "the disk never filled");
+        acked[n_acked++] = st.seq;
+    }
+    FD_CHECK(e == ENVLOG_NOSPACE, "recording on a full disk: %s (%s), want ENVLOG_NOSPACE",
+             envlog_strerror(e), envlog_errmsg());
+    FD_CHECK(strstr(envlog_errmsg(), ".log") &&
+                 strstr(envlog_errmsg(), "No space left on device"),
+             "the error does not name the file and the cause: %s", envlog_errmsg());
+    FD_CHECK(n_acked > 10, "only %zu records before the disk was full", n_acked);
+    /* More calls on the full disk fail the same way and lose nothing. */
+    for (int k = 0; k < 3; k++) {
+        crash_rec r;
+        crash_make(&r, 41, 100000 + (uint64_t)k, ENVLOG_LEVEL_BASIC, false);
+        e = r.kind == ENVLOG_KIND_MARK ? ENVLOG_NOSPACE : crash_record(s, &r, NULL);
+        crash_rec_free(&r);
+        FD_CHECK(e == ENVLOG_NOSPACE || e == ENVLOG_OK, "again on a full disk: %s",
+                 envlog_strerror(e));
+    }
+    /* Compaction on the full disk: a clean error or success, same state. */
+    envlog_state *before;
+    FD_CHECK(!envlog_state_open(env, NULL, &before), "fold: %s", envlog_errmsg());
+    envlog_state_stats bs;
+    envlog_state_stats_get(before, &bs);
+    envlog_state_close(before);
+    e = envlog_compact(env, ENVLOG_EVIDENCE_ALL, NULL);
+    FD_CHECK(e == ENVLOG_OK || e == ENVLOG_NOSPACE, "compaction on a full disk: %s (%s)",
+             envlog_strerror(e), envlog_errmsg());
+    if (e)
+        FD_CHECK(strstr(envlog_errmsg(), "No space left on device"),
+                 "compaction error without its cause: %s", envlog_errmsg());
+    envlog_state *after;
+    FD_CHECK(!envlog_state_open(env, NULL, &after), "fold: %s", envlog_errmsg());
+    envlog_state_stats as;
+    envlog_state_stats_get(after, &as);
+    envlog_state_close(after);
+    FD_CHECK(as.tunes == bs.tunes && as.kernels == bs.kernels,
+             "compaction on a full disk changed the state");
+    /* Everything acknowledged is there (the writer is still live). */
+    tu_readback rb;
+    FD_CHECK(!tu_read_session(env, &sid, &rb), "reading back: %s", envlog_errmsg());
+    for (size_t i = 0; i < n_acked; i++)
+        FD_CHECK(tu_find_seq(&rb, acked[i]), "acknowledged seq %llu lost on a full disk",
+                 (unsigned long long)acked[i]);
+    FD_CHECK(rb.n_corrupt == 0, "damage on a full disk: %s", rb.first_damage.reason);
+    tu_readback_free(&rb);
+    /* Room again: the same session goes on. */
+    free_space(dir);
+    size_t more = 0;
+    for (uint64_t k = 0; k < 30; k++, n++) {
+        crash_rec r;
+        crash_make(&r, 41, 200000 + k, ENVLOG_LEVEL_BASIC, false);
+        envlog_stamp st;
+        e = crash_record(s, &r, &st);
+        crash_rec_free(&r);
+        FD_CHECK(!e, "recording after space was freed: %s (%s)", envlog_strerror(e),
+                 envlog_errmsg());
+        FD_CHECK(n_acked < 4096, "too many records");
+        acked[n_acked++] = st.seq;
+        more++;
+    }
+    FD_CHECK(!(e = envlog_session_end(s)), "ending: %s (%s)", envlog_strerror(e),
+             envlog_errmsg());
+    FD_CHECK(!tu_read_session(env, &sid, &rb), "reading back: %s", envlog_errmsg());
+    for (size_t i = 0; i < n_acked; i++)
+        FD_CHECK(tu_find_seq(&rb, acked[i]), "seq %llu lost after space came back",
+                 (unsigned long long)acked[i]);
+    FD_CHECK(rb.n_corrupt == 0 && rb.n_truncated == 0, "damage after space came back: %s",
+             rb.first_damage.reason);
+    FD_CHECK(rb.state == ENVLOG_STATE_SEALED, "the session did not end sealed");
+    tu_readback_free(&rb);
+    envlog_env_close(env);
+    return NULL;
+#undef FD_CHECK
+}
+
+static void free_filler(const char *dir)
+{
+    unlink(tu_path(dir, "filler"));
+}
+
+static void free_quota(const char *dir)
+{
+    (void)dir;
+    quota.budget = 8 << 20;
+}
+
+/* Runs full_disk_run in a child (which may unshare and mount); returns
+ * NULL, or the failure, or "skip: ..." when the file system cannot be made. */
+static char *full_disk_child(const char *dir, bool tmpfs, uint64_t segsize)
+{
+    int p[2];
+    ck_assert_int_eq(pipe(p), 0);
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        close(p[0]);
+        const char *why;
+        char msg[700];
+        if (tmpfs) {
+            if (unshare(CLONE_NEWNS) || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) ||
+                mount("tmpfs", dir, "tmpfs", 0, "size=4m,mode=0700")) {
+                snprintf(msg, sizeof msg, "skip: mount -t tmpfs -o size=4m refused: %s",
+                         strerror(errno));
+                ssize_t w = write(p[1], msg, strlen(msg));
+                _exit(w < 0);
+            }
+            /* Filler to free later: 1.5 MiB of real pages. */
+            static uint8_t fill[1536 << 10];
+            memset(fill, 0xa5, sizeof fill);
+            int fd = open(tu_path(dir, "filler"), O_WRONLY | O_CREAT | O_EXCL, 0600);
+            if (fd < 0 || write(fd, fill, sizeof fill) != (ssize_t)sizeof fill)
+                _exit(3);
+            close(fd);
+            why = full_disk_run(dir, free_filler, segsize);
+        } else {
+            quota.budget = 1400 << 10;
+            quota_io = *envlog_io_posix();
+            quota_io.pwrite = q_pwrite;
+            quota_io.fallocate = q_fallocate;
+            quota_io.mkdirat = q_mkdirat;
+            envlog_io_set(&quota_io);
+            why = full_disk_run(dir, free_quota, segsize);
+            envlog_io_set(NULL);
+        }
+        if (why && write(p[1], why, strlen(why)) < 0)
+            _exit(4);
+        _exit(0);
+    }
+    close(p[1]);
+    char buf[800];
+    ssize_t got = 0, r;
+    while ((r = read(p[0], buf + got, sizeof buf - 1 - (size_t)got)) > 0)
+        got += r;
+    close(p[0]);
+    buf[got > 0 ? got : 0] = 0;
+    int st;
+    ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+    ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "full-disk child: status %d (%s)",
+                  st, buf);
+    return got > 0 ? strdup(buf) : NULL;
+}
+
+START_TEST(test_full_disk)
+{
+    uint64_t segsize = _i % 2 ? 2 * ENVLOG_BLOCK : 0;
+    char *dir = tu_mkdtemp("full");
+    char *why = full_disk_child(dir, _i < 2, segsize);
+    if (why && !strncmp(why, "skip: ", 6)) {
+        /* Said once, loudly: the I/O-table form below still runs. */
+        fprintf(stderr, "check_reliability: %s; the full-disk test uses the I/O table "
+                        "instead\n", why + 6);
+        free(why);
+        why = full_disk_child(dir, false, segsize);
+    }
+    ck_assert_msg(!why, "full disk (%s, segments of %llu): %s",
+                  _i < 2 ? "tmpfs of 4 MiB" : "I/O table quota",
+                  (unsigned long long)segsize, why);
+    tu_rmrf(dir);
+    free(dir);
+}
+END_TEST
+
+/* ============================================================== security */
+
+/* Every entry under `dir` (no link followed, `skip` left out): its path,
+ * type, mode, size, content hash and modification time, one per line. */
+static void digest_into(const char *dir, const char *rel, const char *skip, envlog_buf *out)
+{
+    DIR *d = opendir(dir);
+    ck_assert_msg(d != NULL, "opendir %s: %s", dir, strerror(errno));
+    char *names[512];
+    size_t n = 0;
+    struct dirent *de;
+    while ((de = readdir(d)))
+        if (strcmp(de->d_name, ".") && strcmp(de->d_name, "..") && n < 512)
+            names[n++] = strdup(de->d_name);
+    closedir(d);
+    for (size_t i = 0; i < n; i++)
+        for (size_t k = i + 1; k < n; k++)
+            if (strcmp(names[k], names[i]) < 0) {
+                char *t = names[i];
+                names[i] = names[k];
+                names[k] = t;
+            }
+    for (size_t i = 0; i < n; i++) {
+        char path[4200], r[4200];
+        snprintf(path, sizeof path, "%s/%s", dir, names[i]);
+        snprintf(r, sizeof r, "%s%s", rel, names[i]);
+        struct stat st;
+        ck_assert_int_eq(lstat(path, &st), 0);
+        char line[4400];
+        uint64_t h = 0;
+        if (S_ISREG(st.st_mode)) {
+            size_t len;
+            uint8_t *p = tu_read(path, &len);
+            h = envlog_xxh64(p, len, 0);
+            free(p);
+        } else if (S_ISLNK(st.st_mode)) {
+            char t[4096];
+            ssize_t len = readlink(path, t, sizeof t);
+            h = envlog_xxh64(t, len > 0 ? (size_t)len : 0, 1);
+        }
+        snprintf(line, sizeof line, "%s %o %lld %llx %lld.%09ld\n", r, (unsigned)st.st_mode,
+                 (long long)st.st_size, (unsigned long long)h, (long long)st.st_mtim.tv_sec,
+                 st.st_mtim.tv_nsec);
+        envlog_buf_append(out, line, strlen(line));
+        if (S_ISDIR(st.st_mode) && (!skip || strcmp(r, skip))) {
+            char sub[4300];
+            snprintf(sub, sizeof sub, "%s/", r);
+            digest_into(path, sub, skip, out);
+        }
+        free(names[i]);
+    }
+}
+
+static char *digest(const char *dir, const char *skip)
+{
+    envlog_buf b = {0};
+    digest_into(dir, "", skip, &b);
+    envlog_buf_append(&b, "", 1);
+    return (char *)b.p;
+}
+
+/* Checks the mode of everything under `dir` against `umask_`. */
+static void check_modes(const char *dir, mode_t umask_)
+{
+    DIR *d = opendir(dir);
+    ck_assert_ptr_nonnull(d);
+    struct dirent *de;
+    while ((de = readdir(d))) {
+        if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+            continue;
+        char path[4200];
+        snprintf(path, sizeof path, "%s/%s", dir, de->d_name);
+        struct stat st;
+        ck_assert_int_eq(lstat(path, &st), 0);
+        mode_t m = st.st_mode & 07777;
+        if (S_ISDIR(st.st_mode)) {
+            ck_assert_msg(m == (0700 & ~umask_), "directory %s has mode %04o, want %04o", path,
+                          (unsigned)m, (unsigned)(0700 & ~umask_));
+            check_modes(path, umask_);
+        } else {
+            ck_assert_msg(S_ISREG(st.st_mode), "%s is not a regular file", path);
+            ck_assert_msg(m == (0600 & ~umask_), "file %s has mode %04o, want %04o", path,
+                          (unsigned)m, (unsigned)(0600 & ~umask_));
+        }
+    }
+    closedir(d);
+}
+
+/* Files 0600 and directories 0700 under the default umask, and a stricter
+ * umask honoured (_i 1: 0277; as root only, since a directory of mode 0500
+ * takes no new files from anyone else). */
+START_TEST(test_file_modes)
+{
+    mode_t um = _i ? 0277 : 022;
+    if (_i && geteuid() != 0) {
+        fprintf(stderr, "check_reliability: umask 0277 test skipped (not root)\n");
+        return;
+    }
+    char *root = tu_mkdtemp("modes");
+    char env_dir[4200], bundle[4200];
+    snprintf(env_dir, sizeof env_dir, "%s/a/b/env", root);
+    snprintf(bundle, sizeof bundle, "%s/out.bundle", root);
+    mode_t old = umask(um);
+    history(env_dir, 51, 2, 40);
+    envlog_env *env = tu_env(env_dir);
+    ck_assert_ok(envlog_compact(env, ENVLOG_EVIDENCE_WINNERS, NULL));
+    envlog_bundle_opts bo = {"modes", NULL, 0, ENVLOG_EVIDENCE_NONE, 3};
+    ck_assert_ok(envlog_bundle_export(env, &bo, bundle, NULL));
+    envlog_env_close(env);
+    char seg[128];
+    envlog_id128 id = torn_session(env_dir, seg);
+    env = tu_env(env_dir);
+    envlog_repair rep;
+    ck_assert_ok(envlog_session_repair(env, &id, &rep));
+    ck_assert(rep.repaired); /* a .broken copy now exists */
+    envlog_env_close(env);
+    umask(old);
+    check_modes(tu_path(root, "a"), um);
+    struct stat st;
+    ck_assert_int_eq(stat(bundle, &st), 0);
+    ck_assert_uint_eq(st.st_mode & 07777, 0600 & ~um);
+    tu_rmrf(root);
+    free(root);
+}
+END_TEST
+
+/* Symbolic links planted inside an environment, each pointing outside it
+ * (some dangling, so following one would create a file there): nothing is
+ * read, written, created or removed through any of them, and the calls
+ * that meet one fail cleanly or go on without it. */
+START_TEST(test_symlinks_planted)
+{
+    char *root = tu_mkdtemp("links");
+    char env_dir[2048], out[2048];
+    snprintf(env_dir, sizeof env_dir, "%s/env", root);
+    snprintf(out, sizeof out, "%s/outside", root);
+    /* Outside: a valid torn session, a segment, a directory of victims. */
+    char seg[128];
+    char *donor = tu_mkdtemp("links-donor");
+    envlog_id128 tid = torn_session(donor, seg);
+    char hex[33];
+    envlog_id_format(&tid, hex);
+    ck_assert_int_eq(mkdir(out, 0700), 0);
+    tu_copytree(tu_path(tu_path(donor, "sessions"), hex), tu_path(out, "sess"));
+    tu_copytree(tu_path(donor, seg), tu_path(out, "segfile"));
+    ck_assert_int_eq(mkdir(tu_path(out, "victims"), 0700), 0);
+    tu_write(tu_path(tu_path(out, "victims"), "keep"), "keep", 4);
+    tu_write(tu_path(out, "format"), "envlog environment format 1\n", 28);
+    history(env_dir, 61, 2, 20);
+    char *before = digest(out, NULL);
+
+    /* A session directory that is a link to a session outside. */
+    char fake[33];
+    memcpy(fake, hex, 33);
+    fake[31] = fake[31] == '0' ? '1' : '0';
+    ck_assert_int_eq(symlink(tu_path(out, "sess"), tu_path(tu_path(env_dir, "sessions"), fake)), 0);
+    /* A link in a real session directory, named as a segment. */
+    envlog_env *env = tu_env(env_dir);
+    envlog_session_info *in;
+    size_t n;
+    ck_assert_ok(envlog_sessions_list(env, &in, &n));
+    ck_assert_uint_eq(n, 3);
+    bool saw_link = false;
+    for (size_t i = 0; i < n; i++)
+        if (!strcmp(in[i].id_hex, fake)) {
+            ck_assert_int_eq(in[i].state, ENVLOG_STATE_DAMAGED);
+            saw_link = true;
+        }
+    ck_assert(saw_link);
+    char victim_seg[4200];
+    snprintf(victim_seg, sizeof victim_seg, "%s/sessions/%s/00000009-0000000000009999.log",
+             env_dir, in[strcmp(in[0].id_hex, fake) ? 0 : 1].id_hex);
+    envlog_sessions_free(in, n);
+    ck_assert_int_eq(symlink(tu_path(out, "segfile"), victim_seg), 0);
+    envlog_id128 fid;
+    ck_assert_ok(envlog_id_parse(fake, &fid));
+    envlog_reader *r;
+    ck_assert_err(envlog_reader_open(env, &fid, &r), ENVLOG_PERMISSION);
+    envlog_repair rep;
+    ck_assert_err(envlog_session_repair(env, &fid, &rep), ENVLOG_PERMISSION);
+    envlog_state *st;
+    ck_assert_ok(envlog_state_open(env, NULL, &st));
+    envlog_state_close(st);
+    /* Compaction leaves the linked session alone (damaged: kept). */
+    envlog_compact_report cr;
+    ck_assert_ok(envlog_compact(env, ENVLOG_EVIDENCE_WINNERS, &cr));
+    ck_assert_uint_ge(cr.sessions_damaged, 1);
+    envlog_env_close(env);
+
+    /* Leftovers compaction clears: current.tmp and a .removing directory,
+     * both links to outside (current.tmp dangling). */
+    ck_assert_int_eq(symlink(tu_path(out, "tmp-target"),
+                             tu_path(tu_path(env_dir, "snapshot"), "current.tmp")), 0);
+    char removing[4200];
+    snprintf(removing, sizeof removing, "%s/sessions/%s.removing", env_dir, hex);
+    ck_assert_int_eq(symlink(tu_path(out, "victims"), removing), 0);
+    env = tu_env(env_dir);
+    envlog_err e = envlog_compact(env, ENVLOG_EVIDENCE_WINNERS, NULL);
+    ck_assert_msg(e == ENVLOG_OK || e == ENVLOG_PERMISSION, "compaction: %s", envlog_errmsg());
+    envlog_env_close(env);
+    unlink(removing);
+
+    /* snapshot/current a link to a file outside: never read, and
+     * compaction (which must read the snapshot it replaces) refuses. */
+    char cur[4200];
+    snprintf(cur, sizeof cur, "%s/snapshot/current", env_dir);
+    char *keep_cur = strdup(tu_path(root, "current.keep"));
+    ck_assert_int_eq(rename(cur, keep_cur), 0);
+    ck_assert_int_eq(symlink(tu_path(out, "segfile"), cur), 0);
+    env = tu_env(env_dir);
+    envlog_snap *snap;
+    e = envlog_snap_map(env, &snap);
+    ck_assert_msg(e == ENVLOG_PERMISSION || e == ENVLOG_CORRUPT, "mapping a linked snapshot: %s",
+                  envlog_strerror(e));
+    ck_assert_err(envlog_compact(env, ENVLOG_EVIDENCE_WINNERS, NULL), ENVLOG_PERMISSION);
+    ck_assert_err(envlog_state_open(env, NULL, &st), ENVLOG_PERMISSION);
+    struct stat lst;
+    ck_assert_int_eq(lstat(cur, &lst), 0);
+    ck_assert(S_ISLNK(lst.st_mode));
+    envlog_env_close(env);
+    ck_assert_int_eq(unlink(cur), 0);
+    ck_assert_int_eq(rename(keep_cur, cur), 0);
+
+    /* snapshot/ itself a link to a directory outside. */
+    char snapdir[4200];
+    snprintf(snapdir, sizeof snapdir, "%s/snapshot", env_dir);
+    tu_rmrf(snapdir);
+    ck_assert_int_eq(symlink(tu_path(out, "victims"), snapdir), 0);
+    env = tu_env(env_dir);
+    ck_assert_err(envlog_compact(env, ENVLOG_EVIDENCE_WINNERS, NULL), ENVLOG_PERMISSION);
+    ck_assert_err(envlog_snap_map(env, &snap), ENVLOG_PERMISSION);
+    envlog_env_close(env);
+    unlink(snapdir);
+
+    /* LOCK a dangling link: compaction must not create its target. */
+    unlink(tu_path(env_dir, "LOCK"));
+    ck_assert_int_eq(symlink(tu_path(out, "lock-target"), tu_path(env_dir, "LOCK")), 0);
+    env = tu_env(env_dir);
+    ck_assert_err(envlog_compact(env, ENVLOG_EVIDENCE_WINNERS, NULL), ENVLOG_PERMISSION);
+    envlog_env_close(env);
+
+    /* A .broken copy's name taken by a dangling link: the repair keeps its
+     * copy under another name and never creates the target. */
+    char *tdir = strdup(tu_path(tu_path(env_dir, "sessions"), hex));
+    tu_copytree(tu_path(tu_path(donor, "sessions"), hex), tdir);
+    char broken[4200];
+    snprintf(broken, sizeof broken, "%s/%s.broken", tdir, strrchr(seg, '/') + 1);
+    ck_assert_int_eq(symlink(tu_path(out, "broken-target"), broken), 0);
+    env = tu_env(env_dir);
+    ck_assert_ok(envlog_session_repair(env, &tid, &rep));
+    ck_assert(rep.repaired);
+    ck_assert_str_ne(rep.broken, strrchr(broken, '/') + 1);
+    envlog_env_close(env);
+
+    /* FORMAT a link to a marker outside: the environment does not open,
+     * with or without CREATE, and nothing is written through it. */
+    char fmt[4200];
+    snprintf(fmt, sizeof fmt, "%s/FORMAT", env_dir);
+    ck_assert_int_eq(unlink(fmt), 0);
+    ck_assert_int_eq(symlink(tu_path(out, "format"), fmt), 0);
+    ck_assert_int_ne(envlog_env_open(env_dir, ENVLOG_OPEN_READONLY, &env), ENVLOG_OK);
+    ck_assert_int_ne(envlog_env_open(env_dir, ENVLOG_OPEN_CREATE, &env), ENVLOG_OK);
+    ck_assert_int_eq(unlink(fmt), 0);
+    ck_assert_int_eq(symlink(tu_path(out, "format-target"), fmt), 0); /* dangling */
+    ck_assert_int_ne(envlog_env_open(env_dir, ENVLOG_OPEN_CREATE, &env), ENVLOG_OK);
+
+    char *after = digest(out, NULL);
+    ck_assert_msg(!strcmp(before, after), "something outside changed:\n--- before\n%s--- after\n%s",
+                  before, after);
+    free(before);
+    free(after);
+    free(keep_cur);
+    free(tdir);
+    tu_rmrf(donor);
+    free(donor);
+    tu_rmrf(root);
+    free(root);
+}
+END_TEST
+
+/* Every descriptor envlog holds is closed on exec: a session on disk with
+ * its lock and mapped segment, a reader, a snapshot, the live state. */
+START_TEST(test_cloexec)
+{
+    char *dir = tu_mkdtemp("cloexec");
+    history(dir, 71, 1, 20);
+    envlog_env *env = tu_env(dir);
+    ck_assert_ok(envlog_compact(env, ENVLOG_EVIDENCE_WINNERS, NULL));
+    envlog_env_close(env);
+    bool had[4096] = {0};
+    DIR *d = opendir("/proc/self/fd");
+    if (!d) {
+        fprintf(stderr, "check_reliability: no /proc/self/fd; cloexec test skipped\n");
+        return;
+    }
+    struct dirent *de;
+    while ((de = readdir(d)))
+        if (atoi(de->d_name) < 4096)
+            had[atoi(de->d_name)] = true;
+    closedir(d);
+    env = tu_env(dir);
+    envlog_session *s;
+    envlog_session_opts o = tu_opts("cloexec", 0);
+    ck_assert_ok(envlog_session_begin(env, &o, &s));
+    ck_assert_ok(tu_record_tune(s, "c", 1, 10, NULL));
+    envlog_reader *r;
+    envlog_id128 id = envlog_session_id(s);
+    ck_assert_ok(envlog_reader_open(env, &id, &r));
+    const envlog_record *rec;
+    ck_assert_ok(envlog_reader_next(r, &rec));
+    envlog_state *live;
+    ck_assert_ok(envlog_env_state(env, &live));
+    envlog_snap *snap;
+    ck_assert_ok(envlog_snap_map(env, &snap));
+    ck_assert_ptr_nonnull(snap);
+    int checked = 0;
+    d = opendir("/proc/self/fd");
+    ck_assert_ptr_nonnull(d);
+    int self = dirfd(d);
+    while ((de = readdir(d))) {
+        if (de->d_name[0] == '.')
+            continue;
+        int fd = atoi(de->d_name);
+        if (fd == self || (fd < 4096 && had[fd]))
+            continue;
+        int fl = fcntl(fd, F_GETFD);
+        char what[256] = "", link[64];
+        snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
+        ssize_t k = readlink(link, what, sizeof what - 1);
+        what[k > 0 ? k : 0] = 0;
+        ck_assert_msg(fl >= 0 && (fl & FD_CLOEXEC), "descriptor %d (%s) is not close-on-exec",
+                      fd, what);
+        checked++;
+    }
+    closedir(d);
+    ck_assert_int_ge(checked, 3); /* environment, sessions, session dir, segment */
+    envlog_snap_unmap(snap);
+    envlog_reader_close(r);
+    ck_assert_ok(envlog_session_end(s));
+    envlog_env_close(env);
+    tu_rmrf(dir);
+    free(dir);
+}
+END_TEST
+
+/* Bundles (good, damaged, hostile) imported, inspected and exported: no
+ * file outside the environment is touched (the environment's parent is
+ * compared before and after, the environment and the bundles left out). */
+START_TEST(test_bundle_touches_nothing_outside)
+{
+    char *src = tu_mkdtemp("bsrc");
+    history(src, 81, 2, 40);
+    envlog_env *a = tu_env(src);
+    char *root = tu_mkdtemp("bout");
+    char env_dir[4200], bpath[4200], bad[4200];
+    snprintf(env_dir, sizeof env_dir, "%s/env", root);
+    snprintf(bpath, sizeof bpath, "%s/bundles", root);
+    ck_assert_int_eq(mkdir(bpath, 0700), 0);
+    snprintf(bpath, sizeof bpath, "%s/bundles/good.bundle", root);
+    envlog_bundle_opts bo = {"../../../escape", NULL, 0, ENVLOG_EVIDENCE_ALL, 3};
+    ck_assert_ok(envlog_bundle_export(a, &bo, bpath, NULL));
+    envlog_env_close(a);
+    /* Canaries beside the environment. */
+    ck_assert_int_eq(mkdir(tu_path(root, "canary"), 0700), 0);
+    tu_write(tu_path(tu_path(root, "canary"), "c"), "c", 1);
+    history(env_dir, 82, 1, 10);
+    char *before = digest(root, "bundles");
+    size_t n;
+    uint8_t *good = tu_read(bpath, &n);
+    envlog_env *env = tu_env(env_dir);
+    for (int round = 0; round < 40; round++) {
+        /* Damage the bundle's decompressed bytes and recompress, or damage
+         * the compressed bytes, or none. */
+        uint8_t *v = malloc(n);
+        memcpy(v, good, n);
+        if (round)
+            v[(size_t)round * 7919 % n] ^= (uint8_t)(1u << (round % 8));
+        snprintf(bad, sizeof bad, "%s/bundles/r%d.bundle", root, round);
+        tu_write(bad, v, n);
+        envlog_import_report rep;
+        (void)envlog_bundle_import(env, bad, &rep);
+        envlog_bundle_info *info;
+        if (envlog_bundle_inspect(bad, &info) == ENVLOG_OK)
+            envlog_bundle_info_free(info);
+        free(v);
+    }
+    envlog_env_close(env);
+    char *after = digest(root, "bundles");
+    /* The environment may change (imports); compare what is outside it. */
+    char *pb = strstr(before, "env "), *pa = strstr(after, "env ");
+    ck_assert_ptr_nonnull(pb);
+    ck_assert_ptr_nonnull(pa);
+    /* Lines other than env and env/... must be the same. */
+    envlog_buf ob = {0}, oa = {0};
+    for (int k = 0; k < 2; k++) {
+        char *txt = strdup(k ? after : before);
+        envlog_buf *o = k ? &oa : &ob;
+        for (char *line = strtok(txt, "\n"); line; line = strtok(NULL, "\n"))
+            if (strncmp(line, "env ", 4) && strncmp(line, "env/", 4) &&
+                strncmp(line, "bundles ", 8)) {
+                envlog_buf_append(o, line, strlen(line));
+                envlog_buf_append(o, "\n", 1);
+            }
+        envlog_buf_append(o, "", 1);
+        free(txt);
+    }
+    ck_assert_msg(!strcmp((char *)ob.p, (char *)oa.p), "outside the environment:\n%s\nvs\n%s",
+                  (char *)ob.p, (char *)oa.p);
+    envlog_buf_free(&ob);
+    envlog_buf_free(&oa);
+    free(before);
+    free(after);
+    free(good);
+    tu_rmrf(root);
+    tu_rmrf(src);
+    free(root);
+    free(src);
 }
 END_TEST
 
@@ -898,6 +1693,17 @@ Suite *suite_reliability(void)
     tcase_add_loop_test(tc, test_compact_alloc_faults, 0, 2);
     tcase_add_loop_test(tc, test_import_all_or_nothing, 0, 2);
     tcase_add_test(tc, test_repair_faults);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("fulldisk");
+    tcase_set_timeout(tc, 120);
+    tcase_add_loop_test(tc, test_full_disk, 0, 4);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("security");
+    tcase_set_timeout(tc, 120);
+    tcase_add_loop_test(tc, test_file_modes, 0, 2);
+    tcase_add_test(tc, test_symlinks_planted);
+    tcase_add_test(tc, test_cloexec);
+    tcase_add_test(tc, test_bundle_touches_nothing_outside);
     suite_add_tcase(s, tc);
     return s;
 }

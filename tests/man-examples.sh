@@ -287,7 +287,7 @@ elif ! $CC $MAN_CFLAGS -std=c11 -Wall -Wextra -Werror -I"$ROOT/include" "$tmp/re
 else
     mkdir -p "$tmp/embed/env"
     rc=0
-    for run in 1 2; do
+    for _ in 1 2; do
         (ENVLOG_DIR="$tmp/embed/env" "$tmp/embed/app") >> "$tmp/embed/run" 2>&1 || rc=$?
     done
     "$BIN" -C "$tmp/embed/env" sessions >> "$tmp/embed/run" 2>&1

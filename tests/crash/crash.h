@@ -385,6 +385,7 @@ typedef struct crash_ack {
     uint8_t on_disk;   /* the session was on disk when the call returned */
     uint8_t synced;    /* every record up to this one has been synced */
     uint8_t pad[4];
+    uint64_t offset_ns; /* the stamp's offset (for the concurrency run) */
 } crash_ack;
 
 #endif /* ENVLOG_CRASH_H */

@@ -142,10 +142,12 @@ int crash_verify_env(const char *dir, crash_acks *acks, bool big, crash_verdict 
     if (e)
         problem(&c, "replay of %s: %s (%s)", dir, envlog_errmsg(), envlog_strerror(e));
     envlog_env_close(env);
-    qsort(c.s, c.n, sizeof *c.s, seen_cmp);
+    if (c.n)
+        qsort(c.s, c.n, sizeof *c.s, seen_cmp);
     /* Records held in memory count as promised once a later record of
      * their session was acknowledged on disk: that one flushed them. */
-    qsort(acks->a, acks->n, sizeof *acks->a, ack_cmp);
+    if (acks->n)
+        qsort(acks->a, acks->n, sizeof *acks->a, ack_cmp);
     bool later_on_disk = false;
     for (size_t i = acks->n; i-- > 0;) {
         const crash_ack *a = &acks->a[i];
@@ -158,7 +160,7 @@ int crash_verify_env(const char *dir, crash_acks *acks, bool big, crash_verdict 
         seen key;
         memcpy(key.session, a->session, 16);
         key.seq = a->seq;
-        seen *hit = bsearch(&key, c.s, c.n, sizeof *c.s, seen_cmp);
+        seen *hit = c.n ? bsearch(&key, c.s, c.n, sizeof *c.s, seen_cmp) : NULL;
         char id[33];
         envlog_id128 sid;
         memcpy(sid.b, a->session, 16);
