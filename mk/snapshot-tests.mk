@@ -11,7 +11,7 @@ $(B)/tests/snapshot-rec: tests/snapshot/rec.c $(STATIC)
 
 check-snapshot-cli: $(BIN) $(B)/tests/snapshot-rec
 	@echo "== snapshot and bundle commands"
-	@bash tests/snapshot/cli.sh $(BIN) $(B)/tests/snapshot-rec $(STATIC) "$(CC)" $(LDLIBS_ALL)
+	@bash tests/snapshot/cli.sh $(BIN) $(B)/tests/snapshot-rec $(STATIC) "$(CC) $(LDFLAGS)" $(LDLIBS_ALL)
 
 check-bundle-interop: $(BIN) $(B)/tests/snapshot-rec
 	@echo "== bundle interoperability (zstd -d, python3-cbor2)"

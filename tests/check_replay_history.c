@@ -42,7 +42,7 @@ START_TEST(test_total_order)
     rp_renv r = rp_renv_new("order");
     envlog_session *s[3];
     for (int i = 0; i < 3; i++) {
-        char label[8];
+        char label[16];
         snprintf(label, sizeof label, "s%d", i);
         s[i] = rp_sbegin(r.env, label, 32768);
     }

@@ -61,7 +61,7 @@ check diff-imported 0 "$ENVLOG" diff "$t/c" "$t/h100.bundle"
 # embed: a program with the bundle linked in imports it from memory.
 check embed 0 "$ENVLOG" bundle embed "$t/h100.bundle"
 cp "$t/out" "$t/bundle.c"
-if "$CC" -std=c11 -I"$here/../../include" -o "$t/embedded" "$here/embed_main.c" "$t/bundle.c" \
+if $CC -std=c11 -I"$here/../../include" -o "$t/embedded" "$here/embed_main.c" "$t/bundle.c" \
         "$LIB" $LDLIBS 2> "$t/cc.err"; then
     check embedded-import 0 "$t/embedded" "$t/d"
     grep -q "4 taken" "$t/out" || { echo "FAIL embedded-import: $(cat "$t/out")"; fail=$((fail + 1)); }
