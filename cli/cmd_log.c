@@ -137,17 +137,17 @@ static int cat_run(cli *c)
                 worst = rc > worst ? rc : worst;
         }
     } else {
-        envlog_session_info *in;
+        envlog_id128 *ids;
         size_t n;
-        envlog_err e = envlog_sessions_list(env, &in, &n);
+        envlog_err e = envlog_sessions_ids(env, &ids, &n);
         if (e) {
             envlog_env_close(env);
             return cli_fail(e, "listing sessions");
         }
         for (size_t i = 0; i < n && worst != EXIT_USAGE; i++)
-            if ((rc = cat_one(env, &in[i].id, mode, mode == CAT_TEXT)))
+            if ((rc = cat_one(env, &ids[i], mode, mode == CAT_TEXT)))
                 worst = rc > worst ? rc : worst;
-        envlog_sessions_free(in, n);
+        envlog_ids_free(ids);
     }
     envlog_env_close(env);
     return worst;

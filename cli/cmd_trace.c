@@ -148,21 +148,6 @@ static int trace_visit(void *ctx, const envlog_replay_rec *r)
     return 0;
 }
 
-/* The earliest session start, so every ts is non-negative. */
-static uint64_t earliest_start(envlog_env *env)
-{
-    envlog_session_info *in;
-    size_t n;
-    uint64_t min = 0;
-    if (envlog_sessions_list(env, &in, &n))
-        return 0;
-    for (size_t i = 0; i < n; i++)
-        if (in[i].start_unix_ns && (!min || in[i].start_unix_ns < min))
-            min = in[i].start_unix_ns;
-    envlog_sessions_free(in, n);
-    return min;
-}
-
 static int trace_run(cli *c)
 {
     const char *out = NULL;
@@ -181,7 +166,8 @@ static int trace_run(cli *c)
         envlog_env_close(env);
         return cli_error(EXIT_USAGE, "trace: cannot create %s: %m", out);
     }
-    t.origin_ns = earliest_start(env);
+    /* The origin is the first session's start: records come in time order,
+     * and a session's own record (offset 0) comes first of its records. */
     fputs("{\"displayTimeUnit\":\"ms\",\"traceEvents\":[", t.f);
     int worst = EXIT_OK;
     envlog_replay_opts o = {.on_damage = cli_damage, .ctx = &worst};

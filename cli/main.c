@@ -105,17 +105,20 @@ int cli_resolve_session(envlog_env *env, const char *arg, envlog_id128 *id)
         return EXIT_OK;
     if (len == 0 || len > 32 || strspn(arg, "0123456789abcdefABCDEF") != len)
         return cli_error(EXIT_USAGE, "'%s' is not a session id or id prefix", arg);
-    envlog_session_info *infos;
+    envlog_id128 *ids;
     size_t n, hits = 0;
-    envlog_err e = envlog_sessions_list(env, &infos, &n);
+    envlog_err e = envlog_sessions_ids(env, &ids, &n);
     if (e)
         return cli_fail(e, "listing sessions");
-    for (size_t i = 0; i < n; i++)
-        if (!strncasecmp(infos[i].id_hex, arg, len)) {
-            *id = infos[i].id;
+    for (size_t i = 0; i < n; i++) {
+        char hex[33];
+        envlog_id_format(&ids[i], hex);
+        if (!strncasecmp(hex, arg, len)) {
+            *id = ids[i];
             hits++;
         }
-    envlog_sessions_free(infos, n);
+    }
+    envlog_ids_free(ids);
     if (hits == 0)
         return cli_error(EXIT_USAGE, "no session matches '%s'", arg);
     if (hits > 1)

@@ -471,6 +471,12 @@ typedef struct envlog_repair {
 envlog_err envlog_session_repair(envlog_env *env, const envlog_id128 *id,
                                  envlog_repair *out);
 
+/*! envlog_sessions_ids() : the ids of every session of `env`, sorted (that
+ *  is, by creation), without reading any of them.  Free with envlog_ids_free().
+ *  @return ENVLOG_OK, ENVLOG_IO or ENVLOG_NOMEM. */
+envlog_err envlog_sessions_ids(envlog_env *env, envlog_id128 **ids, size_t *n);
+void envlog_ids_free(envlog_id128 *ids);
+
 /* A damaged region found while reading. */
 typedef struct envlog_damage {
     envlog_id128 session;

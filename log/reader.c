@@ -505,3 +505,21 @@ static envlog_err sessions_list(envlog_env *env, envlog_session_info **out, size
     *n = k;
     return ENVLOG_OK;
 }
+
+static int id_cmp(const void *a, const void *b)
+{
+    return memcmp(a, b, 16);
+}
+
+envlog_err envlog_sessions_ids(envlog_env *env, envlog_id128 **ids, size_t *n)
+{
+    envlog_err e = envlog_session_ids(env, ids, n);
+    if (!e && *n)
+        qsort(*ids, *n, sizeof **ids, id_cmp);
+    return e;
+}
+
+void envlog_ids_free(envlog_id128 *ids)
+{
+    envlog_free(ids);
+}

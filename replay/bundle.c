@@ -459,16 +459,21 @@ static envlog_err begin_import(import_ctx *c)
     return e;
 }
 
+static void reject(import_ctx *c, const envlog_record *rec, const char *why)
+{
+    if (!c->rep->rejected++)
+        snprintf(c->rep->first_reject, sizeof c->rep->first_reject, "%s (%s)", why,
+                 rec->kind == ENVLOG_KIND_TUNE && rec->u.tune.key ? rec->u.tune.key
+                 : rec->kind == ENVLOG_KIND_COMPILE && rec->u.compile.name
+                     ? rec->u.compile.name : "?");
+}
+
 static envlog_err import_entry(import_ctx *c, const envlog_snap_item *it,
                                envlog_record *rec)
 {
     const char *why = entry_problem(it, rec);
     if (why) {
-        if (!c->rep->rejected++)
-            snprintf(c->rep->first_reject, sizeof c->rep->first_reject, "%s (%s)", why,
-                     rec->kind == ENVLOG_KIND_TUNE && rec->u.tune.key ? rec->u.tune.key
-                     : rec->kind == ENVLOG_KIND_COMPILE && rec->u.compile.name
-                         ? rec->u.compile.name : "?");
+        reject(c, rec, why);
         return ENVLOG_OK;
     }
     envlog_tune_entry te;
@@ -494,6 +499,12 @@ static envlog_err import_entry(import_ctx *c, const envlog_snap_item *it,
         rec->u.compile.imported = true;
         ns = rec->u.compile.ns;
         e = envlog_record_compile(c->s, &rec->u.compile, NULL);
+    }
+    /* The recorder's own checks (trial indexes, UTF-8, ...) refuse an entry
+     * without writing it: that entry is rejected, the import goes on. */
+    if (e == ENVLOG_INVALID_ARG) {
+        reject(c, rec, envlog_errmsg());
+        return ENVLOG_OK;
     }
     if (e)
         return e;

@@ -634,6 +634,7 @@ END_TEST
 
 /* ----------------------------------------------------- hostile bundles */
 
+
 static void assert_imports_nothing(const void *data, size_t n, envlog_err want)
 {
     char *dir = tu_mkdtemp("hostile");
@@ -792,6 +793,87 @@ START_TEST(test_hostile_damaged_records)
 }
 END_TEST
 
+/* An entry the recorder refuses (a trial naming no candidate) is rejected
+ * on its own: the other entries are taken. */
+START_TEST(test_import_rejects_one_entry)
+{
+    size_t n, rawn;
+    uint8_t *raw;
+    uint8_t *z = good_bundle(&n, &raw, &rawn);
+    envlog_snap *s;
+    ck_assert_ok(envlog_snap_load(raw, rawn, false, &s));
+    envlog_snap_manifest m = *envlog_snap_manifest_get(s);
+    envlog_snapw w = {0};
+    envlog_snap_item it;
+    envlog_record rec;
+    envlog_buf bad = {0};
+    bool broke = false;
+    envlog_snap_rewind(s);
+    while (envlog_snap_next(s, &it, &rec) == ENVLOG_OK) {
+        if (!broke && it.kind == ENVLOG_KIND_ENTRY && rec.kind == ENVLOG_KIND_TUNE &&
+            rec.u.tune.n_trials) {
+            envlog_trial tr = rec.u.tune.trials[0];
+            tr.index = 99;
+            rec.u.tune.trials = &tr;
+            rec.u.tune.n_trials = 1;
+            ck_assert_ok(envlog_event_encode(&bad, ENVLOG_KIND_TUNE, &rec.stamp, rec.effect,
+                                             ENVLOG_LEVEL_FULL, &rec.u.tune));
+            it.record.data = bad.p;
+            it.record.size = bad.len;
+            broke = true;
+        }
+        ck_assert_ok(envlog_snapw_add(&w, &it, false, 0));
+    }
+    ck_assert(broke);
+    envlog_buf out = {0};
+    envlog_id128 id;
+    ck_assert_ok(envlog_id_new(&id));
+    ck_assert_ok(envlog_snapw_finish(&w, &m, &id, "bundle", &out));
+    size_t zn;
+    uint8_t *z2 = recompress(out.p, out.len, &zn);
+    char *dir = tu_mkdtemp("reject1");
+    envlog_env *env = tu_env(dir);
+    envlog_import_report r;
+    ck_assert_ok(envlog_bundle_import_memory(env, z2, zn, &r));
+    ck_assert_uint_eq(r.rejected, 1);
+    ck_assert_uint_eq(r.taken, 6);
+    ck_assert_ptr_nonnull(strstr(r.first_reject, "trial"));
+    envlog_env_close(env);
+    free(dir);
+    envlog_buf_free(&bad);
+    envlog_buf_free(&out);
+    envlog_snapw_free(&w);
+    envlog_snap_free(s);
+    free(z2);
+    free(raw);
+    free(z);
+}
+END_TEST
+
+/* The ids of the sessions, sorted, without reading them. */
+START_TEST(test_sessions_ids)
+{
+    char *dir = tu_mkdtemp("ids");
+    envlog_env *env = tu_env(dir);
+    for (int i = 0; i < 3; i++)
+        populate(env, i);
+    envlog_id128 *ids;
+    size_t n;
+    ck_assert_ok(envlog_sessions_ids(env, &ids, &n));
+    envlog_session_info *in;
+    size_t k;
+    ck_assert_ok(envlog_sessions_list(env, &in, &k));
+    ck_assert_uint_eq(n, 3);
+    ck_assert_uint_eq(k, 3);
+    for (size_t i = 0; i < n; i++)
+        ck_assert_mem_eq(ids[i].b, in[i].id.b, 16);
+    envlog_sessions_free(in, k);
+    envlog_ids_free(ids);
+    envlog_env_close(env);
+    free(dir);
+}
+END_TEST
+
 Suite *suite_snapshot(void)
 {
     Suite *s = suite_create("snapshot");
@@ -818,6 +900,8 @@ Suite *suite_snapshot(void)
     tcase_add_test(tc, test_hostile_inflates_past_limit);
     tcase_add_test(tc, test_hostile_unknown_schema);
     tcase_add_test(tc, test_hostile_damaged_records);
+    tcase_add_test(tc, test_import_rejects_one_entry);
+    tcase_add_test(tc, test_sessions_ids);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -70,6 +70,17 @@ else
     echo "FAIL embed: the generated C does not compile"; cat "$t/cc.err"; fail=$((fail + 1))
 fi
 
+# A path that would close the generated comment stays inside it.
+mkdir -p "$t/x *"
+cp "$t/h100.bundle" "$t/x */evil.bundle"
+check embed-odd-path 0 "$ENVLOG" bundle embed "$t/x */evil.bundle"
+cp "$t/out" "$t/odd.c"
+if ! $CC -std=c11 -I"$here/../../include" -o "$t/odd" "$here/embed_main.c" "$t/odd.c" \
+        "$LIB" $LDLIBS 2> "$t/cc.err" || ! "$t/odd" "$t/odd-env" > /dev/null; then
+    echo "FAIL embed-odd-path: the generated C does not compile or run"; cat "$t/cc.err"
+    fail=$((fail + 1))
+fi
+
 # hostile bundles: each refused with a clear error, nothing imported.
 printf 'not a bundle at all' > "$t/junk"
 head -c 100 "$t/h100.bundle" > "$t/cut"
