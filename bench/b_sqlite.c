@@ -10,6 +10,7 @@
  * against a killed process and synced at checkpoints rather than per record.
  */
 #include "bench.h"
+#include "replay_int.h"
 
 #include <inttypes.h>
 #include <sqlite3.h>
@@ -74,13 +75,18 @@ void bench_sql_record(const char *path, bench_sql_mode mode, uint64_t n,
     envlog_buf_free(&b);
 }
 
-uint64_t bench_sql_scan(const char *path, bool decode, double *payload_bytes)
+uint64_t bench_sql_scan(const char *path, bench_scan_mode mode, double *payload_bytes)
 {
     sqlite3 *db;
     sqlite3_stmt *sel;
     uint64_t rows = 0;
     envlog_record rec;
     envlog_arena arena = {0};
+    envlog_state *st = NULL;
+    if (mode == BENCH_SCAN_FOLD) {
+        bench_check(envlog_state_new(&st), "a state");
+        envlog_state_wrlock(st);
+    }
     sql_check(NULL, sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL), "open");
     sql_check(db, sqlite3_prepare_v2(db, "SELECT session, seq, value FROM records",
                                      -1, &sel, NULL),
@@ -93,10 +99,15 @@ uint64_t bench_sql_scan(const char *path, bool decode, double *payload_bytes)
         int len = sqlite3_column_bytes(sel, 2);
         if (!sid || !v || seq < 0)
             bench_die("sqlite: a row without its values");
-        if (decode) {
+        if (mode == BENCH_SCAN_DECODE) {
             envlog_arena_reset(&arena);
             bench_check(envlog_event_decode(v, (size_t)len, &rec, &arena),
                         "decoding a row");
+        } else if (mode == BENCH_SCAN_FOLD) {
+            envlog_arena_reset(&arena);
+            bench_check(envlog_event_decode_fold(v, (size_t)len, &rec, &arena),
+                        "decoding a row");
+            bench_check(envlog_state_fold(st, &rec, rec.stamp.offset_ns), "folding a row");
         }
         *payload_bytes += len;
         rows++;
@@ -105,6 +116,10 @@ uint64_t bench_sql_scan(const char *path, bool decode, double *payload_bytes)
     sqlite3_finalize(sel);
     sql_check(db, sqlite3_close(db), "close");
     envlog_arena_free(&arena);
+    if (st) {
+        envlog_state_unlock(st);
+        envlog_state_close(st);
+    }
     return rows;
 }
 

@@ -222,9 +222,14 @@ typedef enum bench_sql_mode {
  * database `path`; the timed work includes opening and closing. */
 void bench_sql_record(const char *path, bench_sql_mode mode, uint64_t n,
                       bench_compile *bc, uint64_t first);
-/* Scans every row; `decode` also decodes each value as envlog's reader
- * does.  Returns the rows and adds payload bytes. */
-uint64_t bench_sql_scan(const char *path, bool decode, double *payload_bytes);
+typedef enum bench_scan_mode {
+    BENCH_SCAN_BYTES,  /* touch each row's bytes */
+    BENCH_SCAN_DECODE, /* and decode each value as envlog's reader does */
+    BENCH_SCAN_FOLD    /* and fold it into a state as envlog's replay does */
+} bench_scan_mode;
+
+/* Scans every row of records.  Returns the rows and adds payload bytes. */
+uint64_t bench_sql_scan(const char *path, bench_scan_mode mode, double *payload_bytes);
 /* The database's files' bytes (main file plus any WAL left). */
 uint64_t bench_sql_du(const char *path);
 
@@ -233,7 +238,7 @@ uint64_t bench_sql_du(const char *path);
 void bench_section_limits(void);
 void bench_section_record_tune(void);
 void bench_section_record_compile(void);
-void bench_section_read(void);
+void bench_section_replay(void);
 void bench_section_scale(void);
 
 /* Checks of the harness itself (statistics, formatting). */

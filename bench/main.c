@@ -29,7 +29,8 @@ static const section sections[] = {
     {"record-tune", bench_section_record_tune, "recording tune records, envlog vs SQLite"},
     {"record-compile", bench_section_record_compile,
      "recording compile records with 4 KiB, 64 KiB and 1 MiB binaries"},
-    {"read", bench_section_read, "reading everything back, envlog reader vs SQLite scan"},
+    {"replay", bench_section_replay,
+     "reading and folding everything back, envlog vs SQLite scan"},
     {"scale", bench_section_scale, "recording and reading 1k to 10M events"},
 };
 #define N_SECTIONS (sizeof sections / sizeof sections[0])

@@ -24,13 +24,29 @@ typedef struct entry {
                               binary points into it; tunes when kept) */
     size_t payload_len;
     envlog_origin origin;
-    union {                /* by table */
+    uint64_t unix_ns;
+    struct entry *all_next;
+    union {                /* by table; an entry is allocated only as large
+                              as its table's member */
         envlog_tune_entry t;
         envlog_kernel_entry k;
     };
-    uint64_t unix_ns;
-    struct entry *all_next;
 } entry;
+
+#define ENTRY_SIZE(table)                                                      \
+    (offsetof(entry, t) +                                                      \
+     ((table) == ENVLOG_TABLE_TUNE ? sizeof(envlog_tune_entry)                 \
+                                   : sizeof(envlog_kernel_entry)))
+
+/* Tune entries of one tune set share its candidate list: the names are kept
+ * once per distinct list, found through a small cache by checksum. */
+#define CANDS_CACHE 64
+
+typedef struct cands_ref {
+    const char *const *v;
+    size_t n;
+    uint64_t checksum;
+} cands_ref;
 
 /* A slot holds the hash beside the entry, so a probe that misses never
  * touches an entry. */
@@ -56,7 +72,8 @@ struct envlog_state {
     size_t n_tunes, n_kernels;
     size_t n_known;        /* entries and tombstones in the table */
     entry *all;
-    envlog_arena strings;
+    envlog_arena strings;  /* entries, their keys and names */
+    cands_ref cands[CANDS_CACHE];
     user_rec *users;
     size_t n_users, cap_users;
     envlog_state_stats st;
@@ -130,12 +147,8 @@ void envlog_state_close(envlog_state *st)
 {
     if (!st)
         return;
-    for (entry *e = st->all; e;) {
-        entry *next = e->all_next;
+    for (entry *e = st->all; e; e = e->all_next)
         envlog_free(e->payload);
-        envlog_free(e);
-        e = next;
-    }
     for (size_t i = 0; i < st->n_users; i++) {
         envlog_free(st->users[i].kind);
         envlog_free(st->users[i].body);
@@ -303,6 +316,40 @@ static const char *keep_ns(envlog_state *st, const char *ns, bool *oom)
     return k;
 }
 
+/* A zeroed entry of `table`'s size, owned by the state. */
+static entry *new_entry(envlog_state *st, envlog_table table)
+{
+    size_t n = ENTRY_SIZE(table);
+    entry *e = envlog_arena_alloc(&st->strings, n);
+    if (e)
+        memset(e, 0, n);
+    return e;
+}
+
+/* The state's copy of a tune set's candidate names, shared by every entry
+ * of that set. */
+static const char *const *keep_cands(envlog_state *st, const envlog_tune *t, bool *oom)
+{
+    if (!t->n_candidates)
+        return NULL;
+    cands_ref *c = &st->cands[t->checksum % CANDS_CACHE];
+    bool same = c->v && c->checksum == t->checksum && c->n == t->n_candidates;
+    for (size_t i = 0; same && i < c->n; i++)
+        same = !strcmp(c->v[i], t->candidates[i]);
+    if (same)
+        return c->v;
+    const char **v = envlog_arena_alloc(&st->strings, t->n_candidates * sizeof(char *));
+    if (!v) {
+        *oom = true;
+        return NULL;
+    }
+    for (size_t i = 0; i < t->n_candidates; i++)
+        v[i] = keep(st, t->candidates[i], oom);
+    if (!*oom)
+        *c = (cands_ref){v, t->n_candidates, t->checksum};
+    return v;
+}
+
 static envlog_rule rule_for(const entry *old, envlog_origin origin)
 {
     if (!old || !old->live)
@@ -336,7 +383,7 @@ static envlog_err make_tune(envlog_state *st, const envlog_tune *t,
                             const envlog_bytes *payload, envlog_origin origin,
                             envlog_rule rule, entry **out)
 {
-    entry *e = envlog_calloc(1, sizeof *e);
+    entry *e = new_entry(st, ENVLOG_TABLE_TUNE);
     if (!e)
         return envlog__fail(ENVLOG_NOMEM, "folding a tune");
     bool oom = false;
@@ -347,13 +394,7 @@ static envlog_err make_tune(envlog_state *st, const envlog_tune *t,
     e->t.ns = keep_ns(st, t->ns, &oom);
     e->t.key = keep(st, t->key, &oom);
     e->t.checksum = t->checksum;
-    const char **cands = t->n_candidates
-        ? envlog_arena_alloc(&st->strings, t->n_candidates * sizeof(char *))
-        : NULL;
-    if (t->n_candidates && !cands)
-        oom = true;
-    for (size_t i = 0; cands && i < t->n_candidates; i++)
-        cands[i] = keep(st, t->candidates[i], &oom);
+    const char *const *cands = keep_cands(st, t, &oom);
     e->t.candidates = cands;
     e->t.n_candidates = t->n_candidates;
     e->t.winner_index = t->winner;
@@ -366,7 +407,6 @@ static envlog_err make_tune(envlog_state *st, const envlog_tune *t,
     e->t.stamp = *stamp;
     if (oom || (st->keep_payloads && keep_payload(e, payload))) {
         envlog_free(e->payload);
-        envlog_free(e);
         return envlog__fail(ENVLOG_NOMEM, "folding a tune");
     }
     *out = e;
@@ -381,7 +421,7 @@ static envlog_err make_kernel(envlog_state *st, const envlog_compile *c,
                               const envlog_bytes *payload, envlog_origin origin,
                               envlog_rule rule, entry **out)
 {
-    entry *e = envlog_calloc(1, sizeof *e);
+    entry *e = new_entry(st, ENVLOG_TABLE_KERNEL);
     if (!e)
         return envlog__fail(ENVLOG_NOMEM, "folding a compile");
     bool oom = false;
@@ -417,21 +457,34 @@ static envlog_err make_kernel(envlog_state *st, const envlog_compile *c,
     e->k.stamp = *stamp;
     if (oom) {
         envlog_free(e->payload);
-        envlog_free(e);
         return envlog__fail(ENVLOG_NOMEM, "folding a compile");
     }
     *out = e;
     return ENVLOG_OK;
 }
 
-/* A tombstone that stops lookups from falling through to the snapshot. */
-static envlog_err make_dead(envlog_table table, uint64_t hash, entry **out)
+/* A known miss that stops lookups from falling through to the snapshot.
+ * It keeps its key, as lookups compare it. */
+static envlog_err make_dead(envlog_state *st, envlog_table table, const char *ns,
+                            const char *key, const envlog_hash128 *kkey,
+                            uint64_t checksum, uint64_t hash, entry **out)
 {
-    entry *e = envlog_calloc(1, sizeof *e);
-    if (!e)
-        return envlog__fail(ENVLOG_NOMEM, "folding a forget");
-    e->table = table;
-    e->hash = hash;
+    entry *e = new_entry(st, table);
+    bool oom = !e;
+    if (e) {
+        e->table = table;
+        e->hash = hash;
+        if (table == ENVLOG_TABLE_TUNE) {
+            e->t.ns = keep(st, ns, &oom);
+            e->t.key = keep(st, key, &oom);
+            e->t.checksum = checksum;
+        } else {
+            e->k.ns = keep(st, ns, &oom);
+            e->k.kernel_key = *kkey;
+        }
+    }
+    if (oom)
+        return envlog__fail(ENVLOG_NOMEM, "keeping a known miss");
     *out = e;
     return ENVLOG_OK;
 }
@@ -450,7 +503,7 @@ static envlog_err materialize(envlog_state *st, envlog_table table, const char *
     entry *n = NULL;
     if (e == ENVLOG_NOT_FOUND || e == ENVLOG_CORRUPT) {
         /* A damaged snapshot entry is a miss; the damage shows in verify. */
-        if ((e = make_dead(table, h, &n)))
+        if ((e = make_dead(st, table, ns, key, kkey, checksum, h, &n)))
             return e;
         e = install(st, n, NULL, true);
     } else if (!e) {

@@ -270,6 +270,37 @@ START_TEST(test_kernel_rules)
 }
 END_TEST
 
+/* Entries of one tune set share its candidate names; two sets that give
+ * the same checksum (a caller's own, or a collision) keep their own. */
+START_TEST(test_candidates_shared_by_set)
+{
+    static const char *const one[] = {"a1", "a2", "a3"};
+    static const char *const two[] = {"b1", "b2", "b3"};
+    rp_renv r = rp_renv_new("cands");
+    envlog_session *s = rp_sbegin(r.env, "sets", 0);
+    for (int i = 0; i < 6; i++) {
+        char key[16];
+        snprintf(key, sizeof key, "k%d", i);
+        envlog_tune t = {.ns = NS_A, .key = key, .checksum = 42,
+                         .candidates = i % 2 ? two : one, .n_candidates = 3,
+                         .policy = "test", .winner = i % 3, .stored = true};
+        ck_assert_ok(envlog_record_tune(s, &t, NULL));
+    }
+    rp_end(s);
+    envlog_state *st = rp_sopen(r.env, NULL);
+    for (int i = 0; i < 6; i++) {
+        char key[16];
+        envlog_tune_entry te;
+        snprintf(key, sizeof key, "k%d", i);
+        ck_assert_ok(envlog_state_winner(st, NS_A, key, 42, &te));
+        ck_assert_str_eq(te.winner, (i % 2 ? two : one)[i % 3]);
+        ck_assert_str_eq(te.candidates[2], (i % 2 ? two : one)[2]);
+    }
+    envlog_state_close(st);
+    rp_renv_free(&r);
+}
+END_TEST
+
 START_TEST(test_tables_apart)
 {
     /* A tune key that spells a kernel key in hex is another entry. */
@@ -832,6 +863,7 @@ Suite *suite_replay(void)
     tcase_add_test(t, test_not_stored_makes_no_entry);
     tcase_add_test(t, test_kernel_rules);
     tcase_add_test(t, test_tables_apart);
+    tcase_add_test(t, test_candidates_shared_by_set);
     tcase_add_test(t, test_user_records_dump);
     tcase_add_test(t, test_dump_canonical);
     tcase_add_loop_test(t, test_mixed_against_model, 0, 3);

@@ -167,6 +167,14 @@ START_TEST(test_compact_keeps_state)
     ck_assert_str_eq(te.winner, "tile64");
     ck_assert_err(envlog_state_winner(live, NS1, "k0-1", envlog_tune_checksum(CANDS, 3), &te),
                   ENVLOG_NOT_FOUND);
+    /* A miss the snapshot answered is kept; asking again, with any checksum
+     * (0 included), finds that known miss and still misses. */
+    for (int i = 0; i < 2; i++) {
+        ck_assert_err(envlog_state_winner(live, NS1, "no-such-key", 0, &te), ENVLOG_NOT_FOUND);
+        envlog_kernel_entry ke;
+        envlog_hash128 kk = {{0}};
+        ck_assert_err(envlog_state_kernel(live, NS1, &kk, &ke), ENVLOG_NOT_FOUND);
+    }
     envlog_session *s = begin(env, "after");
     forget_tune(s, NS1, "k0-2");
     ck_assert_ok(envlog_session_end(s));
