@@ -116,6 +116,24 @@ void bench_entries_db(envlog_env *env, const char *path, uint64_t *count)
     envlog_snap_unmap(snap);
 }
 
+void bench_cache_make(bench_cache *c, const char *tag, uint64_t n)
+{
+    envlog_env *env;
+    envlog_compact_report rep;
+    uint64_t rows;
+    bench_new_dir(c->dir, sizeof c->dir, tag);
+    snprintf(c->env, sizeof c->env, "%s/env", c->dir);
+    snprintf(c->db, sizeof c->db, "%s/cache.db", c->dir);
+    bench_envlog_record(c->env, ENVLOG_SYNC_NONE, n, NULL, 0);
+    bench_check(envlog_env_open(c->env, 0, &env), "opening the environment");
+    bench_check(envlog_compact(env, ENVLOG_EVIDENCE_NONE, &rep), "compacting");
+    bench_expect(rep.entries == n && rep.sessions_removed == 1,
+                 "compaction kept %" PRIu64 " entries of %" PRIu64, rep.entries, n);
+    bench_entries_db(env, c->db, &rows);
+    envlog_env_close(env);
+    bench_expect(rows == n, "the SQLite file holds %" PRIu64 " entries of %" PRIu64, rows, n);
+}
+
 static void run_lookup(void *vctx, double scale, bench_run *out)
 {
     lk_ctx *c = vctx;
@@ -191,32 +209,18 @@ static void run_lookup(void *vctx, double scale, bench_run *out)
 
 static void lookup_rows(uint64_t n, const char *label)
 {
-    char dir[4200], env_path[4300], db[4300], snap[4400];
-    envlog_env *env;
-    envlog_compact_report rep;
-    uint64_t rows;
+    bench_cache cache;
+    char snap[4400];
     struct stat st;
-    bench_fresh_dir(dir, sizeof dir, "lookup");
-    if (mkdir(dir, 0700))
-        bench_die("creating %s: %s", dir, strerror(errno));
-    snprintf(env_path, sizeof env_path, "%s/env", dir);
-    snprintf(db, sizeof db, "%s/cache.db", dir);
-    snprintf(snap, sizeof snap, "%s/snapshot/current", env_path);
-    bench_envlog_record(env_path, ENVLOG_SYNC_NONE, n, NULL, 0);
-    bench_check(envlog_env_open(env_path, 0, &env), "opening the environment");
-    bench_check(envlog_compact(env, ENVLOG_EVIDENCE_NONE, &rep), "compacting");
-    bench_expect(rep.entries == n && rep.sessions_removed == 1,
-                 "compaction kept %" PRIu64 " entries of %" PRIu64, rep.entries, n);
-    bench_entries_db(env, db, &rows);
-    envlog_env_close(env);
-    bench_expect(rows == n, "the SQLite file holds %" PRIu64 " entries of %" PRIu64, rows, n);
+    bench_cache_make(&cache, "lookup", n);
+    snprintf(snap, sizeof snap, "%s/snapshot/current", cache.env);
     if (stat(snap, &st))
         bench_die("no snapshot at %s", snap);
     static const char *const names[LK_SIDES] = {"envlog", "sqlite", "limit"};
     lk_ctx ctx[LK_SIDES];
     bench_variant v[LK_SIDES];
     for (int i = 0; i < LK_SIDES; i++) {
-        ctx[i] = (lk_ctx){(lk_side)i, env_path, db, snap, n, BENCH_SIZE(400, 200, 4),
+        ctx[i] = (lk_ctx){(lk_side)i, cache.env, cache.db, snap, n, BENCH_SIZE(400, 200, 4),
                           0x5eed + (uint64_t)i, st.st_size};
         memset(&v[i], 0, sizeof v[i]);
         v[i].name = names[i];
@@ -228,7 +232,7 @@ static void lookup_rows(uint64_t n, const char *label)
                                  "cold open + first lookup, %s entries", label);
     bench_row_limit(&r, bench_variant_stat(&v[LK_LIMIT], BENCH_US_PER).median, "open+pread");
     bench_emit(&r);
-    bench_rmtree(dir);
+    bench_rmtree(cache.dir);
 }
 
 void bench_section_lookup(void)

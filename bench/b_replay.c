@@ -166,9 +166,7 @@ static void read_rows(const char *what, uint64_t sessions, uint64_t per, size_t 
 {
     char dir[4200], env[4300], db[4300], label[160];
     bench_compile bc;
-    bench_fresh_dir(dir, sizeof dir, "replay");
-    if (mkdir(dir, 0700))
-        bench_die("creating %s: %s", dir, strerror(errno));
+    bench_new_dir(dir, sizeof dir, "replay");
     snprintf(env, sizeof env, "%s/env", dir);
     snprintf(db, sizeof db, "%s/records.db", dir);
     if (binary)

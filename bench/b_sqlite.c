@@ -123,14 +123,24 @@ uint64_t bench_sql_scan(const char *path, bench_scan_mode mode, double *payload_
     return rows;
 }
 
+static const char *const db_sfx[] = {"", "-wal", "-shm", "-journal"};
+
+void bench_sql_remove(const char *path)
+{
+    for (size_t i = 0; i < sizeof db_sfx / sizeof db_sfx[0]; i++) {
+        char p[4200];
+        snprintf(p, sizeof p, "%s%s", path, db_sfx[i]);
+        remove(p);
+    }
+}
+
 uint64_t bench_sql_du(const char *path)
 {
-    static const char *const sfx[] = {"", "-wal", "-shm"};
     uint64_t total = 0;
-    for (int i = 0; i < 3; i++) {
+    for (size_t i = 0; i < sizeof db_sfx / sizeof db_sfx[0]; i++) {
         char p[4200];
         struct stat st;
-        snprintf(p, sizeof p, "%s%s", path, sfx[i]);
+        snprintf(p, sizeof p, "%s%s", path, db_sfx[i]);
         if (!stat(p, &st))
             total += (uint64_t)st.st_size;
     }

@@ -160,6 +160,8 @@ double bench_read_limit_Bps(void);
 
 /* A fresh, empty directory under the run's root: "<root>/<tag>-<n>". */
 void bench_fresh_dir(char *out, size_t size, const char *tag);
+/* bench_fresh_dir(), created. */
+void bench_new_dir(char *out, size_t size, const char *tag);
 /* Removes a directory tree. */
 void bench_rmtree(const char *path);
 /* Bytes in the regular files under `path` (their st_size). */
@@ -230,8 +232,24 @@ typedef enum bench_scan_mode {
 
 /* Scans every row of records.  Returns the rows and adds payload bytes. */
 uint64_t bench_sql_scan(const char *path, bench_scan_mode mode, double *payload_bytes);
+/* A cache of `n` tune entries, as a runtime starts with: the records of
+ * one session compacted into <dir>/env (a snapshot, no sessions) and the
+ * same entries in the SQLite file <dir>/cache.db (bench_entries_db). */
+typedef struct bench_cache {
+    char dir[4200], env[4300], db[4300];
+} bench_cache;
+
+void bench_cache_make(bench_cache *c, const char *tag, uint64_t n);
+
+/* Writes the standing entries of `env`'s snapshot into a new SQLite file
+ * `path` as entries(namespace, key, value, origin, PRIMARY KEY(namespace,
+ * key)): value is the snapshot ENTRY's record, key a tune key with its
+ * checksum ("key#<16 hex digits>") or a kernel key in hex.  Sets *count. */
+void bench_entries_db(envlog_env *env, const char *path, uint64_t *count);
 /* The database's files' bytes (main file plus any WAL left). */
 uint64_t bench_sql_du(const char *path);
+/* Removes a database and its -wal, -shm and -journal files. */
+void bench_sql_remove(const char *path);
 
 /* --------------------------------------------------------------- sections */
 
@@ -239,6 +257,8 @@ void bench_section_limits(void);
 void bench_section_record_tune(void);
 void bench_section_record_compile(void);
 void bench_section_replay(void);
+void bench_section_lookup(void);
+void bench_section_bundle(void);
 void bench_section_scale(void);
 
 /* Checks of the harness itself (statistics, formatting). */

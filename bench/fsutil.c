@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <ftw.h>
 #include <stdio.h>
+#include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -22,6 +23,13 @@ void bench_fresh_dir(char *out, size_t size, const char *tag)
     if (n < 0 || (size_t)n >= size)
         bench_die("scratch path too long");
     bench_rmtree(out);
+}
+
+void bench_new_dir(char *out, size_t size, const char *tag)
+{
+    bench_fresh_dir(out, size, tag);
+    if (mkdir(out, 0700))
+        bench_die("creating %s: %s", out, strerror(errno));
 }
 
 static int rm_one(const char *path, const struct stat *st, int flag, struct FTW *f)

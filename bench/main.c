@@ -31,6 +31,8 @@ static const section sections[] = {
      "recording compile records with 4 KiB, 64 KiB and 1 MiB binaries"},
     {"replay", bench_section_replay,
      "reading and folding everything back, envlog vs SQLite scan"},
+    {"lookup", bench_section_lookup, "cold open plus first lookup at 1k, 100k and 1M entries"},
+    {"bundle", bench_section_bundle, "bundle export and import time and size vs a SQLite file"},
     {"scale", bench_section_scale, "recording and reading 1k to 10M events"},
 };
 #define N_SECTIONS (sizeof sections / sizeof sections[0])
@@ -121,6 +123,14 @@ int main(int argc, char **argv)
             usage(stderr);
             return 2;
         }
+    }
+    bool known = !bench_o.only;
+    for (size_t i = 0; !known && i < N_SECTIONS; i++)
+        known = strstr(sections[i].name, bench_o.only) != NULL;
+    if (!known) {
+        fprintf(stderr, "envlog-bench: error: no section matches --only %s\n", bench_o.only);
+        usage(stderr);
+        return 2;
     }
     if (reps < 0 || reps > BENCH_REPS_MAX) {
         fprintf(stderr, "envlog-bench: error: --reps takes 1 to %d\n", BENCH_REPS_MAX);

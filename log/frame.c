@@ -172,6 +172,27 @@ static int valid_frag(const envlog_frame_reader *fr, size_t at, size_t *len)
     return type;
 }
 
+bool envlog_frames_end_in_seal(const uint8_t *p, size_t n, uint64_t seed)
+{
+    for (size_t len = 1; len <= 64 && len + ENVLOG_FRAG_HDR <= n; len++) {
+        size_t at = n - len - ENVLOG_FRAG_HDR;
+        const uint8_t *h = p + at;
+        if (at / ENVLOG_BLOCK != (n - 1) / ENVLOG_BLOCK || h[6] != ENVLOG_FRAG_FULL ||
+            envlog_get_le16(h + 4) != len)
+            continue;
+        if (envlog_get_le32(h) != frag_csum(h + 4, seed))
+            continue;
+        if (envlog_payload_kind(h + ENVLOG_FRAG_HDR, len) == ENVLOG_KIND_SEAL)
+            return true;
+    }
+    return false;
+}
+
+int envlog_frag_check(const envlog_frame_reader *fr, size_t at, size_t *len)
+{
+    return at < fr->n ? valid_frag(fr, at, len) : 0;
+}
+
 /* Where the next record may start after damage at `from`: the first FULL or
  * FIRST fragment reached by walking whole blocks after `from`'s block.  Sets
  * *found; returns the offset (or n). */

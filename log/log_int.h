@@ -131,6 +131,13 @@ void envlog_frame_reader_init(envlog_frame_reader *fr, const uint8_t *p,
                               size_t n, uint64_t seed, uint64_t chain);
 envlog_fr_status envlog_frame_reader_next(envlog_frame_reader *fr);
 void envlog_frame_reader_free(envlog_frame_reader *fr);
+/* True when [p, p+n) ends in a whole, well-checksummed SEAL: the file was
+ * closed cleanly, so damage inside it is corruption, never a torn tail (a
+ * sealed file is trimmed to end at its SEAL, a small FULL fragment). */
+bool envlog_frames_end_in_seal(const uint8_t *p, size_t n, uint64_t seed);
+/* The fragment at `at` when it is whole and passes its checksum: its type
+ * (ENVLOG_FRAG_*) and payload length; 0 otherwise. */
+int envlog_frag_check(const envlog_frame_reader *fr, size_t at, size_t *len);
 
 /* --------------------------------------------------------- environment */
 

@@ -229,28 +229,6 @@ static envlog_err check_seal(envlog_reader *r, const uint8_t *p, size_t n)
     return ENVLOG_OK;
 }
 
-/* True when the segment's data ends in a whole, well-checksummed SEAL: the
- * segment was closed cleanly, so damage inside it is corruption, never a
- * torn tail (which a sealing writer cannot leave).  A sealed file is trimmed
- * to end at its SEAL, a small FULL fragment: a few candidate lengths. */
-static bool ends_in_seal(const envlog_reader *r)
-{
-    const uint8_t *p = r->file.p;
-    size_t n = r->file.len;
-    for (size_t len = 1; len <= 64 && len + ENVLOG_FRAG_HDR <= n; len++) {
-        size_t at = n - len - ENVLOG_FRAG_HDR;
-        const uint8_t *h = p + at;
-        if (at / ENVLOG_BLOCK != (n - 1) / ENVLOG_BLOCK || h[6] != ENVLOG_FRAG_FULL ||
-            envlog_get_le16(h + 4) != len)
-            continue;
-        if (envlog_get_le32(h) != (uint32_t)envlog_xxh64(h + 4, 3 + len, r->fr.seed))
-            continue;
-        if (envlog_payload_kind(h + ENVLOG_FRAG_HDR, len) == ENVLOG_KIND_SEAL)
-            return true;
-    }
-    return false;
-}
-
 /* An event record whose frame was whole: decode it and check its seq. */
 static envlog_err take_event(envlog_reader *r, const uint8_t *p, size_t n)
 {
@@ -349,7 +327,7 @@ envlog_err envlog_reader_next(envlog_reader *r, const envlog_record **rec)
         }
         if (st == ENVLOG_FR_BAD)
             return report(r, r->fr.bad_off, r->fr.bad_len, "%s", r->fr.why);
-        if (st == ENVLOG_FR_TAIL && last && !r->seg_sealed && !ends_in_seal(r)) {
+        if (st == ENVLOG_FR_TAIL && last && !r->seg_sealed && !envlog_frames_end_in_seal(r->file.p, r->file.len, r->fr.seed)) {
             r->seg_open = false;
             r->cur++;
             r->chain = r->fr.chain;

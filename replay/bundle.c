@@ -284,8 +284,10 @@ envlog_err envlog_bundle_state(const char *path, envlog_state **st)
     opened o;
     *st = NULL;
     envlog_err e = read_path(path, &b);
+    /* Read with the full check: a bundle is never trusted, and its INDEX
+     * is made from its entries (envlog(5)). */
     if (!e)
-        e = open_mem(b.p, b.len, false, &o);
+        e = open_mem(b.p, b.len, true, &o);
     envlog_buf_free(&b);
     if (e)
         return e;
@@ -297,6 +299,24 @@ envlog_err envlog_bundle_state(const char *path, envlog_state **st)
 }
 
 /* -------------------------------------------------------------- export */
+
+/* One standard zstd frame (its content size in its header), made on as
+ * many threads as there are CPUs (up to 8) where libzstd has them: the
+ * high levels a bundle is shipped at are slow on one. */
+static size_t compress(void *z, size_t cap, const void *p, size_t n, int level)
+{
+    ZSTD_CCtx *cc = ZSTD_createCCtx();
+    if (!cc)
+        return 0; /* no frame is empty: out of memory */
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    size_t r = ZSTD_CCtx_setParameter(cc, ZSTD_c_compressionLevel, level);
+    if (!ZSTD_isError(r) && cpus > 1 && n > (1u << 20))
+        (void)ZSTD_CCtx_setParameter(cc, ZSTD_c_nbWorkers, cpus < 8 ? (int)cpus : 8);
+    if (!ZSTD_isError(r))
+        r = ZSTD_compress2(cc, z, cap, p, n);
+    ZSTD_freeCCtx(cc);
+    return r;
+}
 
 envlog_err envlog_bundle_export(envlog_env *env, const envlog_bundle_opts *opts,
                                 const char *path, envlog_bundle_info **info)
@@ -311,7 +331,7 @@ envlog_err envlog_bundle_export(envlog_env *env, const envlog_bundle_opts *opts,
     if ((unsigned)opts->evidence > ENVLOG_EVIDENCE_ALL || !path)
         return envlog__fail(ENVLOG_INVALID_ARG, "bad bundle options");
     envlog_build_opts bo = {opts->evidence, opts->name, opts->prefixes, opts->n_prefixes,
-                            "bundle"};
+                            "bundle", true};
     envlog_build_result res;
     envlog_err e = envlog_snapshot_build(env, &bo, &res);
     if (e)
@@ -322,9 +342,13 @@ envlog_err envlog_bundle_export(envlog_env *env, const envlog_bundle_opts *opts,
         envlog_build_result_free(&res);
         return envlog__fail(ENVLOG_NOMEM, "compressing a bundle");
     }
-    size_t zn = ZSTD_compress(z, cap, res.file.p, res.file.len,
-                              opts->zstd_level ? opts->zstd_level : BUNDLE_LEVEL);
+    size_t zn = compress(z, cap, res.file.p, res.file.len,
+                         opts->zstd_level ? opts->zstd_level : BUNDLE_LEVEL);
     envlog_build_result_free(&res);
+    if (!zn) {
+        envlog_free(z);
+        return envlog__fail(ENVLOG_NOMEM, "compressing a bundle");
+    }
     if (ZSTD_isError(zn)) {
         envlog_free(z);
         return envlog__fail(ENVLOG_IO, "compressing a bundle: %s", ZSTD_getErrorName(zn));

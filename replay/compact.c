@@ -189,7 +189,7 @@ envlog_err envlog_compact(envlog_env *env, envlog_evidence evidence,
     rep->bytes_before = file_size(snapfd, "current");
     for (size_t i = 0; i < n; i++)
         rep->bytes_before += in[i].bytes;
-    envlog_build_opts bo = {evidence, "", NULL, 0, "snapshot"};
+    envlog_build_opts bo = {evidence, "", NULL, 0, "snapshot", false};
     if ((e = envlog_snapshot_build(env, &bo, &res)) ||
         (e = write_snapshot(snapfd, &res.file)))
         goto out;

@@ -60,6 +60,8 @@ typedef struct envlog_build_opts {
     const char *const *prefixes;   /* namespaces to take; none: all */
     size_t n_prefixes;
     const char *content;           /* "snapshot" or "bundle" */
+    bool no_index;                 /* an empty INDEX (bundles: readers
+                                      rebuild it, see envlog(5)) */
 } envlog_build_opts;
 
 typedef struct envlog_build_session {

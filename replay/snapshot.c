@@ -261,8 +261,17 @@ struct envlog_snap {
     envlog_snap_manifest m;
     envlog_arena marena;       /* the manifest's strings */
     envlog_bytes mraw;         /* the manifest record (in marena) */
-    envlog_buf index;          /* the pairs, reassembled */
+    envlog_buf index;          /* the pairs, reassembled (check_all) */
     uint64_t n_index;
+    /* Without check_all the pairs are read in place, in the mapped file:
+     * the INDEX record starts at idx_pos, its pairs at idx_base of its
+     * payload; each block's fragment is checked the first time a lookup
+     * reads from it (idx_ok, one flag per block from idx_pos's). */
+    bool idx_lazy;
+    size_t idx_pos;
+    uint64_t idx_base;
+    uint8_t *idx_ok;
+    size_t idx_blocks;
     size_t items_start;        /* where ENTRY/EVIDENCE records begin */
     envlog_frame_reader fr;
     envlog_arena arena;        /* per lookup */
@@ -330,11 +339,179 @@ void envlog_snap_free(envlog_snap *s)
     envlog_arena_free(&s->marena);
     envlog_arena_free(&s->arena);
     envlog_buf_free(&s->index);
+    envlog_free(s->idx_ok);
     envlog_frame_reader_free(&s->fr);
     envlog_free(s);
 }
 
 static envlog_err check_all_items(envlog_snap *s);
+
+/* The INDEX read whole, through the frame reader, and checked: sorted,
+ * every offset inside the file (check_all). */
+static envlog_err load_index(envlog_snap *s)
+{
+    size_t n = s->n;
+    if (envlog_frame_reader_next(&s->fr) != ENVLOG_FR_RECORD)
+        return envlog__fail(ENVLOG_BAD_DATA, "snapshot index is damaged");
+    index_rec ir;
+    envlog_arena tmp = {0};
+    envlog_err e = decode_as(s->fr.out, s->fr.out_len, &index_s, &ir, &tmp, ENVLOG_KIND_INDEX);
+    if (!e && (ir.count > n / 16 || ir.pairs.size != ir.count * 16))
+        e = envlog__fail(ENVLOG_BAD_DATA, "snapshot index claims %llu entries",
+                         (unsigned long long)ir.count);
+    if (!e && ir.count)
+        e = envlog_buf_append(&s->index, ir.pairs.data, ir.pairs.size);
+    envlog_arena_free(&tmp);
+    if (e)
+        return e;
+    s->n_index = ir.count;
+    for (uint64_t i = 0; i < s->n_index; i++)
+        if (get_be64(s->index.p + 16 * i + 8) >= n ||
+            (i && memcmp(s->index.p + 16 * (i - 1), s->index.p + 16 * i, 16) > 0))
+            return envlog__fail(ENVLOG_BAD_DATA,
+                                "snapshot index is not sorted or points outside");
+    return ENVLOG_OK;
+}
+
+/* File offset of byte `at` of the INDEX record's payload.  The writer's
+ * framing is fixed (envlog(5)): the first fragment fills what is left of
+ * its block, every later one a block from its start. */
+static size_t idx_file_off(const envlog_snap *s, uint64_t at)
+{
+    uint64_t room0 = ENVLOG_BLOCK - s->idx_pos % ENVLOG_BLOCK - ENVLOG_FRAG_HDR;
+    if (at < room0)
+        return s->idx_pos + ENVLOG_FRAG_HDR + (size_t)at;
+    at -= room0;
+    uint64_t per = ENVLOG_BLOCK - ENVLOG_FRAG_HDR;
+    uint64_t block = s->idx_pos / ENVLOG_BLOCK + 1 + at / per;
+    return (size_t)(block * ENVLOG_BLOCK + ENVLOG_FRAG_HDR + at % per);
+}
+
+/* Checks, once, the INDEX fragment holding file offset `off`. */
+static bool idx_block_ok(envlog_snap *s, size_t off)
+{
+    size_t b = off / ENVLOG_BLOCK - s->idx_pos / ENVLOG_BLOCK, len;
+    if (b >= s->idx_blocks)
+        return false;
+    if (s->idx_ok[b])
+        return true;
+    size_t at = b ? (s->idx_pos / ENVLOG_BLOCK + b) * ENVLOG_BLOCK : s->idx_pos;
+    int type = envlog_frag_check(&s->fr, at, &len);
+    bool ok = b ? type == ENVLOG_FRAG_MIDDLE || type == ENVLOG_FRAG_LAST
+                : type == ENVLOG_FRAG_FIRST || type == ENVLOG_FRAG_FULL;
+    if (ok && off >= at + ENVLOG_FRAG_HDR && off < at + ENVLOG_FRAG_HDR + len)
+        s->idx_ok[b] = 1;
+    return s->idx_ok[b];
+}
+
+/* Pair `i` of the index: its key hash and record offset.  False when the
+ * fragment it is in fails its check. */
+static bool pair_at(envlog_snap *s, uint64_t i, uint64_t *hash, uint64_t *off)
+{
+    if (!s->idx_lazy) {
+        *hash = get_be64(s->index.p + 16 * i);
+        *off = get_be64(s->index.p + 16 * i + 8);
+        return true;
+    }
+    uint8_t b[16];
+    uint64_t at = s->idx_base + 16 * i;
+    /* A pair may straddle a block boundary: gathered byte by byte then. */
+    size_t f0 = idx_file_off(s, at), f15 = idx_file_off(s, at + 15);
+    if (!idx_block_ok(s, f0) || !idx_block_ok(s, f15))
+        return false;
+    if (f15 == f0 + 15) {
+        memcpy(b, s->p + f0, 16);
+    } else {
+        for (int k = 0; k < 16; k++)
+            b[k] = s->p[idx_file_off(s, at + (uint64_t)k)];
+    }
+    *hash = get_be64(b);
+    *off = get_be64(b + 8);
+    return true;
+}
+
+/* The INDEX found in place: its first fragment is checked and gives the
+ * count; the block headers after it give its length, so where the entries
+ * start is known without reading the pairs.  Each lookup then reads the few
+ * pairs a binary search needs, checking their fragments as it goes: opening
+ * costs the same at a thousand entries as at a million. */
+static envlog_err map_index(envlog_snap *s)
+{
+    size_t pos = s->fr.pos, len;
+    /* A file cut short would lose the entries past the cut unseen. */
+    if (!envlog_frames_end_in_seal(s->p, s->n, s->seed))
+        return envlog__fail(ENVLOG_BAD_DATA, "snapshot is cut short: no seal at its end");
+    if (ENVLOG_BLOCK - pos % ENVLOG_BLOCK < ENVLOG_FRAG_HDR)
+        pos += ENVLOG_BLOCK - pos % ENVLOG_BLOCK; /* the block's zero tail */
+    int type = envlog_frag_check(&s->fr, pos, &len);
+    if (type != ENVLOG_FRAG_FULL && type != ENVLOG_FRAG_FIRST)
+        return envlog__fail(ENVLOG_BAD_DATA, "snapshot index is damaged");
+    /* The head of the record: {0: kind, 4: count, 5: pairs}, the pairs a
+     * byte string that ends the record. */
+    envlog_pull pl = {s->p + pos + ENVLOG_FRAG_HDR, len, 0};
+    envlog_tok t, k, v;
+    uint64_t count = 0;
+    envlog_err e = envlog_pull_next(&pl, &t);
+    if (!e && (t.type != ENVLOG_TOK_MAP || t.u < 2 || t.u > 3))
+        e = ENVLOG_BAD_DATA;
+    for (int i = 0; !e && i < 2; i++) {
+        if (!(e = envlog_pull_next(&pl, &k)) && !(e = envlog_pull_next(&pl, &v)) &&
+            (k.type != ENVLOG_TOK_UINT || v.type != ENVLOG_TOK_UINT ||
+             k.u != (i ? 4u : 0u) || (!i && v.u != ENVLOG_KIND_INDEX)))
+            e = ENVLOG_BAD_DATA;
+        count = v.u;
+    }
+    /* No pairs at all: the byte string is left out (count 0). */
+    bool none = !e && t.u == 2;
+    if (none && (count || type != ENVLOG_FRAG_FULL || pl.pos != len))
+        e = ENVLOG_BAD_DATA;
+    if (!e && !none && (pl.pos >= len || pl.p[pl.pos] != 5 || count > s->n / 16 ||
+               (pl.pos + 1 < len && pl.p[pl.pos + 1] >> 5 != 2) ||
+               (type == ENVLOG_FRAG_FIRST &&
+                len != ENVLOG_BLOCK - pos % ENVLOG_BLOCK - ENVLOG_FRAG_HDR)))
+        e = ENVLOG_BAD_DATA;
+    /* The record's length: its fragments' lengths, from their headers. */
+    uint64_t total = len;
+    size_t end = pos + ENVLOG_FRAG_HDR + len;
+    size_t blocks = 1;
+    while (!e && type != ENVLOG_FRAG_FULL && type != ENVLOG_FRAG_LAST) {
+        size_t at = (pos / ENVLOG_BLOCK + blocks) * ENVLOG_BLOCK;
+        if (at + ENVLOG_FRAG_HDR > s->n) {
+            e = ENVLOG_BAD_DATA;
+            break;
+        }
+        const uint8_t *h = s->p + at;
+        type = h[6];
+        size_t l = envlog_get_le16(h + 4);
+        if ((type != ENVLOG_FRAG_MIDDLE && type != ENVLOG_FRAG_LAST) ||
+            ENVLOG_FRAG_HDR + l > ENVLOG_BLOCK || at + ENVLOG_FRAG_HDR + l > s->n ||
+            (type == ENVLOG_FRAG_MIDDLE && ENVLOG_FRAG_HDR + l != ENVLOG_BLOCK)) {
+            e = ENVLOG_BAD_DATA;
+            break;
+        }
+        total += l;
+        end = at + ENVLOG_FRAG_HDR + l;
+        blocks++;
+    }
+    /* The pairs end the record; what is before them is the head read above
+     * and the byte string's own head (1 to 9 bytes). */
+    if (!e && !none &&
+        (total < count * 16 + pl.pos + 2 || total - count * 16 - pl.pos - 1 > 9))
+        e = ENVLOG_BAD_DATA;
+    if (e == ENVLOG_NOMEM)
+        return e;
+    if (e)
+        return envlog__fail(ENVLOG_BAD_DATA, "snapshot index is damaged");
+    if (!(s->idx_ok = envlog_calloc(blocks, 1)))
+        return envlog__fail(ENVLOG_NOMEM, "reading a snapshot");
+    s->idx_lazy = true;
+    s->idx_pos = pos;
+    s->idx_base = total - count * 16;
+    s->idx_blocks = blocks;
+    s->n_index = count;
+    s->fr.pos = end;
+    return ENVLOG_OK;
+}
 
 envlog_err envlog_snap_load(const uint8_t *p, size_t n, bool check_all,
                             envlog_snap **out)
@@ -399,28 +576,9 @@ envlog_err envlog_snap_load(const uint8_t *p, size_t n, bool check_all,
                          (unsigned long long)s->m.schema, ENVLOG_BUNDLE_SCHEMA);
         goto fail;
     }
-    if (envlog_frame_reader_next(&s->fr) != ENVLOG_FR_RECORD) {
-        e = envlog__fail(ENVLOG_BAD_DATA, "snapshot index is damaged");
-        goto fail;
-    }
-    index_rec ir;
-    envlog_arena tmp = {0};
-    e = decode_as(s->fr.out, s->fr.out_len, &index_s, &ir, &tmp, ENVLOG_KIND_INDEX);
-    if (!e && (ir.count > n / 16 || ir.pairs.size != ir.count * 16))
-        e = envlog__fail(ENVLOG_BAD_DATA, "snapshot index claims %llu entries",
-                         (unsigned long long)ir.count);
-    if (!e && ir.count)
-        e = envlog_buf_append(&s->index, ir.pairs.data, ir.pairs.size);
-    envlog_arena_free(&tmp);
+    e = check_all ? load_index(s) : map_index(s);
     if (e)
         goto fail;
-    s->n_index = ir.count;
-    for (uint64_t i = 0; i < s->n_index; i++)
-        if (get_be64(s->index.p + 16 * i + 8) >= n ||
-            (i && memcmp(s->index.p + 16 * (i - 1), s->index.p + 16 * i, 16) > 0)) {
-            e = envlog__fail(ENVLOG_BAD_DATA, "snapshot index is not sorted or points outside");
-            goto fail;
-        }
     s->items_start = s->fr.pos;
     if (check_all && (e = check_all_items(s)))
         goto fail;
@@ -476,18 +634,26 @@ envlog_err envlog_snap_find(envlog_snap *s, envlog_table table, const char *ns,
     uint64_t h = table == ENVLOG_TABLE_TUNE
                      ? envlog_entry_key_hash(table, ns, key, strlen(key), checksum)
                      : envlog_entry_key_hash(table, ns, kkey->b, 16, 0);
-    size_t lo = 0, hi = (size_t)s->n_index;
+    uint64_t lo = 0, hi = s->n_index, ph, po;
     while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (get_be64(s->index.p + 16 * mid) < h)
+        uint64_t mid = lo + (hi - lo) / 2;
+        if (!pair_at(s, mid, &ph, &po))
+            return envlog__fail(ENVLOG_CORRUPT, "snapshot index is damaged");
+        if (ph < h)
             lo = mid + 1;
         else
             hi = mid;
     }
-    for (; lo < s->n_index && get_be64(s->index.p + 16 * lo) == h; lo++) {
+    for (; lo < s->n_index; lo++) {
+        if (!pair_at(s, lo, &ph, &po))
+            return envlog__fail(ENVLOG_CORRUPT, "snapshot index is damaged");
+        if (ph != h)
+            break;
         const uint8_t *p = NULL;
         size_t n = 0;
-        envlog_err e = read_record(s, (size_t)get_be64(s->index.p + 16 * lo + 8), &p, &n);
+        envlog_err e = po < s->items_start || po >= s->n
+                           ? envlog__fail(ENVLOG_CORRUPT, "snapshot index points outside")
+                           : read_record(s, (size_t)po, &p, &n);
         if (!e)
             e = decode_item(s, p, n, item, rec);
         if (e == ENVLOG_NOMEM)
@@ -535,8 +701,34 @@ envlog_err envlog_snap_next(envlog_snap *s, envlog_snap_item *it, envlog_record 
 
 /* Reads every record: the checksums (framing), the decode of each item, the
  * SEAL's count and chain, and the manifest's content hash. */
+/* A bundle's INDEX is empty (its pairs are random bytes that do not
+ * compress): the pairs of its entries are made here, as they are read. */
+static envlog_err index_item(envlog_snap *s, const envlog_snap_item *it,
+                             const envlog_record *rec, size_t off)
+{
+    uint64_t h;
+    if (it->table == ENVLOG_TABLE_TUNE && rec->kind == ENVLOG_KIND_TUNE && rec->u.tune.ns &&
+        rec->u.tune.key)
+        h = envlog_entry_key_hash(ENVLOG_TABLE_TUNE, rec->u.tune.ns, rec->u.tune.key,
+                                  strlen(rec->u.tune.key), rec->u.tune.checksum);
+    else if (it->table == ENVLOG_TABLE_KERNEL && rec->kind == ENVLOG_KIND_COMPILE &&
+             rec->u.compile.ns)
+        h = envlog_entry_key_hash(ENVLOG_TABLE_KERNEL, rec->u.compile.ns,
+                                  rec->u.compile.kernel_key.b, 16, 0);
+    else
+        return ENVLOG_OK;
+    uint8_t pair[16];
+    put_be64(pair, h);
+    put_be64(pair + 8, off);
+    envlog_err e = envlog_buf_append(&s->index, pair, 16);
+    if (!e)
+        s->n_index++;
+    return e;
+}
+
 static envlog_err check_all_items(envlog_snap *s)
 {
+    bool rebuild = s->n_index == 0 && s->m.tunes + s->m.kernels > 0;
     envlog_buf cat = {0};
     envlog_frame_reader fr;
     envlog_frame_reader_init(&fr, s->p, s->n, s->seed, 0);
@@ -579,7 +771,15 @@ static envlog_err check_all_items(envlog_snap *s)
             envlog_record rec;
             if (decode_item(s, fr.out, fr.out_len, &it, &rec))
                 s->bad++;
+            else if (rebuild && it.kind == ENVLOG_KIND_ENTRY)
+                e = index_item(s, &it, &rec, fr.rec_off);
+            if (e)
+                break;
         }
+    }
+    if (!e && rebuild && s->n_index) {
+        qsort(s->index.p, (size_t)s->n_index, 16, pair_cmp);
+        s->idx_lazy = false;
     }
     if (!e) {
         if (!sealed)
