@@ -63,6 +63,10 @@ typedef struct envlog_io {
     int (*unlinkat)(int dirfd, const char *path, int flags);
     int (*flock)(int fd, int op);
     int (*fstat)(int fd, struct stat *st);
+    /* Starts writing [off, off+len) back to the disk and returns at once
+     * (sync_file_range, SYNC_FILE_RANGE_WRITE): a hint that makes a later
+     * fsync shorter, never a promise.  May be NULL; errors are ignored. */
+    int (*writeback)(int fd, off_t off, off_t len);
 } envlog_io;
 
 /* The table in force (never NULL). */

@@ -59,6 +59,10 @@ static int px_unlinkat(int dirfd, const char *path, int flags)
 }
 static int px_flock(int fd, int op) { return flock(fd, op); }
 static int px_fstat(int fd, struct stat *st) { return fstat(fd, st); }
+static int px_writeback(int fd, off_t off, off_t len)
+{
+    return sync_file_range(fd, off, len, SYNC_FILE_RANGE_WRITE);
+}
 
 static const envlog_io posix_io = {
     .open = px_open,
@@ -77,6 +81,7 @@ static const envlog_io posix_io = {
     .unlinkat = px_unlinkat,
     .flock = px_flock,
     .fstat = px_fstat,
+    .writeback = px_writeback,
 };
 
 static const envlog_io *current = &posix_io;

@@ -71,6 +71,7 @@ typedef struct envlog_segw {
     uint8_t *map;
     uint64_t map_len;     /* mapped (rotation size, or more for a huge record) */
     uint64_t alloc_len;   /* preallocated so far (the file's size) */
+    uint64_t wb_len;      /* writeback started up to here */
     uint64_t pos;         /* next byte to write */
     uint64_t seed;
     uint64_t chain;

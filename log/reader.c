@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -33,7 +34,11 @@ struct envlog_reader {
     size_t n_segs, cur;
     bool seg_open, seg_sealed, seg_header;
     uint64_t seg_count;
-    envlog_buf file;
+    envlog_buf file;       /* the last segment, read */
+    uint8_t *map;          /* an earlier segment, mapped */
+    size_t map_len;
+    const uint8_t *data;   /* the segment being read: file or map */
+    size_t data_len;
     envlog_frame_reader fr;
     uint64_t chain;        /* across segments: events only */
     uint32_t expect_seg;
@@ -48,6 +53,8 @@ struct envlog_reader {
     bool fold;
     uint64_t damaged_bytes;
 };
+
+static void unmap_segment(envlog_reader *r);
 
 const char *envlog_session_state_name(envlog_session_state st)
 {
@@ -97,6 +104,7 @@ void envlog_reader_close(envlog_reader *r)
     if (r->dirfd >= 0)
         close(r->dirfd);
     envlog_free(r->segs);
+    unmap_segment(r);
     envlog_buf_free(&r->file);
     envlog_frame_reader_free(&r->fr);
     envlog_arena_free(&r->arena);
@@ -146,15 +154,68 @@ static envlog_err report(envlog_reader *r, uint64_t off, uint64_t bytes,
                         r->name, r->dmg.segment, off, r->dmg.reason, bytes);
 }
 
+/* A segment before the session's last one was sealed and trimmed before
+ * the next one was made, and nothing changes it after: it is mapped, not
+ * copied (no fresh memory for it, no copy).  The last segment may still be
+ * written, trimmed at its seal or repaired, which would pull pages from
+ * under a mapping: it is read into memory. */
+static envlog_err map_segment(envlog_reader *r, const char *name)
+{
+    const envlog_io *io = envlog_io_get();
+    int fd = io->openat(r->dirfd, name, O_RDONLY, 0);
+    if (fd < 0)
+        return envlog__fail_errno(errno, "opening %s", name);
+    struct stat st;
+    envlog_err e = ENVLOG_OK;
+    if (io->fstat(fd, &st))
+        e = envlog__fail_errno(errno, "stat %s", name);
+    else if (!S_ISREG(st.st_mode))
+        e = envlog__fail(ENVLOG_BAD_DATA, "%s is not a regular file", name);
+    else if ((uint64_t)st.st_size > FILE_MAX)
+        e = envlog__fail(ENVLOG_TOO_BIG, "%s is %" PRIu64 " bytes, over %" PRIu64, name,
+                         (uint64_t)st.st_size, (uint64_t)FILE_MAX);
+    else if (st.st_size > 0) {
+        void *m = io->mmap((size_t)st.st_size, PROT_READ, fd);
+        if (m == MAP_FAILED)
+            e = envlog__fail_errno(errno, "mapping %s", name);
+        else {
+            r->map = m;
+            r->map_len = (size_t)st.st_size;
+        }
+    }
+    io->close(fd);
+    r->data = r->map;
+    r->data_len = r->map_len;
+    return e;
+}
+
+static void unmap_segment(envlog_reader *r)
+{
+    if (r->map)
+        envlog_io_get()->munmap(r->map, r->map_len);
+    r->map = NULL;
+    r->map_len = 0;
+}
+
 static envlog_err open_segment(envlog_reader *r)
 {
     const envlog_seg_name *sn = &r->segs[r->cur];
-    envlog_err e = envlog_read_file(r->dirfd, sn->name, FILE_MAX, &r->file);
+    envlog_err e;
+    unmap_segment(r);
+    r->data = NULL;
+    r->data_len = 0;
+    if (r->cur + 1 < r->n_segs) {
+        e = map_segment(r, sn->name);
+    } else {
+        e = envlog_read_file(r->dirfd, sn->name, FILE_MAX, &r->file);
+        r->data = r->file.p;
+        r->data_len = r->file.len;
+    }
     r->seg_open = true;
     r->seg_sealed = r->seg_header = false;
     r->seg_count = 0;
     envlog_frame_reader_free(&r->fr);
-    envlog_frame_reader_init(&r->fr, r->file.p, e ? 0 : r->file.len,
+    envlog_frame_reader_init(&r->fr, r->data, e ? 0 : r->data_len,
                              envlog_seg_seed(&r->id, sn->segment), r->chain);
     if (e == ENVLOG_NOMEM || e == ENVLOG_IO)
         return e;
@@ -163,7 +224,7 @@ static envlog_err open_segment(envlog_reader *r)
     /* A record reassembled from fragments is never longer than its file:
      * take the room now, so running out of memory is ENVLOG_NOMEM here
      * and never "damage" in the middle of the segment. */
-    if (r->file.len > ENVLOG_BLOCK && (e = envlog_buf_reserve(&r->fr.rec, r->file.len)))
+    if (r->data_len > ENVLOG_BLOCK && (e = envlog_buf_reserve(&r->fr.rec, r->data_len)))
         return e;
     if (sn->segment != r->expect_seg) {
         uint32_t want = r->expect_seg;
@@ -327,7 +388,7 @@ envlog_err envlog_reader_next(envlog_reader *r, const envlog_record **rec)
         }
         if (st == ENVLOG_FR_BAD)
             return report(r, r->fr.bad_off, r->fr.bad_len, "%s", r->fr.why);
-        if (st == ENVLOG_FR_TAIL && last && !r->seg_sealed && !envlog_frames_end_in_seal(r->file.p, r->file.len, r->fr.seed)) {
+        if (st == ENVLOG_FR_TAIL && last && !r->seg_sealed && !envlog_frames_end_in_seal(r->data, r->data_len, r->fr.seed)) {
             r->seg_open = false;
             r->cur++;
             r->chain = r->fr.chain;
@@ -355,7 +416,7 @@ envlog_err envlog_reader_next(envlog_reader *r, const envlog_record **rec)
         }
         /* ENVLOG_FR_END */
         bool unsealed = !r->seg_sealed && !last;
-        uint64_t size = r->file.len;
+        uint64_t size = r->data_len;
         r->seg_open = false;
         r->chain = r->fr.chain;
         if (unsealed) {

@@ -45,10 +45,18 @@ static envlog_err prealloc(envlog_segw *w, uint64_t upto)
     /* Whole blocks, so preallocation never ends mid-block. */
     if (to > w->map_len)
         to = w->map_len;
-    int rc = envlog_io_get()->fallocate(w->fd, (off_t)w->alloc_len,
-                                        (off_t)(to - w->alloc_len));
+    const envlog_io *io = envlog_io_get();
+    int rc = io->fallocate(w->fd, (off_t)w->alloc_len, (off_t)(to - w->alloc_len));
     if (rc)
         return envlog__fail_errno(rc, "preallocating %s", w->name);
+    /* At sync=close the disk writes what is done while recording goes on,
+     * so the fdatasync at rotation and at the end finds little left: the
+     * whole pages before pos, at each preallocation step. */
+    uint64_t done = w->pos / 4096 * 4096;
+    if (w->sync == ENVLOG_SYNC_CLOSE && io->writeback && done > w->wb_len) {
+        (void)io->writeback(w->fd, (off_t)w->wb_len, (off_t)(done - w->wb_len));
+        w->wb_len = done;
+    }
     w->alloc_len = to;
     return ENVLOG_OK;
 }

@@ -974,6 +974,35 @@ START_TEST(test_fault_each_call)
 }
 END_TEST
 
+/* At sync=close the writer starts writeback of each finished MiB: a hint.
+ * It is made (several times over 3 MiB), and when it fails nothing else
+ * does: every record is recorded and reads back. */
+START_TEST(test_writeback_hint)
+{
+    char *root = tu_mkdtemp("wb");
+    envlog_env *env = tu_env(root);
+    envlog_session_opts o = tu_opts("wb", 0);
+    o.sync = ENVLOG_SYNC_CLOSE;
+    envlog_session *s;
+    ck_assert_ok(envlog_session_begin(env, &o, &s));
+    envlog_id128 id = envlog_session_id(s);
+    tu_fault_arm(TU_WRITEBACK, 1, EIO);
+    for (unsigned i = 0; i < 1500; i++)
+        ck_assert_ok(tu_record_tune(s, "wb", i, 2000, NULL));
+    ck_assert_ok(envlog_session_end(s));
+    long calls = tu_fault_calls(TU_WRITEBACK);
+    ck_assert(tu_fault_disarm());
+    ck_assert_int_ge(calls, 2);
+    tu_readback rb;
+    ck_assert_ok(tu_read_session(env, &id, &rb));
+    ck_assert_uint_eq(rb.n, 1501);
+    tu_readback_free(&rb);
+    envlog_env_close(env);
+    tu_rmrf(root);
+    free(root);
+}
+END_TEST
+
 START_TEST(test_nospace_names_file)
 {
     /* A full disk at any preallocation (a new segment's, or a growing one's
@@ -1480,6 +1509,7 @@ Suite *suite_session(void)
     tcase_set_timeout(tc, 600);
     tcase_add_loop_test(tc, test_fault_each_call, 0, (int)(2 * N_FAULTS));
     tcase_add_test(tc, test_nospace_names_file);
+    tcase_add_test(tc, test_writeback_hint);
     tcase_add_test(tc, test_alloc_fail_recording);
     tcase_add_test(tc, test_alloc_fail_reading);
     suite_add_tcase(s, tc);

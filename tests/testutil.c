@@ -221,7 +221,7 @@ bool tu_exists(const char *path)
 const char *const tu_call_names[TU_N_CALLS] = {
     "open", "openat", "close", "pread", "pwrite", "fsync", "ftruncate",
     "fallocate", "mmap", "munmap", "msync", "mkdirat", "renameat", "unlinkat",
-    "flock", "fstat",
+    "flock", "fstat", "writeback",
 };
 
 static struct {
@@ -338,12 +338,19 @@ static int f_fstat(int fd, struct stat *st)
     return PX->fstat(fd, st);
 }
 
+static int f_writeback(int fd, off_t o, off_t l)
+{
+    if (hit(TU_WRITEBACK)) return errno = fault.err, -1;
+    return PX->writeback(fd, o, l);
+}
+
 static const envlog_io failing_io = {
     .open = f_open, .openat = f_openat, .close = f_close, .pread = f_pread,
     .pwrite = f_pwrite, .fsync = f_fsync, .ftruncate = f_ftruncate,
     .fallocate = f_fallocate, .mmap = f_mmap, .munmap = f_munmap,
     .msync = f_msync, .mkdirat = f_mkdirat, .renameat = f_renameat,
     .unlinkat = f_unlinkat, .flock = f_flock, .fstat = f_fstat,
+    .writeback = f_writeback,
 };
 
 void tu_fault_arm(tu_call which, long nth, int err)
@@ -428,6 +435,24 @@ static int v_fstat(int fd, struct stat *st)
     return rc;
 }
 
+/* A viewed file's mapping shows the view too: a private copy, read
+ * through v_pread (so cut and flipped as it is). */
+static void *v_mmap(size_t len, int prot, int fd)
+{
+    if (!view_fd(fd))
+        return PX->mmap(len, prot, fd);
+    uint8_t *m = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (m == MAP_FAILED)
+        return m;
+    for (size_t at = 0; at < len;) {
+        ssize_t r = v_pread(fd, m + at, len - at, (off_t)at);
+        if (r <= 0)
+            break;
+        at += (size_t)r;
+    }
+    return m;
+}
+
 static envlog_io view_io;
 
 void tu_view_set(const char *name, uint64_t cut, int64_t flip_at, uint8_t mask)
@@ -444,6 +469,7 @@ void tu_view_set(const char *name, uint64_t cut, int64_t flip_at, uint8_t mask)
     view_io.close = v_close;
     view_io.pread = v_pread;
     view_io.fstat = v_fstat;
+    view_io.mmap = v_mmap;
     envlog_io_set(&view_io);
 }
 

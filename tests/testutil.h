@@ -46,7 +46,7 @@ bool tu_exists(const char *path);
 typedef enum tu_call {
     TU_OPEN, TU_OPENAT, TU_CLOSE, TU_PREAD, TU_PWRITE, TU_FSYNC, TU_FTRUNCATE,
     TU_FALLOCATE, TU_MMAP, TU_MUNMAP, TU_MSYNC, TU_MKDIRAT, TU_RENAMEAT,
-    TU_UNLINKAT, TU_FLOCK, TU_FSTAT, TU_N_CALLS,
+    TU_UNLINKAT, TU_FLOCK, TU_FSTAT, TU_WRITEBACK, TU_N_CALLS,
     TU_ANY = TU_N_CALLS /* count every call */
 } tu_call;
 
