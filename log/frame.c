@@ -172,11 +172,12 @@ static int valid_frag(const envlog_frame_reader *fr, size_t at, size_t *len)
     return type;
 }
 
-bool envlog_frames_end_in_seal(const uint8_t *p, size_t n, uint64_t seed)
+bool envlog_tail_is_seal(const uint8_t *tail, size_t tail_len, uint64_t n, uint64_t seed)
 {
-    for (size_t len = 1; len <= 64 && len + ENVLOG_FRAG_HDR <= n; len++) {
-        size_t at = n - len - ENVLOG_FRAG_HDR;
-        const uint8_t *h = p + at;
+    for (size_t len = 1; len <= 64 && len + ENVLOG_FRAG_HDR <= tail_len; len++) {
+        size_t back = len + ENVLOG_FRAG_HDR;
+        uint64_t at = n - back;
+        const uint8_t *h = tail + tail_len - back;
         if (at / ENVLOG_BLOCK != (n - 1) / ENVLOG_BLOCK || h[6] != ENVLOG_FRAG_FULL ||
             envlog_get_le16(h + 4) != len)
             continue;
@@ -186,6 +187,11 @@ bool envlog_frames_end_in_seal(const uint8_t *p, size_t n, uint64_t seed)
             return true;
     }
     return false;
+}
+
+bool envlog_frames_end_in_seal(const uint8_t *p, size_t n, uint64_t seed)
+{
+    return envlog_tail_is_seal(p, n, n, seed);
 }
 
 int envlog_frag_check(const envlog_frame_reader *fr, size_t at, size_t *len)

@@ -136,6 +136,9 @@ void envlog_frame_reader_free(envlog_frame_reader *fr);
  * closed cleanly, so damage inside it is corruption, never a torn tail (a
  * sealed file is trimmed to end at its SEAL, a small FULL fragment). */
 bool envlog_frames_end_in_seal(const uint8_t *p, size_t n, uint64_t seed);
+/* The same from the last `tail_len` bytes of a file of `n` bytes. */
+#define ENVLOG_SEAL_TAIL (64 + ENVLOG_FRAG_HDR)
+bool envlog_tail_is_seal(const uint8_t *tail, size_t tail_len, uint64_t n, uint64_t seed);
 /* The fragment at `at` when it is whole and passes its checksum: its type
  * (ENVLOG_FRAG_*) and payload length; 0 otherwise. */
 int envlog_frag_check(const envlog_frame_reader *fr, size_t at, size_t *len);

@@ -154,12 +154,14 @@ static envlog_err report(envlog_reader *r, uint64_t off, uint64_t bytes,
                         r->name, r->dmg.segment, off, r->dmg.reason, bytes);
 }
 
-/* A segment before the session's last one was sealed and trimmed before
- * the next one was made, and nothing changes it after: it is mapped, not
- * copied (no fresh memory for it, no copy).  The last segment may still be
- * written, trimmed at its seal or repaired, which would pull pages from
- * under a mapping: it is read into memory. */
-static envlog_err map_segment(envlog_reader *r, const char *name)
+/* A segment that nothing changes any more is mapped, not copied (no fresh
+ * memory for it, no copy): one before the session's last (sealed and
+ * trimmed before the next was made), or the last when it ends in its SEAL
+ * and no writer holds the session (a writer seals once, repair never
+ * touches a sealed segment).  Any other may still be written, trimmed or
+ * repaired, which would pull pages from under a mapping: it is read into
+ * memory.  With `last`, *mapped says which was done. */
+static envlog_err map_segment(envlog_reader *r, const char *name, bool last, bool *mapped)
 {
     const envlog_io *io = envlog_io_get();
     int fd = io->openat(r->dirfd, name, O_RDONLY, 0);
@@ -174,7 +176,14 @@ static envlog_err map_segment(envlog_reader *r, const char *name)
     else if ((uint64_t)st.st_size > FILE_MAX)
         e = envlog__fail(ENVLOG_TOO_BIG, "%s is %" PRIu64 " bytes, over %" PRIu64, name,
                          (uint64_t)st.st_size, (uint64_t)FILE_MAX);
-    else if (st.st_size > 0) {
+    else if (last) {
+        uint8_t tail[ENVLOG_SEAL_TAIL];
+        size_t tl = st.st_size < (off_t)sizeof tail ? (size_t)st.st_size : sizeof tail;
+        *mapped = tl && io->pread(fd, tail, tl, st.st_size - (off_t)tl) == (ssize_t)tl &&
+                  envlog_tail_is_seal(tail, tl, (uint64_t)st.st_size,
+                                      envlog_seg_seed(&r->id, r->segs[r->cur].segment));
+    }
+    if (!e && st.st_size > 0 && (!last || *mapped)) {
         void *m = io->mmap((size_t)st.st_size, PROT_READ, fd);
         if (m == MAP_FAILED)
             e = envlog__fail_errno(errno, "mapping %s", name);
@@ -204,9 +213,10 @@ static envlog_err open_segment(envlog_reader *r)
     unmap_segment(r);
     r->data = NULL;
     r->data_len = 0;
-    if (r->cur + 1 < r->n_segs) {
-        e = map_segment(r, sn->name);
-    } else {
+    bool last = r->cur + 1 == r->n_segs, mapped = false;
+    if (!last || !r->live)
+        e = map_segment(r, sn->name, last, &mapped);
+    if (last && !mapped && (r->live || !e)) {
         e = envlog_read_file(r->dirfd, sn->name, FILE_MAX, &r->file);
         r->data = r->file.p;
         r->data_len = r->file.len;

@@ -592,8 +592,8 @@ START_TEST(test_state_open_read_faults)
         rp_end(s);
     }
     char *ref = rp_dump_env(r.env, NULL);
-    static const tu_call calls[] = {TU_PREAD, TU_OPENAT, TU_FSTAT};
-    for (size_t c = 0; c < 3; c++) {
+    static const tu_call calls[] = {TU_PREAD, TU_OPENAT, TU_FSTAT, TU_MMAP};
+    for (size_t c = 0; c < sizeof calls / sizeof calls[0]; c++) {
         long n;
         for (n = 1; n < 10000; n++) {
             envlog_state *st = NULL;
