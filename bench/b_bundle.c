@@ -9,7 +9,8 @@
  * ships one, is a single SQLite file with the entries table.
  *
  *  - export, envlog: envlog_bundle_export at its default level (entries
- *    only, zstd 19), opening and closing the environment included;
+ *    only, zstd 19), opening and closing the environment included, and at
+ *    level 9 (envlog bundle export --level 9);
  *    SQLite: ATTACH a new file, create the table, INSERT ... SELECT every
  *    entry, DETACH: the bundle file, complete and closed.
  *  - import, envlog: envlog_bundle_import into a new, empty environment
@@ -37,6 +38,7 @@
 typedef enum bd_side {
     BD_EXPORT_ENVLOG,
     BD_EXPORT_SQLITE,
+    BD_EXPORT_FAST,   /* envlog at --level 9 */
     BD_IMPORT_ENVLOG,
     BD_IMPORT_SQLITE,
     BD_SIDES
@@ -46,6 +48,7 @@ typedef struct bd_ctx {
     bd_side side;
     const char *env, *db;
     const char *bundle, *sql_bundle; /* what the export runs leave */
+    const char *fast_bundle;
     uint64_t entries;
 } bd_ctx;
 
@@ -97,14 +100,17 @@ static void run_bundle(void *vctx, double scale, bench_run *out)
     uint64_t t0 = 0, t1 = 0, size = 0;
     (void)scale; /* a bundle is of the whole cache, warm-up included */
     switch (c->side) {
-    case BD_EXPORT_ENVLOG: {
+    case BD_EXPORT_ENVLOG:
+    case BD_EXPORT_FAST: {
         envlog_env *env;
-        envlog_bundle_opts o = {.name = "envlog-bench"};
+        bool fast = c->side == BD_EXPORT_FAST;
+        envlog_bundle_opts o = {.name = "envlog-bench", .zstd_level = fast ? 9 : 0};
         envlog_bundle_info *info;
         t0 = bench_now_ns();
         bench_check(envlog_env_open(c->env, ENVLOG_OPEN_READONLY, &env),
                     "opening the environment");
-        bench_check(envlog_bundle_export(env, &o, c->bundle, &info), "exporting a bundle");
+        bench_check(envlog_bundle_export(env, &o, fast ? c->fast_bundle : c->bundle, &info),
+                    "exporting a bundle");
         envlog_env_close(env);
         t1 = bench_now_ns();
         bench_expect(info->tunes == c->entries, "the bundle holds %" PRIu64 " of %" PRIu64,
@@ -218,25 +224,27 @@ static void size_limits(const char *db, const char *sql_bundle, double *values_z
 static void bundle_rows(uint64_t n, const char *label)
 {
     bench_cache cache;
-    char bundle[4400], sql_bundle[4400];
+    char bundle[4400], sql_bundle[4400], fast_bundle[4400];
     bench_cache_make(&cache, "bundle", n);
+    snprintf(fast_bundle, sizeof fast_bundle, "%s/cache-9.envlog-bundle", cache.dir);
     snprintf(bundle, sizeof bundle, "%s/cache.envlog-bundle", cache.dir);
     snprintf(sql_bundle, sizeof sql_bundle, "%s/bundle.db", cache.dir);
 
     static const char *const names[BD_SIDES] = {"envlog export", "sqlite export",
-                                                "envlog import", "sqlite import"};
+                                                "envlog export -9", "envlog import",
+                                                "sqlite import"};
     bd_ctx ctx[BD_SIDES];
     bench_variant v[BD_SIDES];
     for (int i = 0; i < BD_SIDES; i++) {
-        ctx[i] = (bd_ctx){(bd_side)i, cache.env, cache.db, bundle, sql_bundle, n};
+        ctx[i] = (bd_ctx){(bd_side)i, cache.env, cache.db, bundle, sql_bundle, fast_bundle, n};
         memset(&v[i], 0, sizeof v[i]);
         v[i].name = names[i];
         v[i].fn = run_bundle;
         v[i].ctx = &ctx[i];
     }
     /* Exports first: the imports read what they wrote. */
-    bench_alternate(v, 2);
-    bench_alternate(v + 2, 2);
+    bench_alternate(v, 3);
+    bench_alternate(v + BD_IMPORT_ENVLOG, 2);
     double values_z, file_z;
     size_limits(cache.db, sql_bundle, &values_z, &file_z);
 
@@ -255,6 +263,13 @@ static void bundle_rows(uint64_t n, const char *label)
     bench_emit(&r);
     r = bench_row_make("bundle", "ms", BENCH_SECS_MS, &v[BD_EXPORT_ENVLOG],
                        &v[BD_EXPORT_SQLITE], "export, %s entries", label);
+    bench_emit(&r);
+    r = bench_row_make("bundle", "B/entry", BENCH_DISK_PER, &v[BD_EXPORT_FAST],
+                       &v[BD_EXPORT_SQLITE], "bundle size at --level 9, %s entries", label);
+    bench_row_limit(&r, values_z / (double)n, "zstd-19");
+    bench_emit(&r);
+    r = bench_row_make("bundle", "ms", BENCH_SECS_MS, &v[BD_EXPORT_FAST],
+                       &v[BD_EXPORT_SQLITE], "export at --level 9, %s entries", label);
     bench_emit(&r);
     r = bench_row_make("bundle", "ms", BENCH_SECS_MS, &v[BD_IMPORT_ENVLOG],
                        &v[BD_IMPORT_SQLITE], "import, %s entries", label);

@@ -129,7 +129,7 @@ static int export_run(cli *c, int i)
     const char *prefixes[64];
     size_t np = 0;
     envlog_evidence ev = ENVLOG_EVIDENCE_WINNERS;
-    int rc;
+    int rc, level = 0;
     for (; i < c->argc; i++) {
         const char *a = c->argv[i];
         if ((!strcmp(a, "-o") || !strcmp(a, "--out")) && i + 1 < c->argc)
@@ -141,6 +141,14 @@ static int export_run(cli *c, int i)
         } else if (!strcmp(a, "--evidence") && i + 1 < c->argc) {
             if ((rc = parse_evidence(c->argv[++i], &ev)))
                 return rc;
+        } else if (!strcmp(a, "--level") && i + 1 < c->argc) {
+            const char *v = c->argv[++i];
+            char *end;
+            long l = strtol(v, &end, 10);
+            if (!*v || *end || l < 1 || l > 22)
+                return cli_error(EXIT_USAGE, "--level takes a zstd level, 1 to 22, not '%s'",
+                                 v);
+            level = (int)l;
         } else if (!strcmp(a, "--json"))
             c->json = true;
         else if (a[0] == '-')
@@ -155,7 +163,7 @@ static int export_run(cli *c, int i)
     envlog_env *env;
     if ((rc = cli_open_env(c, CLI_READ, &env)))
         return rc;
-    envlog_bundle_opts o = {name, prefixes, np, ev, 0};
+    envlog_bundle_opts o = {name, prefixes, np, ev, level};
     envlog_bundle_info *info;
     envlog_err e = envlog_bundle_export(env, &o, out, &info);
     envlog_env_close(env);
@@ -322,7 +330,7 @@ const cli_cmd cli_cmd_compact = {
 const cli_cmd cli_cmd_bundle = {
     "bundle", "export, import, inspect or embed a bundle",
     "usage: envlog [-C DIR] bundle export NAME -o FILE [--namespace PREFIX]...\n"
-    "                              [--evidence none|winners|all]\n"
+    "                              [--evidence none|winners|all] [--level N]\n"
     "       envlog [-C DIR] bundle import FILE\n"
     "       envlog bundle inspect FILE [--json]\n"
     "       envlog bundle embed FILE [--name SYMBOL] > bundle.c\n"

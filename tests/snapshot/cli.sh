@@ -56,6 +56,11 @@ grep -q "4 taken, 0 skipped" "$t/out" || { echo "FAIL import: $(cat "$t/out")"; 
 check import-again 0 "$ENVLOG" -C "$t/c" bundle import "$t/h100.bundle"
 grep -q "0 taken, 4 skipped" "$t/out" || { echo "FAIL import-again: $(cat "$t/out")"; fail=$((fail + 1)); }
 check diff-bundle 0 "$ENVLOG" diff "$t/a" "$t/h100.bundle"
+# --level: another zstd level, the same entries; a level zstd has not is refused.
+check export-level 0 "$ENVLOG" -C "$t/a" bundle export "H100 Linux" -o "$t/fast.bundle" --level 3
+check diff-level 0 "$ENVLOG" diff "$t/h100.bundle" "$t/fast.bundle"
+check export-bad-level 2 "$ENVLOG" -C "$t/a" bundle export "H100 Linux" -o "$t/x.bundle" --level 23
+grep -q "1 to 22" "$t/err" || { echo "FAIL export-bad-level: $(cat "$t/err")"; fail=$((fail + 1)); }
 check diff-imported 0 "$ENVLOG" diff "$t/c" "$t/h100.bundle"
 
 # embed: a program with the bundle linked in imports it from memory.
