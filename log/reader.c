@@ -209,7 +209,7 @@ static void unmap_segment(envlog_reader *r)
 static envlog_err open_segment(envlog_reader *r)
 {
     const envlog_seg_name *sn = &r->segs[r->cur];
-    envlog_err e;
+    envlog_err e = ENVLOG_OK;
     unmap_segment(r);
     r->data = NULL;
     r->data_len = 0;
