@@ -267,7 +267,6 @@ struct envlog_snap {
      * the INDEX record starts at idx_pos, its pairs at idx_base of its
      * payload; each block's fragment is checked the first time a lookup
      * reads from it (idx_ok, one flag per block from idx_pos's). */
-    bool idx_lazy;
     size_t idx_pos;
     uint64_t idx_base;
     uint8_t *idx_ok;
@@ -408,7 +407,7 @@ static bool idx_block_ok(envlog_snap *s, size_t off)
  * fragment it is in fails its check. */
 static bool pair_at(envlog_snap *s, uint64_t i, uint64_t *hash, uint64_t *off)
 {
-    if (!s->idx_lazy) {
+    if (!s->idx_ok) { /* reassembled by load_index or index_item */
         *hash = get_be64(s->index.p + 16 * i);
         *off = get_be64(s->index.p + 16 * i + 8);
         return true;
@@ -504,7 +503,6 @@ static envlog_err map_index(envlog_snap *s)
         return envlog__fail(ENVLOG_BAD_DATA, "snapshot index is damaged");
     if (!(s->idx_ok = envlog_calloc(blocks, 1)))
         return envlog__fail(ENVLOG_NOMEM, "reading a snapshot");
-    s->idx_lazy = true;
     s->idx_pos = pos;
     s->idx_base = total - count * 16;
     s->idx_blocks = blocks;
@@ -777,10 +775,8 @@ static envlog_err check_all_items(envlog_snap *s)
                 break;
         }
     }
-    if (!e && rebuild && s->n_index) {
+    if (!e && rebuild && s->n_index)
         qsort(s->index.p, (size_t)s->n_index, 16, pair_cmp);
-        s->idx_lazy = false;
-    }
     if (!e) {
         if (!sealed)
             s->bad++;
