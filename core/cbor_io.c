@@ -328,10 +328,130 @@ envlog_err envlog_pull_next(envlog_pull *p, envlog_tok *t)
     return ENVLOG_OK;
 }
 
-static envlog_err skip_rest(envlog_pull *p, const envlog_tok *t, int depth)
+/* ------------------------------------------------------------- map keys */
+
+/* Two keys are the same when they decode to the same value: integers by
+ * value, strings by type and bytes, anything else (a float, an array...)
+ * by its encoded bytes. */
+static bool key_eq(const envlog_key *a, const envlog_key *b)
+{
+    return a->type == b->type && a->u == b->u && a->len == b->len &&
+           (!a->len || !memcmp(a->data, b->data, a->len));
+}
+
+static uint64_t key_hash(const envlog_key *k)
+{
+    return envlog_xxh64(k->data ? (const void *)k->data : "", k->len,
+                        k->u * 31 + (uint64_t)k->type);
+}
+
+static envlog_err keyset_rehash(envlog_keyset *ks, size_t slots)
+{
+    uint32_t *t = envlog_calloc(slots, sizeof *t);
+    if (!t)
+        return envlog__fail(ENVLOG_NOMEM, "checking the keys of a map");
+    for (size_t i = 0; i < ks->n; i++) {
+        size_t j = (size_t)key_hash(&ks->v[i]) & (slots - 1);
+        while (t[j])
+            j = (j + 1) & (slots - 1);
+        t[j] = (uint32_t)i + 1;
+    }
+    envlog_free(ks->slots);
+    ks->slots = t;
+    ks->n_slots = slots;
+    return ENVLOG_OK;
+}
+
+envlog_err envlog_keyset_add(envlog_keyset *ks, const envlog_key *k)
+{
+    if (k->type == ENVLOG_TOK_UINT && k->u < 64) {
+        uint64_t bit = (uint64_t)1 << k->u;
+        if (ks->small & bit)
+            return envlog__fail(ENVLOG_BAD_DATA, "map holds key %llu twice",
+                                (unsigned long long)k->u);
+        ks->small |= bit;
+        return ENVLOG_OK;
+    }
+    /* Few keys: a scan; many (a hostile map): a hash table of indexes. */
+    if (!ks->slots) {
+        for (size_t i = 0; i < ks->n; i++)
+            if (key_eq(&ks->v[i], k))
+                return envlog__fail(ENVLOG_BAD_DATA, "map holds a key twice");
+    } else {
+        for (size_t j = (size_t)key_hash(k) & (ks->n_slots - 1); ks->slots[j];
+             j = (j + 1) & (ks->n_slots - 1))
+            if (key_eq(&ks->v[ks->slots[j] - 1], k))
+                return envlog__fail(ENVLOG_BAD_DATA, "map holds a key twice");
+    }
+    if (!ks->v) {
+        ks->v = ks->in;
+        ks->cap = ENVLOG_KEYSET_INLINE;
+    }
+    if (ks->n == ks->cap) {
+        size_t cap = 2 * ks->cap;
+        envlog_key *v = envlog_malloc(cap * sizeof *v);
+        if (!v)
+            return envlog__fail(ENVLOG_NOMEM, "checking the keys of a map");
+        memcpy(v, ks->v, ks->n * sizeof *v);
+        if (ks->v != ks->in)
+            envlog_free(ks->v);
+        ks->v = v;
+        ks->cap = cap;
+    }
+    ks->v[ks->n++] = *k;
+    if (ks->n > 16 && 2 * ks->n > ks->n_slots) {
+        envlog_err e = keyset_rehash(ks, ks->n_slots ? 2 * ks->n_slots : 64);
+        if (e)
+            return e;
+    } else if (ks->slots) {
+        size_t j = (size_t)key_hash(k) & (ks->n_slots - 1);
+        while (ks->slots[j])
+            j = (j + 1) & (ks->n_slots - 1);
+        ks->slots[j] = (uint32_t)ks->n;
+    }
+    return ENVLOG_OK;
+}
+
+void envlog_keyset_free(envlog_keyset *ks)
+{
+    if (ks->v != ks->in)
+        envlog_free(ks->v);
+    envlog_free(ks->slots);
+    ks->v = NULL;
+    ks->slots = NULL;
+    ks->n = ks->cap = ks->n_slots = 0;
+    ks->small = 0;
+}
+
+envlog_err envlog_key_read(envlog_pull *p, const envlog_tok *t, size_t start,
+                           int depth, envlog_key *k)
+{
+    memset(k, 0, sizeof *k);
+    k->type = t->type;
+    switch (t->type) {
+    case ENVLOG_TOK_UINT:
+    case ENVLOG_TOK_NEGINT: k->u = t->u; return ENVLOG_OK;
+    case ENVLOG_TOK_TEXT:
+    case ENVLOG_TOK_BYTES:
+        k->data = t->data;
+        k->len = t->len;
+        return ENVLOG_OK;
+    default: break;
+    }
+    envlog_err e = envlog_pull_skip_at(p, t, depth);
+    if (e)
+        return e;
+    k->data = p->p + start;
+    k->len = p->pos - start;
+    return ENVLOG_OK;
+}
+
+/* ------------------------------------------------------------ skipping */
+
+envlog_err envlog_pull_skip_at(envlog_pull *p, const envlog_tok *t, int depth)
 {
     if (depth > ENVLOG_CBOR_MAX_DEPTH)
-        return envlog__fail(ENVLOG_BAD_DATA, "CBOR nested deeper than %d",
+        return envlog__fail(ENVLOG_BAD_DATA, "CBOR nested deeper than %d levels",
                             ENVLOG_CBOR_MAX_DEPTH);
     uint64_t items;
     switch (t->type) {
@@ -350,11 +470,26 @@ static envlog_err skip_rest(envlog_pull *p, const envlog_tok *t, int depth)
         return envlog__fail(ENVLOG_BAD_DATA,
                             "CBOR container claims %llu items in %zu bytes",
                             (unsigned long long)items, p->n - p->pos);
+    if (t->type == ENVLOG_TOK_MAP) {
+        envlog_keyset ks = {0};
+        envlog_err e = ENVLOG_OK;
+        for (uint64_t i = 0; !e && i < t->u; i++) {
+            envlog_tok k, v;
+            envlog_key key;
+            size_t start = p->pos;
+            if (!(e = envlog_pull_next(p, &k)) &&
+                !(e = envlog_key_read(p, &k, start, depth + 1, &key)) &&
+                !(e = envlog_keyset_add(&ks, &key)) && !(e = envlog_pull_next(p, &v)))
+                e = envlog_pull_skip_at(p, &v, depth + 1);
+        }
+        envlog_keyset_free(&ks);
+        return e;
+    }
     for (uint64_t i = 0; i < items; i++) {
         envlog_tok c;
         envlog_err e = envlog_pull_next(p, &c);
         if (!e)
-            e = skip_rest(p, &c, depth + 1);
+            e = envlog_pull_skip_at(p, &c, depth + 1);
         if (e)
             return e;
     }
@@ -363,18 +498,23 @@ static envlog_err skip_rest(envlog_pull *p, const envlog_tok *t, int depth)
 
 envlog_err envlog_pull_skip_after(envlog_pull *p, const envlog_tok *t)
 {
-    return skip_rest(p, t, 0);
+    return envlog_pull_skip_at(p, t, 0);
 }
 
-envlog_err envlog_cbor_check_item(const void *data, size_t n)
+envlog_err envlog_cbor_check_at(const void *data, size_t n, int depth)
 {
     envlog_pull p = {data, n, 0};
     envlog_tok t;
     envlog_err e = envlog_pull_next(&p, &t);
     if (!e)
-        e = envlog_pull_skip_after(&p, &t);
+        e = envlog_pull_skip_at(&p, &t, depth);
     if (!e && p.pos != n)
         e = envlog__fail(ENVLOG_BAD_DATA,
                          "%zu bytes follow the CBOR item", n - p.pos);
     return e;
+}
+
+envlog_err envlog_cbor_check_item(const void *data, size_t n)
+{
+    return envlog_cbor_check_at(data, n, 0);
 }

@@ -127,7 +127,8 @@ static bool field_present(const envlog_field *f, const void *in, envlog_level le
     switch (f->type) {
     case ENVLOG_F_TEXT: return *CAT(in, f->off, cstr) != NULL;
     case ENVLOG_F_BYTES:
-    case ENVLOG_F_RAW: return CAT(in, f->off, envlog_bytes)->size != 0;
+    case ENVLOG_F_RAW:
+    case ENVLOG_F_RECORD: return CAT(in, f->off, envlog_bytes)->size != 0;
     case ENVLOG_F_TEXTS:
     case ENVLOG_F_F64S:
     case ENVLOG_F_OBJS: return *CAT(in, f->count_off, size_t) != 0;
@@ -198,14 +199,14 @@ static inline envlog_err enc_f64(envlog_buf *b, double v)
 }
 
 static envlog_err enc_struct(envlog_buf *b, const envlog_schema *s,
-                             const void *in, envlog_level level);
+                             const void *in, envlog_level level, int depth);
 
-/* Encodes field `f` as a key and its value, or writes nothing and sets
- * *absent when the value is empty (field_present's per-type rule, checked
- * here so each field is dispatched once).  Level and presence flag are the
- * caller's to check. */
+/* Encodes field `f` of a map at depth `depth` as a key and its value, or
+ * writes nothing and sets *absent when the value is empty (field_present's
+ * per-type rule, checked here so each field is dispatched once).  Level and
+ * presence flag are the caller's to check. */
 static envlog_err enc_field(envlog_buf *b, const envlog_field *f, const void *in,
-                            envlog_level level, bool *absent)
+                            envlog_level level, int depth, bool *absent)
 {
     /* Room for the key and a value head: the fixed-size values below are
      * written in place. */
@@ -255,14 +256,22 @@ static envlog_err enc_field(envlog_buf *b, const envlog_field *f, const void *in
                                 f->name);
         return envlog_enc_bytes(b, x->data, x->size);
     }
-    case ENVLOG_F_RAW: {
+    case ENVLOG_F_RAW:
+    case ENVLOG_F_RECORD: {
         const envlog_bytes *x = CAT(in, f->off, envlog_bytes);
         if (!x->size)
             goto empty;
-        if (!x->data || envlog_cbor_check_item(x->data, x->size))
+        /* The item goes at depth + 1; a record stored inline counts from
+         * its own map (the nesting rule of core_int.h). */
+        int d = f->type == ENVLOG_F_RECORD ? 0 : depth + 1;
+        envlog_err ce = x->data ? envlog_cbor_check_at(x->data, x->size, d) : ENVLOG_BAD_DATA;
+        if (ce == ENVLOG_NOMEM)
+            return ce;
+        if (ce || (f->type == ENVLOG_F_RECORD && (*(const uint8_t *)x->data >> 5) != 5))
             return envlog__fail(ENVLOG_INVALID_ARG,
-                                "%s is not one well-formed CBOR item (%s)",
-                                f->name, envlog_errmsg());
+                                "%s is not one well-formed CBOR %s (%s)", f->name,
+                                f->type == ENVLOG_F_RECORD ? "map" : "item",
+                                ce ? envlog_errmsg() : "not a map");
         return envlog_buf_append(b, x->data, x->size);
     }
     case ENVLOG_F_H128:
@@ -301,7 +310,8 @@ static envlog_err enc_field(envlog_buf *b, const envlog_field *f, const void *in
         } else if (f->type == ENVLOG_F_F64S) {
             e = enc_f64(b, ((const double *)arr)[i]);
         } else {
-            e = enc_struct(b, f->sub, (const char *)arr + i * f->sub->size, level);
+            e = enc_struct(b, f->sub, (const char *)arr + i * f->sub->size, level,
+                           depth + 2);
         }
         if (e)
             return e;
@@ -323,7 +333,8 @@ static size_t count_fields(const envlog_schema *s, const void *in, envlog_level 
 
 /* Encodes the present fields; *count says how many there were. */
 static envlog_err enc_fields(envlog_buf *b, const envlog_schema *s,
-                             const void *in, envlog_level level, size_t *count)
+                             const void *in, envlog_level level, int depth,
+                             size_t *count)
 {
     size_t n = 0;
     for (const envlog_field *f = s->fields, *end = f + s->n_fields; f < end; f++) {
@@ -332,7 +343,7 @@ static envlog_err enc_fields(envlog_buf *b, const envlog_schema *s,
         if (f->present_off != SIZE_MAX && !*CAT(in, f->present_off, bool))
             continue;
         bool absent = false;
-        envlog_err e = enc_field(b, f, in, level, &absent);
+        envlog_err e = enc_field(b, f, in, level, depth, &absent);
         if (e)
             return e;
         n += !absent;
@@ -344,19 +355,19 @@ static envlog_err enc_fields(envlog_buf *b, const envlog_schema *s,
 /* A map of at most 23 pairs has a one-byte head: it is reserved first and
  * filled in once the fields are written, so the fields are walked once. */
 static envlog_err enc_struct(envlog_buf *b, const envlog_schema *s,
-                             const void *in, envlog_level level)
+                             const void *in, envlog_level level, int depth)
 {
     envlog_err e;
     size_t n;
     if (s->n_fields >= 24) {
         if ((e = envlog_enc_map(b, count_fields(s, in, level))))
             return e;
-        return enc_fields(b, s, in, level, &n);
+        return enc_fields(b, s, in, level, depth, &n);
     }
     if ((e = room(b, 1)))
         return e;
     size_t at = b->len++;
-    if ((e = enc_fields(b, s, in, level, &n)))
+    if ((e = enc_fields(b, s, in, level, depth, &n)))
         return e;
     b->p[at] = (uint8_t)(0xa0 | n);
     return ENVLOG_OK;
@@ -365,7 +376,7 @@ static envlog_err enc_struct(envlog_buf *b, const envlog_schema *s,
 envlog_err envlog_struct_encode(envlog_buf *b, const envlog_schema *s,
                                 const void *in, envlog_level level)
 {
-    return enc_struct(b, s, in, level);
+    return enc_struct(b, s, in, level, 0);
 }
 
 envlog_err envlog_event_encode(envlog_buf *b, envlog_kind kind,
@@ -375,6 +386,10 @@ envlog_err envlog_event_encode(envlog_buf *b, envlog_kind kind,
     const envlog_schema *s = envlog_schema_of(kind);
     if (!s)
         return envlog__fail(ENVLOG_INVALID_ARG, "kind %d has no schema", kind);
+    /* The writer never writes a record its readers refuse. */
+    const char *why = envlog_record_problem(kind, effect, body, ENVLOG_TRIALS_OF_BODY);
+    if (why)
+        return envlog__fail(ENVLOG_INVALID_ARG, "%s record: %s", s->name, why);
     b->len = 0;
     envlog_err e;
     size_t n, at = 0;
@@ -399,14 +414,32 @@ envlog_err envlog_event_encode(envlog_buf *b, envlog_kind kind,
     w = put_head(w, 0x00, ENVLOG_K_EFFECT);
     w = put_head(w, 0x00, (uint64_t)effect);
     b->len = (size_t)(w - b->p);
-    if ((e = enc_fields(b, s, body, level, &n)))
+    if ((e = enc_fields(b, s, body, level, 0, &n)))
         return e;
     if (late_head)
         b->p[at] = (uint8_t)(0xa0 | (4 + n));
     return ENVLOG_OK;
 }
 
-/* ---------------------------------------------------------------- decoding */
+/* ---------------------------------------------------------------- decoding
+ *
+ * One walker serves the full reader and the fold (envlog(5): whatever the
+ * fold reads, the full reader accepts exactly the same records).  Both read
+ * every key of every map and check every value against its field's type;
+ * the fold only stores less: a field it does not need is checked where it
+ * lies (out == NULL below), never copied.  Then both apply the same checks
+ * across fields (validate()). */
+
+/* What a walk has seen across fields, for validate(). */
+typedef struct dec_facts {
+    uint64_t max_index;   /* the largest candidate index a trial names */
+    bool any_index;
+} dec_facts;
+
+typedef struct dec_ctx {
+    envlog_arena *a;
+    dec_facts facts;
+} dec_ctx;
 
 static envlog_err bad(const envlog_field *f, const char *what)
 {
@@ -457,6 +490,7 @@ static inline envlog_err pull(envlog_pull *p, envlog_tok *t)
     return envlog_pull_next(p, t);
 }
 
+/* A text value; copied into the arena when `out` is not NULL. */
 static envlog_err dec_text(envlog_pull *p, const envlog_field *f,
                            envlog_arena *a, const char **out)
 {
@@ -468,6 +502,8 @@ static envlog_err dec_text(envlog_pull *p, const envlog_field *f,
         return bad(f, "expected a text string");
     if (!text_valid((const char *)t.data, t.len))
         return bad(f, "text is not valid UTF-8 or holds a NUL");
+    if (!out)
+        return ENVLOG_OK;
     char *s = envlog_arena_alloc(a, t.len + 1);
     if (!s)
         return envlog__fail(ENVLOG_NOMEM, "decoding %s", f->name);
@@ -479,14 +515,17 @@ static envlog_err dec_text(envlog_pull *p, const envlog_field *f,
 
 static envlog_err dec_double(const envlog_tok *t, const envlog_field *f, double *out)
 {
+    double v;
     if (t->type == ENVLOG_TOK_FLOAT)
-        *out = t->f;
+        v = t->f;
     else if (t->type == ENVLOG_TOK_UINT)
-        *out = (double)t->u;
+        v = (double)t->u;
     else if (t->type == ENVLOG_TOK_NEGINT)
-        *out = -1.0 - (double)t->u;
+        v = -1.0 - (double)t->u;
     else
         return bad(f, "expected a number");
+    if (out)
+        *out = v;
     return ENVLOG_OK;
 }
 
@@ -498,7 +537,8 @@ static envlog_err dec_h128(envlog_pull *p, const envlog_field *f, envlog_id128 *
         return e;
     if (t.type != ENVLOG_TOK_BYTES || t.len != 16)
         return bad(f, "expected a 16-byte string");
-    memcpy(out->b, t.data, 16);
+    if (out)
+        memcpy(out->b, t.data, 16);
     return ENVLOG_OK;
 }
 
@@ -515,10 +555,18 @@ static envlog_err dec_uint(envlog_pull *p, const envlog_field *f, uint64_t max,
     return ENVLOG_OK;
 }
 
+static uint64_t enum_count(const envlog_field *f)
+{
+    uint64_t n = 0;
+    while (f->enum_names && f->enum_names[n])
+        n++;
+    return n;
+}
+
 /* An array head whose count is checked against the bytes left (each item
- * takes at least one byte) before its storage is allocated. */
+ * takes at least one byte) before its storage is allocated (when stored). */
 static envlog_err dec_array(envlog_pull *p, const envlog_field *f, size_t elem,
-                            envlog_arena *a, void **arr, size_t *n)
+                            envlog_arena *a, bool store, void **arr, size_t *n)
 {
     envlog_tok t;
     envlog_err e = pull(p, &t);
@@ -529,6 +577,9 @@ static envlog_err dec_array(envlog_pull *p, const envlog_field *f, size_t elem,
     if (t.u > p->n - p->pos)
         return bad(f, "array claims more items than bytes left");
     *n = (size_t)t.u;
+    *arr = NULL;
+    if (!store || !*n)
+        return ENVLOG_OK;
     *arr = envlog_arena_alloc(a, *n * elem);
     if (!*arr)
         return envlog__fail(ENVLOG_NOMEM, "decoding %s", f->name);
@@ -536,65 +587,97 @@ static envlog_err dec_array(envlog_pull *p, const envlog_field *f, size_t elem,
     return ENVLOG_OK;
 }
 
+static envlog_err dec_pairs(envlog_pull *p, uint64_t pairs, const envlog_schema *s,
+                            void *out, dec_ctx *c, int depth, envlog_keyset *ks,
+                            envlog_record *env);
+
+/* Decodes the value of field `f`, which lies at depth `depth`, into `out`;
+ * with `out` NULL only checks it. */
 static envlog_err dec_field(envlog_pull *p, const envlog_field *f, void *out,
-                            envlog_arena *a)
+                            dec_ctx *c, int depth)
 {
     envlog_tok t;
     envlog_err e;
     uint64_t u = 0;
     switch ((envlog_fty)f->type) {
-    case ENVLOG_F_U64: return dec_uint(p, f, UINT64_MAX, AT(out, f->off, uint64_t));
+    case ENVLOG_F_U64:
     case ENVLOG_F_U32:
-        if ((e = dec_uint(p, f, UINT32_MAX, &u)))
+        if ((e = dec_uint(p, f, f->type == ENVLOG_F_U32 ? UINT32_MAX : UINT64_MAX, &u)))
             return e;
-        *AT(out, f->off, uint32_t) = (uint32_t)u;
+        if (f->candidate_index) {
+            c->facts.any_index = true;
+            if (u > c->facts.max_index)
+                c->facts.max_index = u;
+        }
+        if (out && f->type == ENVLOG_F_U32)
+            *AT(out, f->off, uint32_t) = (uint32_t)u;
+        else if (out)
+            *AT(out, f->off, uint64_t) = u;
         return ENVLOG_OK;
     case ENVLOG_F_ENUM:
-        if ((e = dec_uint(p, f, INT_MAX, &u)))
+        if ((e = pull(p, &t)))
             return e;
-        *AT(out, f->off, int) = (int)u;
+        if (t.type != ENVLOG_TOK_UINT || t.u >= enum_count(f))
+            return bad(f, "not one of its values");
+        if (out)
+            *AT(out, f->off, int) = (int)t.u;
         return ENVLOG_OK;
-    case ENVLOG_F_I64:
+    case ENVLOG_F_I64: {
+        int64_t v;
         if ((e = pull(p, &t)))
             return e;
         if (t.type == ENVLOG_TOK_UINT && t.u <= INT64_MAX)
-            *AT(out, f->off, int64_t) = (int64_t)t.u;
+            v = (int64_t)t.u;
         else if (t.type == ENVLOG_TOK_NEGINT && t.u <= INT64_MAX)
-            *AT(out, f->off, int64_t) = -1 - (int64_t)t.u;
+            v = -1 - (int64_t)t.u;
         else
             return bad(f, "expected a signed 64-bit integer");
+        if (out)
+            *AT(out, f->off, int64_t) = v;
         return ENVLOG_OK;
+    }
     case ENVLOG_F_F64:
         if ((e = pull(p, &t)))
             return e;
-        return dec_double(&t, f, AT(out, f->off, double));
+        return dec_double(&t, f, out ? AT(out, f->off, double) : NULL);
     case ENVLOG_F_BOOL:
         if ((e = pull(p, &t)))
             return e;
         if (t.type != ENVLOG_TOK_BOOL)
             return bad(f, "expected a boolean");
-        *AT(out, f->off, bool) = t.b;
+        if (out)
+            *AT(out, f->off, bool) = t.b;
         return ENVLOG_OK;
-    case ENVLOG_F_TEXT: return dec_text(p, f, a, AT(out, f->off, const char *));
+    case ENVLOG_F_TEXT:
+        return dec_text(p, f, c->a, out ? AT(out, f->off, const char *) : NULL);
     case ENVLOG_F_BYTES:
         if ((e = pull(p, &t)))
             return e;
         if (t.type != ENVLOG_TOK_BYTES)
             return bad(f, "expected a byte string");
-        AT(out, f->off, envlog_bytes)->data = t.data;
-        AT(out, f->off, envlog_bytes)->size = t.len;
+        if (out) {
+            AT(out, f->off, envlog_bytes)->data = t.data;
+            AT(out, f->off, envlog_bytes)->size = t.len;
+        }
         return ENVLOG_OK;
-    case ENVLOG_F_RAW: {
+    case ENVLOG_F_RAW:
+    case ENVLOG_F_RECORD: {
         size_t start = p->pos;
-        if ((e = pull(p, &t)) || (e = envlog_pull_skip_after(p, &t)))
+        /* A record stored inline counts its depth from its own map. */
+        int d = f->type == ENVLOG_F_RECORD ? 0 : depth;
+        if ((e = pull(p, &t)) || (e = envlog_pull_skip_at(p, &t, d)))
             return e;
-        AT(out, f->off, envlog_bytes)->data = p->p + start;
-        AT(out, f->off, envlog_bytes)->size = p->pos - start;
+        if (f->type == ENVLOG_F_RECORD && t.type != ENVLOG_TOK_MAP)
+            return bad(f, "expected a record (a map)");
+        if (out) {
+            AT(out, f->off, envlog_bytes)->data = p->p + start;
+            AT(out, f->off, envlog_bytes)->size = p->pos - start;
+        }
         return ENVLOG_OK;
     }
-    case ENVLOG_F_H128: return dec_h128(p, f, AT(out, f->off, envlog_id128));
+    case ENVLOG_F_H128: return dec_h128(p, f, out ? AT(out, f->off, envlog_id128) : NULL);
     case ENVLOG_F_STAMP: {
-        envlog_stamp *st = AT(out, f->off, envlog_stamp);
+        envlog_stamp tmp, *st = out ? AT(out, f->off, envlog_stamp) : &tmp;
         if ((e = pull(p, &t)))
             return e;
         if (t.type != ENVLOG_TOK_ARRAY || t.u != 3)
@@ -603,56 +686,45 @@ static envlog_err dec_field(envlog_pull *p, const envlog_field *f, void *out,
             (e = dec_uint(p, f, UINT64_MAX, &st->seq)) ||
             (e = dec_uint(p, f, UINT64_MAX, &st->offset_ns)))
             return e;
-        if (f->present_off != SIZE_MAX)
+        if (out && f->present_off != SIZE_MAX)
             *AT(out, f->present_off, bool) = true;
         return ENVLOG_OK;
     }
-    case ENVLOG_F_TEXTS: {
-        void *arr;
-        size_t n;
-        if ((e = dec_array(p, f, sizeof(char *), a, &arr, &n)))
-            return e;
-        for (size_t i = 0; i < n; i++)
-            if ((e = dec_text(p, f, a, (const char **)arr + i)))
-                return e;
-        *AT(out, f->off, void *) = arr;
-        *AT(out, f->count_off, size_t) = n;
-        return ENVLOG_OK;
+    case ENVLOG_F_TEXTS:
+    case ENVLOG_F_F64S:
+    case ENVLOG_F_OBJS: break;
     }
-    case ENVLOG_F_F64S: {
-        void *arr;
-        size_t n;
-        if ((e = dec_array(p, f, sizeof(double), a, &arr, &n)))
-            return e;
-        for (size_t i = 0; i < n; i++) {
-            if ((e = pull(p, &t)) ||
-                (e = dec_double(&t, f, (double *)arr + i)))
-                return e;
-        }
-        *AT(out, f->off, void *) = arr;
-        *AT(out, f->count_off, size_t) = n;
-        return ENVLOG_OK;
-    }
-    case ENVLOG_F_OBJS: {
-        void *arr;
-        size_t n;
-        if ((e = dec_array(p, f, f->sub->size, a, &arr, &n)))
-            return e;
-        for (size_t i = 0; i < n; i++) {
-            if ((e = pull(p, &t)))
-                return e;
+    if (depth + 1 > ENVLOG_CBOR_MAX_DEPTH)
+        return bad(f, "nested too deep");
+    size_t elem = f->type == ENVLOG_F_TEXTS  ? sizeof(char *)
+                  : f->type == ENVLOG_F_F64S ? sizeof(double)
+                                             : f->sub->size;
+    void *arr = NULL;
+    size_t n = 0;
+    if ((e = dec_array(p, f, elem, c->a, out != NULL, &arr, &n)))
+        return e;
+    for (size_t i = 0; i < n; i++) {
+        void *item = arr ? (char *)arr + i * elem : NULL;
+        if (f->type == ENVLOG_F_TEXTS) {
+            e = dec_text(p, f, c->a, (const char **)item);
+        } else if (f->type == ENVLOG_F_F64S) {
+            if (!(e = pull(p, &t)))
+                e = dec_double(&t, f, (double *)item);
+        } else if (!(e = pull(p, &t))) {
             if (t.type != ENVLOG_TOK_MAP)
                 return bad(f, "expected a map");
-            if ((e = envlog_struct_decode(p, &t, f->sub,
-                                          (char *)arr + i * f->sub->size, a)))
-                return e;
+            envlog_keyset ks = {0};
+            e = dec_pairs(p, t.u, f->sub, item, c, depth + 1, &ks, NULL);
+            envlog_keyset_free(&ks);
         }
+        if (e)
+            return e;
+    }
+    if (out) {
         *AT(out, f->off, void *) = arr;
         *AT(out, f->count_off, size_t) = n;
-        return ENVLOG_OK;
     }
-    }
-    return bad(f, "unknown field type");
+    return ENVLOG_OK;
 }
 
 /* envlog_schema_field() for the keys of one map, read in turn: a record's
@@ -674,52 +746,61 @@ static inline const envlog_field *field_of(const envlog_schema *s, uint64_t key,
     return NULL;
 }
 
-/* Reads `pairs` key/value pairs; keys the schema knows are decoded into
- * `out`, others are handed to `other` (which may be NULL: skip them). */
-typedef envlog_err (*other_fn)(envlog_pull *p, uint64_t key, void *ctx);
+/* An envelope key (1 seq, 2 offset, 3 effect) of an event record. */
+static envlog_err envelope_key(envlog_pull *p, uint64_t key, envlog_record *rec)
+{
+    envlog_tok t;
+    envlog_err e = pull(p, &t);
+    if (e)
+        return e;
+    if (t.type != ENVLOG_TOK_UINT || (key == ENVLOG_K_EFFECT && t.u > 1))
+        return envlog__fail(ENVLOG_BAD_DATA, "envelope key %llu: bad value",
+                            (unsigned long long)key);
+    if (key == ENVLOG_K_SEQ)
+        rec->stamp.seq = t.u;
+    else if (key == ENVLOG_K_OFFSET)
+        rec->stamp.offset_ns = t.u;
+    else
+        rec->effect = (envlog_effect)t.u;
+    return ENVLOG_OK;
+}
 
-/* With `need` (the fold), returns as soon as *need fold fields and envelope
- * keys have been read. */
+/* Reads `pairs` key/value pairs of a map at depth `depth`: keys the schema
+ * knows are decoded into `out` (with `out` NULL, or a field that is not
+ * marked fold when c->fold_only, only checked), the envelope into `env`
+ * when it is an event record, others checked and skipped.  Every key is
+ * added to `ks`: a map never holds a key twice. */
 static envlog_err dec_pairs_x(envlog_pull *p, uint64_t pairs, const envlog_schema *s,
-                              void *out, envlog_arena *a, other_fn other, void *ctx,
-                              unsigned *need)
+                              void *out, dec_ctx *c, int depth, envlog_keyset *ks,
+                              envlog_record *env, bool fold_only)
 {
     size_t hint = 0; /* where field_of looks first */
     if (pairs > (p->n - p->pos) / 2)
         return envlog__fail(ENVLOG_BAD_DATA,
                             "map claims more pairs than bytes left");
+    if (depth > ENVLOG_CBOR_MAX_DEPTH)
+        return envlog__fail(ENVLOG_BAD_DATA, "CBOR nested deeper than %d levels",
+                            ENVLOG_CBOR_MAX_DEPTH);
     for (uint64_t i = 0; i < pairs; i++) {
-        envlog_tok k;
+        envlog_tok k, v;
+        envlog_key key;
+        size_t start = p->pos;
         envlog_err e = pull(p, &k);
+        if (!e)
+            e = envlog_key_read(p, &k, start, depth + 1, &key);
+        if (!e)
+            e = envlog_keyset_add(ks, &key);
         if (e)
             return e;
-        if (k.type != ENVLOG_TOK_UINT) {
-            /* Not a key of ours: skip the key and its value. */
-            envlog_tok v;
-            if ((e = envlog_pull_skip_after(p, &k)) ||
-                (e = pull(p, &v)) ||
-                (e = envlog_pull_skip_after(p, &v)))
-                return e;
-            continue;
-        }
-        const envlog_field *f = s ? field_of(s, k.u, &hint) : NULL;
-        if (need && f && !f->fold) {
-            envlog_tok v; /* read another day: not the fold's */
-            if (!(e = pull(p, &v)))
-                e = envlog_pull_skip_after(p, &v);
-        } else if (f) {
-            e = dec_field(p, f, out, a);
-            if (need && !e && !--*need)
-                return ENVLOG_OK;
-        } else if (other) {
-            e = other(p, k.u, ctx);
-            if (need && !e && k.u < ENVLOG_K_BODY0 && !--*need)
-                return ENVLOG_OK;
-        } else {
-            envlog_tok v;
-            if (!(e = pull(p, &v)))
-                e = envlog_pull_skip_after(p, &v);
-        }
+        const envlog_field *f =
+            s && k.type == ENVLOG_TOK_UINT ? field_of(s, k.u, &hint) : NULL;
+        if (f)
+            e = dec_field(p, f, fold_only && !f->fold ? NULL : out, c, depth + 1);
+        else if (env && k.type == ENVLOG_TOK_UINT && k.u < ENVLOG_K_BODY0)
+            e = envelope_key(p, k.u, env);
+        else if (!(e = pull(p, &v)))
+            e = envlog_pull_skip_at(p, &v, depth + 1); /* a key this version
+                                                           does not know */
         if (e)
             return e;
     }
@@ -727,9 +808,10 @@ static envlog_err dec_pairs_x(envlog_pull *p, uint64_t pairs, const envlog_schem
 }
 
 static envlog_err dec_pairs(envlog_pull *p, uint64_t pairs, const envlog_schema *s,
-                            void *out, envlog_arena *a, other_fn other, void *ctx)
+                            void *out, dec_ctx *c, int depth, envlog_keyset *ks,
+                            envlog_record *env)
 {
-    return dec_pairs_x(p, pairs, s, out, a, other, ctx, NULL);
+    return dec_pairs_x(p, pairs, s, out, c, depth, ks, env, false);
 }
 
 envlog_err envlog_struct_decode(envlog_pull *pull, const envlog_tok *t,
@@ -738,29 +820,22 @@ envlog_err envlog_struct_decode(envlog_pull *pull, const envlog_tok *t,
 {
     if (t->type != ENVLOG_TOK_MAP)
         return envlog__fail(ENVLOG_BAD_DATA, "%s: expected a map", s->name);
-    return dec_pairs(pull, t->u, s, out, arena, NULL, NULL);
+    dec_ctx c = {arena, {0, false}};
+    envlog_keyset ks = {0};
+    envlog_err e = dec_pairs(pull, t->u, s, out, &c, 0, &ks, NULL);
+    envlog_keyset_free(&ks);
+    return e;
 }
 
-static envlog_err envelope_key(envlog_pull *p, uint64_t key, void *ctx)
+/* The rules across fields (envlog_record_problem), with what the walk saw
+ * of the trials, which the fold does not keep. */
+static envlog_err validate(const envlog_record *rec, const dec_facts *fx)
 {
-    envlog_record *rec = ctx;
-    envlog_tok t;
-    envlog_err e = pull(p, &t);
-    if (e)
-        return e;
-    if (key == ENVLOG_K_SEQ || key == ENVLOG_K_OFFSET || key == ENVLOG_K_EFFECT) {
-        if (t.type != ENVLOG_TOK_UINT || (key == ENVLOG_K_EFFECT && t.u > 1))
-            return envlog__fail(ENVLOG_BAD_DATA, "envelope key %llu: bad value",
-                                (unsigned long long)key);
-        if (key == ENVLOG_K_SEQ)
-            rec->stamp.seq = t.u;
-        else if (key == ENVLOG_K_OFFSET)
-            rec->stamp.offset_ns = t.u;
-        else
-            rec->effect = (envlog_effect)t.u;
-        return ENVLOG_OK;
-    }
-    return envlog_pull_skip_after(p, &t);
+    const char *why = envlog_record_problem(rec->kind, rec->effect, &rec->u,
+                                            fx->any_index ? (int64_t)fx->max_index : -1);
+    return why ? envlog__fail(ENVLOG_BAD_DATA, "%s record: %s",
+                              envlog_kind_name(rec->kind), why)
+               : ENVLOG_OK;
 }
 
 static envlog_err event_decode(const uint8_t *data, size_t n, envlog_record *rec,
@@ -789,22 +864,20 @@ static envlog_err event_decode(const uint8_t *data, size_t n, envlog_record *rec
     const envlog_schema *s = envlog_schema_of(rec->kind);
     if (rec->kind == ENVLOG_KIND_TUNE)
         rec->u.tune.winner = -1;
-    unsigned need = 0;
-    if (fold && rec->kind != ENVLOG_KIND_SESSION && rec->kind != ENVLOG_KIND_FORGET &&
-        rec->kind != ENVLOG_KIND_USER) {
-        need = 3; /* seq, offset, effect */
-        for (size_t i = 0; s && i < s->n_fields; i++)
-            need += s->fields[i].fold;
-    }
-    if ((e = dec_pairs_x(&p, t.u - 1, s, &rec->u, arena, envelope_key, rec,
-                         need ? &need : NULL)))
+    dec_ctx c = {arena, {0, false}};
+    envlog_keyset ks = {0};
+    ks.small = 1; /* key 0, the kind */
+    /* The fold stores only the fields it reads, and of the kinds whose
+     * other fields it never looks at; it checks all of them all the same. */
+    bool fold_only = fold && rec->kind != ENVLOG_KIND_SESSION &&
+                     rec->kind != ENVLOG_KIND_FORGET && rec->kind != ENVLOG_KIND_USER;
+    e = dec_pairs_x(&p, t.u - 1, s, &rec->u, &c, 0, &ks, rec, fold_only);
+    envlog_keyset_free(&ks);
+    if (e)
         return e;
-    if (!need && p.pos != n && !(fold && rec->kind != ENVLOG_KIND_SESSION &&
-                                 rec->kind != ENVLOG_KIND_FORGET &&
-                                 rec->kind != ENVLOG_KIND_USER))
-        return envlog__fail(ENVLOG_BAD_DATA, "%zu bytes follow the record",
-                            n - p.pos);
-    return ENVLOG_OK;
+    if (p.pos != n)
+        return envlog__fail(ENVLOG_BAD_DATA, "%zu bytes follow the record", n - p.pos);
+    return validate(rec, &c.facts);
 }
 
 envlog_err envlog_event_decode(const uint8_t *data, size_t n, envlog_record *rec,

@@ -60,6 +60,8 @@ typedef struct envlog_io {
     int (*msync)(void *p, size_t len);
     int (*mkdirat)(int dirfd, const char *path, mode_t mode);
     int (*renameat)(int olddir, const char *oldp, int newdir, const char *newp);
+    /* A second name for a file (never replaces one: EEXIST). */
+    int (*linkat)(int olddir, const char *oldp, int newdir, const char *newp);
     int (*unlinkat)(int dirfd, const char *path, int flags);
     int (*flock)(int fd, int op);
     int (*fstat)(int fd, struct stat *st);
@@ -80,6 +82,16 @@ const envlog_io *envlog_io_posix(void);
 /* ---------------------------------------------------- hashing, ids, clock */
 
 uint64_t envlog_xxh64(const void *data, size_t n, uint64_t seed);
+/* XXH3-128 over pieces: begin (ENVLOG_NOMEM), update, end (which frees;
+ * free alone when abandoned). */
+typedef struct envlog_h128 {
+    void *st;
+} envlog_h128;
+envlog_err envlog_h128_begin(envlog_h128 *h);
+void envlog_h128_update(envlog_h128 *h, const void *data, size_t n);
+envlog_hash128 envlog_h128_end(envlog_h128 *h);
+void envlog_h128_free(envlog_h128 *h);
+
 /* A new time-ordered id: 48-bit Unix milliseconds then 80 random bits. */
 envlog_err envlog_id_new(envlog_id128 *id);
 uint64_t envlog_clock_mono_ns(void);
@@ -168,12 +180,52 @@ typedef struct envlog_pull {
  * refused (envlog writes none; envlog(5) says readers may refuse them).
  * @return ENVLOG_OK, or ENVLOG_BAD_DATA at malformed or truncated data. */
 envlog_err envlog_pull_next(envlog_pull *p, envlog_tok *t);
-/* Skips one whole item whose head `t` was just read (depth-limited). */
+/* The nesting rule of envlog(5), shared by the decoder and every renderer:
+ * counting a record's own map as depth 0, no item of it lies at a depth over
+ * ENVLOG_CBOR_MAX_DEPTH (each array, map or tag around it adds one).  A
+ * record stored inline in another (the record of a snapshot ENTRY, the
+ * manifest of an import) counts from its own map. */
+#define ENVLOG_CBOR_MAX_DEPTH 64
+
+/* Skips one whole item whose head `t`, at depth `depth`, was just read:
+ * checks its nesting and that no map in it holds a key twice. */
+envlog_err envlog_pull_skip_at(envlog_pull *p, const envlog_tok *t, int depth);
+/* envlog_pull_skip_at() for an item at depth 0. */
 envlog_err envlog_pull_skip_after(envlog_pull *p, const envlog_tok *t);
-/* Checks that [data, data+n) is exactly one well-formed item. */
+/* Checks that [data, data+n) is exactly one well-formed item, placed at
+ * depth `depth` (0: counted from itself). */
+envlog_err envlog_cbor_check_at(const void *data, size_t n, int depth);
 envlog_err envlog_cbor_check_item(const void *data, size_t n);
 
-#define ENVLOG_CBOR_MAX_DEPTH 64
+/* One key of a map, for telling whether a map holds a key twice: integers
+ * compare by value, strings by type and bytes, other keys by encoding. */
+typedef struct envlog_key {
+    envlog_tok_type type;
+    uint64_t u;
+    const uint8_t *data;
+    size_t len;
+} envlog_key;
+
+/* The keys of one map seen so far.  Zero-initialize; free with
+ * envlog_keyset_free() (memory is taken only past a few keys that are not
+ * small integers). */
+#define ENVLOG_KEYSET_INLINE 8
+typedef struct envlog_keyset {
+    uint64_t small;   /* unsigned keys below 64, one bit each */
+    envlog_key *v;    /* the others: `in`, then the heap */
+    size_t n, cap;
+    uint32_t *slots;  /* a hash table of v's indexes + 1, once v is long */
+    size_t n_slots;
+    envlog_key in[ENVLOG_KEYSET_INLINE];
+} envlog_keyset;
+
+/* Adds `k`: ENVLOG_BAD_DATA when the map holds it already, ENVLOG_NOMEM. */
+envlog_err envlog_keyset_add(envlog_keyset *ks, const envlog_key *k);
+void envlog_keyset_free(envlog_keyset *ks);
+/* The key whose head `t` was read at `start` (a key that is a container is
+ * skipped, at `depth`, to take its bytes). */
+envlog_err envlog_key_read(envlog_pull *p, const envlog_tok *t, size_t start,
+                           int depth, envlog_key *k);
 
 /* ------------------------------------------------------------ CBOR write */
 
@@ -207,6 +259,8 @@ typedef enum envlog_fty {
     ENVLOG_F_TEXT,    /* const char *; omitted when NULL */
     ENVLOG_F_BYTES,   /* envlog_bytes; omitted when empty */
     ENVLOG_F_RAW,     /* envlog_bytes holding one CBOR item, stored inline */
+    ENVLOG_F_RECORD,  /* as RAW, for a record (a map) stored inline: its
+                         depth counts from its own map */
     ENVLOG_F_H128,    /* envlog_id128 / envlog_hash128, 16-byte string */
     ENVLOG_F_TEXTS,   /* const char *const *, count at count_off */
     ENVLOG_F_F64S,    /* const double *, count at count_off */
@@ -227,6 +281,7 @@ typedef struct envlog_field {
     const envlog_schema *sub;
     const char *const *enum_names; /* ENUM: names by value, NULL-ended */
     uint8_t fold;          /* the fold needs it: encoded first, see below */
+    uint8_t candidate_index; /* an index into the record's candidates */
 } envlog_field;
 
 struct envlog_schema {
@@ -255,10 +310,10 @@ envlog_err envlog_event_decode(const uint8_t *p, size_t n, envlog_record *rec,
                                envlog_arena *arena);
 
 /* Like envlog_event_decode(), but for the fold: only the envelope and the
- * fields marked `fold` are decoded, and decoding stops as soon as they have
- * all been seen (writers put them first), so a tune's trials are never
- * walked.  The rest of the payload is not checked; rec->payload still holds
- * it whole for whoever needs more. */
+ * fields marked `fold` are stored; every other field is checked where it
+ * lies, never copied, so the fold accepts exactly the records the full
+ * reader accepts (envlog(5), "one reader").  rec->payload holds the record
+ * whole for whoever needs more. */
 envlog_err envlog_event_decode_fold(const uint8_t *p, size_t n, envlog_record *rec,
                                     envlog_arena *arena);
 
@@ -274,6 +329,18 @@ envlog_err envlog_struct_encode(envlog_buf *b, const envlog_schema *s,
 
 /* The effect a built-in record of `kind` has. */
 envlog_effect envlog_effect_of(envlog_kind kind, const void *body);
+
+/* The rules across fields that a record of `kind` must keep (envlog(5),
+ * RECORD KINDS and EFFECTS), the same for the recorder, the encoder and
+ * every reader: NULL when `body` with `effect` keeps them, else why not.  A
+ * tune's winner indexes its candidates (or is -1; a stored tune has one),
+ * so does every trial's index (the largest is `max_index`, -1 for no
+ * trial, or ENVLOG_TRIALS_OF_BODY to take it from body's trials), and a
+ * built-in kind other than user has the effect envlog_effect_of() gives.
+ * Unknown kinds keep them. */
+#define ENVLOG_TRIALS_OF_BODY (-2)
+const char *envlog_record_problem(envlog_kind kind, envlog_effect effect,
+                                  const void *body, int64_t max_index);
 
 /* Writes hex of `n` bytes through `fn`. */
 int envlog__write_hex(envlog_write_fn fn, void *ctx, const uint8_t *p, size_t n);

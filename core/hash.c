@@ -30,6 +30,40 @@ envlog_hash128 envlog_hash128_bytes(const void *data, size_t size)
     return out;
 }
 
+envlog_err envlog_h128_begin(envlog_h128 *h)
+{
+    h->st = envlog_malloc(sizeof(XXH3_state_t));
+    if (!h->st)
+        return envlog__fail(ENVLOG_NOMEM, "hashing");
+    XXH3_128bits_reset(h->st);
+    return ENVLOG_OK;
+}
+
+void envlog_h128_update(envlog_h128 *h, const void *data, size_t n)
+{
+    if (h->st)
+        XXH3_128bits_update(h->st, data, n);
+}
+
+envlog_hash128 envlog_h128_end(envlog_h128 *h)
+{
+    envlog_hash128 out = {{0}};
+    if (!h->st)
+        return out;
+    XXH128_canonical_t c;
+    XXH128_canonicalFromHash(&c, XXH3_128bits_digest(h->st));
+    memcpy(out.b, c.digest, 16);
+    envlog_free(h->st);
+    h->st = NULL;
+    return out;
+}
+
+void envlog_h128_free(envlog_h128 *h)
+{
+    envlog_free(h->st);
+    h->st = NULL;
+}
+
 uint64_t envlog_tune_checksum(const char *const *names, size_t n)
 {
     XXH3_state_t st;

@@ -53,6 +53,11 @@ static int px_renameat(int od, const char *op, int nd, const char *np)
 {
     return renameat(od, op, nd, np);
 }
+static int px_linkat(int od, const char *op, int nd, const char *np)
+{
+    return linkat(od, op, nd, np, 0);
+}
+
 static int px_unlinkat(int dirfd, const char *path, int flags)
 {
     return unlinkat(dirfd, path, flags);
@@ -78,6 +83,7 @@ static const envlog_io posix_io = {
     .msync = px_msync,
     .mkdirat = px_mkdirat,
     .renameat = px_renameat,
+    .linkat = px_linkat,
     .unlinkat = px_unlinkat,
     .flock = px_flock,
     .fstat = px_fstat,

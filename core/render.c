@@ -196,7 +196,9 @@ static envlog_err json_map(out *o, envlog_pull *p, uint64_t pairs,
                 putf(o, "%" PRIu64, v.u);
         } else if (special && k.u == ENVLOG_K_EFFECT && v.type == ENVLOG_TOK_UINT) {
             puts_(o, v.u ? "\"changed\"" : "\"observed\"");
-        } else if ((e = json_item(o, p, &v, f, depth + 1))) {
+        } else if ((e = json_item(o, p, &v, f,
+                                  /* a record stored inline counts from itself */
+                                  f && f->type == ENVLOG_F_RECORD ? 0 : depth + 1))) {
             return e;
         }
     }

@@ -14,25 +14,28 @@
 
 #define NOPRES SIZE_MAX
 #define F(k, ty, nm, st, mem)                                                  \
-    {k, ty, 0, nm, offsetof(st, mem), 0, NOPRES, NULL, NULL, 0}
+    {k, ty, 0, nm, offsetof(st, mem), 0, NOPRES, NULL, NULL, 0, 0}
 #define FULL(k, ty, nm, st, mem)                                               \
-    {k, ty, 1, nm, offsetof(st, mem), 0, NOPRES, NULL, NULL, 0}
+    {k, ty, 1, nm, offsetof(st, mem), 0, NOPRES, NULL, NULL, 0, 0}
 #define ARR(k, ty, nm, st, mem, cnt, sub)                                      \
-    {k, ty, 0, nm, offsetof(st, mem), offsetof(st, cnt), NOPRES, sub, NULL, 0}
+    {k, ty, 0, nm, offsetof(st, mem), offsetof(st, cnt), NOPRES, sub, NULL, 0, 0}
 #define FULLARR(k, ty, nm, st, mem, cnt, sub)                                  \
-    {k, ty, 1, nm, offsetof(st, mem), offsetof(st, cnt), NOPRES, sub, NULL, 0}
+    {k, ty, 1, nm, offsetof(st, mem), offsetof(st, cnt), NOPRES, sub, NULL, 0, 0}
 #define OPT(k, ty, nm, st, mem, pres)                                          \
-    {k, ty, 0, nm, offsetof(st, mem), 0, offsetof(st, pres), NULL, NULL, 0}
+    {k, ty, 0, nm, offsetof(st, mem), 0, offsetof(st, pres), NULL, NULL, 0, 0}
 #define ENUM(k, nm, st, mem, names)                                             \
-    {k, ENVLOG_F_ENUM, 0, nm, offsetof(st, mem), 0, NOPRES, NULL, names, 0}
+    {k, ENVLOG_F_ENUM, 0, nm, offsetof(st, mem), 0, NOPRES, NULL, names, 0, 0}
 /* Fields the fold reads: encoded first, so envlog_event_decode_fold() stops
  * before the heavy ones (trials, logs, sources). */
 #define FO(k, ty, nm, st, mem)                                                 \
-    {k, ty, 0, nm, offsetof(st, mem), 0, NOPRES, NULL, NULL, 1}
+    {k, ty, 0, nm, offsetof(st, mem), 0, NOPRES, NULL, NULL, 1, 0}
 #define FOARR(k, ty, nm, st, mem, cnt, sub)                                    \
-    {k, ty, 0, nm, offsetof(st, mem), offsetof(st, cnt), NOPRES, sub, NULL, 1}
+    {k, ty, 0, nm, offsetof(st, mem), offsetof(st, cnt), NOPRES, sub, NULL, 1, 0}
 #define FOENUM(k, nm, st, mem, names)                                          \
-    {k, ENVLOG_F_ENUM, 0, nm, offsetof(st, mem), 0, NOPRES, NULL, names, 1}
+    {k, ENVLOG_F_ENUM, 0, nm, offsetof(st, mem), 0, NOPRES, NULL, names, 1, 0}
+/* An index into the record's candidates (checked against them). */
+#define CIDX(k, ty, nm, st, mem)                                               \
+    {k, ty, 0, nm, offsetof(st, mem), 0, NOPRES, NULL, NULL, 0, 1}
 #define SCHEMA(var, nm, st, tab)                                               \
     const envlog_schema var = {nm, sizeof(st), tab, sizeof tab / sizeof tab[0]}
 
@@ -54,7 +57,7 @@ static SCHEMA(attr_s, "attr", envlog_attr, attr_f);
 
 static const envlog_field trial_f[] = {
     F(0, ENVLOG_F_TEXT, "name", envlog_trial, name),
-    F(1, ENVLOG_F_U32, "index", envlog_trial, index),
+    CIDX(1, ENVLOG_F_U32, "index", envlog_trial, index),
     F(2, ENVLOG_F_U64, "samples", envlog_trial, samples),
     F(3, ENVLOG_F_F64, "min_ns", envlog_trial, min_ns),
     F(4, ENVLOG_F_F64, "median_ns", envlog_trial, median_ns),
@@ -143,7 +146,7 @@ static SCHEMA(mark_s, "mark", envlog_mark, mark_f);
 static const envlog_field import_f[] = {
     F(4, ENVLOG_F_TEXT, "bundle", envlog_import, bundle),
     F(5, ENVLOG_F_H128, "bundle_hash", envlog_import, bundle_hash),
-    F(6, ENVLOG_F_RAW, "manifest", envlog_import, manifest),
+    F(6, ENVLOG_F_RECORD, "manifest", envlog_import, manifest),
     F(7, ENVLOG_F_U64, "taken", envlog_import, taken),
     F(8, ENVLOG_F_U64, "skipped", envlog_import, skipped),
     F(9, ENVLOG_F_U64, "rejected", envlog_import, rejected),
@@ -215,4 +218,30 @@ envlog_effect envlog_effect_of(envlog_kind kind, const void *body)
     case ENVLOG_KIND_FORGET: return ENVLOG_CHANGED;
     default: return ENVLOG_OBSERVED;
     }
+}
+
+const char *envlog_record_problem(envlog_kind kind, envlog_effect effect,
+                                  const void *body, int64_t max_index)
+{
+    const envlog_schema *s = envlog_schema_of(kind);
+    if (!s)
+        return NULL; /* unknown kinds pass through */
+    if (kind == ENVLOG_KIND_TUNE) {
+        const envlog_tune *t = body;
+        if (t->winner < -1 || (t->winner >= 0 && (uint64_t)t->winner >= t->n_candidates))
+            return "the tune's winner is not one of its candidates";
+        if (t->stored && t->winner < 0)
+            return "a stored tune without a winner";
+        if (max_index == ENVLOG_TRIALS_OF_BODY) {
+            max_index = -1;
+            for (size_t i = 0; t->trials && i < t->n_trials; i++)
+                if ((int64_t)t->trials[i].index > max_index)
+                    max_index = t->trials[i].index;
+        }
+        if (max_index >= 0 && (uint64_t)max_index >= t->n_candidates)
+            return "a trial names a candidate the tune does not have";
+    }
+    if (kind != ENVLOG_KIND_USER && effect != envlog_effect_of(kind, body))
+        return "its effect is not the one its kind and fields give";
+    return NULL;
 }

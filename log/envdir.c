@@ -67,70 +67,6 @@ envlog_err envlog_dir_sync(int fd, const char *what)
     return ENVLOG_OK;
 }
 
-envlog_err envlog_read_file(int dirfd, const char *name, uint64_t max,
-                            envlog_buf *out)
-{
-    const envlog_io *io = envlog_io_get();
-    out->len = 0;
-    int fd = io->openat(dirfd, name, O_RDONLY, 0);
-    if (fd < 0)
-        return envlog__fail_errno(errno, "opening %s", name);
-    struct stat st;
-    envlog_err e = ENVLOG_OK;
-    if (io->fstat(fd, &st)) {
-        e = envlog__fail_errno(errno, "stat %s", name);
-    } else if (!S_ISREG(st.st_mode)) {
-        e = envlog__fail(ENVLOG_BAD_DATA, "%s is not a regular file", name);
-    } else if ((uint64_t)st.st_size > max) {
-        e = envlog__fail(ENVLOG_TOO_BIG, "%s is %" PRIu64 " bytes, over %" PRIu64,
-                         name, (uint64_t)st.st_size, max);
-    } else if (!(e = envlog_buf_reserve(out, (size_t)st.st_size + 1))) {
-        size_t want = (size_t)st.st_size;
-        while (out->len < want) {
-            ssize_t r = io->pread(fd, out->p + out->len, want - out->len,
-                                  (off_t)out->len);
-            if (r < 0 && errno == EINTR)
-                continue;
-            if (r < 0) {
-                e = envlog__fail_errno(errno, "reading %s", name);
-                break;
-            }
-            if (r == 0)
-                break; /* shrank while read: use what is there */
-            out->len += (size_t)r;
-        }
-    }
-    io->close(fd);
-    return e;
-}
-
-envlog_err envlog_write_new_file(int dirfd, const char *name, const void *data, size_t n)
-{
-    const envlog_io *io = envlog_io_get();
-    const uint8_t *p = data;
-    int fd = io->openat(dirfd, name, O_WRONLY | O_CREAT | O_EXCL, 0600);
-    if (fd < 0)
-        return envlog__fail_errno(errno, "creating %s", name);
-    envlog_err e = ENVLOG_OK;
-    size_t done = 0;
-    while (done < n) {
-        ssize_t w = io->pwrite(fd, p + done, n - done, (off_t)done);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0) {
-            e = envlog__fail_errno(w < 0 ? errno : ENOSPC, "writing %s", name);
-            break;
-        }
-        done += (size_t)w;
-    }
-    if (!e && io->fsync(fd))
-        e = envlog__fail_errno(errno, "syncing %s", name);
-    io->close(fd);
-    if (e)
-        io->unlinkat(dirfd, name, 0);
-    return e;
-}
-
 envlog_err envlog_env_lock(envlog_env *env, bool exclusive, int *fd)
 {
     const envlog_io *io = envlog_io_get();
@@ -303,31 +239,41 @@ static envlog_err mkdir_p(const char *path)
     return ENVLOG_OK;
 }
 
-static envlog_err write_marker(int dirfd)
+/* Writes the marker under a name of its own, then gives it the name FORMAT
+ * with link(2), which never replaces a file: of several processes creating
+ * one environment at once, exactly one marker wins and the others find it
+ * there (*lost).  No process ever sees a half-written marker. */
+static envlog_err write_marker(int dirfd, bool *lost)
 {
     const envlog_io *io = envlog_io_get();
-    char text[64];
+    char text[64], tmp[96];
     int len = snprintf(text, sizeof text, MARKER_PREFIX "%d\n", ENVLOG_FORMAT_VERSION);
-    io->unlinkat(dirfd, MARKER ".tmp", 0);
-    int fd = io->openat(dirfd, MARKER ".tmp", O_WRONLY | O_CREAT | O_EXCL, 0600);
+    *lost = false;
+    envlog_err e = envlog_tmp_name(tmp, sizeof tmp, MARKER);
+    if (e)
+        return e;
+    int fd = io->openat(dirfd, tmp, O_WRONLY | O_CREAT | O_EXCL, 0600);
     if (fd < 0)
         return envlog__fail_errno(errno, "creating " MARKER);
-    envlog_err e = ENVLOG_OK;
     ssize_t w = io->pwrite(fd, text, (size_t)len, 0);
     if (w != len)
         e = envlog__fail_errno(w < 0 ? errno : ENOSPC, "writing " MARKER);
     else if (io->fsync(fd))
         e = envlog__fail_errno(errno, "syncing " MARKER);
     io->close(fd);
-    if (!e && io->renameat(dirfd, MARKER ".tmp", dirfd, MARKER))
-        e = envlog__fail_errno(errno, "renaming " MARKER);
-    if (!e)
+    if (!e && io->linkat(dirfd, tmp, dirfd, MARKER)) {
+        if (errno == EEXIST)
+            *lost = true;
+        else
+            e = envlog__fail_errno(errno, "naming " MARKER);
+    }
+    io->unlinkat(dirfd, tmp, 0);
+    if (!e && !*lost)
         e = envlog_dir_sync(dirfd, MARKER);
-    if (e)
-        io->unlinkat(dirfd, MARKER ".tmp", 0);
     return e;
 }
 
+/* True when the directory holds nothing but markers being written. */
 static bool dir_is_empty(int dirfd)
 {
     int fd = dup(dirfd);
@@ -342,22 +288,48 @@ static bool dir_is_empty(int dirfd)
     struct dirent *de;
     while ((de = readdir(d)))
         if (strcmp(de->d_name, ".") && strcmp(de->d_name, "..") &&
-            strcmp(de->d_name, MARKER ".tmp"))
+            strncmp(de->d_name, MARKER ".tmp", strlen(MARKER ".tmp")))
             empty = false;
     closedir(d);
     return empty;
 }
 
+static envlog_err read_marker(envlog_env *env, envlog_buf *b)
+{
+    envlog_err e = envlog_read_file(env->dirfd, MARKER, 4096, b);
+    if (e == ENVLOG_BAD_DATA || e == ENVLOG_PERMISSION || e == ENVLOG_TOO_BIG)
+        e = envlog__fail(ENVLOG_FORMAT, "%s/%s", env->path, envlog_errmsg());
+    return e;
+}
+
 static envlog_err check_marker(envlog_env *env, unsigned flags)
 {
     envlog_buf b = {0};
-    envlog_err e = envlog_read_file(env->dirfd, MARKER, 4096, &b);
+    envlog_err e = read_marker(env, &b);
+    /* A marker being made by another process at this moment is either not
+     * there yet or whole: a few rounds settle who made it. */
+    for (int round = 0; e == ENVLOG_NOT_FOUND && round < 8; round++) {
+        if (!(flags & ENVLOG_OPEN_CREATE) || env->readonly)
+            break;
+        if (!dir_is_empty(env->dirfd)) {
+            /* Something is there: maybe the environment another process
+             * just finished making. */
+            if ((e = read_marker(env, &b)) == ENVLOG_NOT_FOUND)
+                break;
+            continue;
+        }
+        bool lost;
+        if ((e = write_marker(env->dirfd, &lost)))
+            break;
+        if (!lost)
+            return ENVLOG_OK;
+        e = read_marker(env, &b);
+    }
     if (e == ENVLOG_NOT_FOUND) {
-        if (!(flags & ENVLOG_OPEN_CREATE) || env->readonly || !dir_is_empty(env->dirfd))
-            return envlog__fail(ENVLOG_FORMAT,
-                                "%s is not an envlog environment (no " MARKER
-                                " marker)", env->path);
-        return write_marker(env->dirfd);
+        envlog_buf_free(&b);
+        return envlog__fail(ENVLOG_FORMAT,
+                            "%s is not an envlog environment (no " MARKER " marker)",
+                            env->path);
     }
     if (e) {
         envlog_buf_free(&b);

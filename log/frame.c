@@ -16,9 +16,9 @@
 
 #define NOPRES SIZE_MAX
 #define HF(k, ty, nm, mem)                                                     \
-    {k, ty, 0, nm, offsetof(envlog_seg_header, mem), 0, NOPRES, NULL, NULL, 0}
+    {k, ty, 0, nm, offsetof(envlog_seg_header, mem), 0, NOPRES, NULL, NULL, 0, 0}
 #define SF(k, nm, mem)                                                         \
-    {k, ENVLOG_F_U64, 0, nm, offsetof(envlog_seg_seal, mem), 0, NOPRES, NULL, NULL, 0}
+    {k, ENVLOG_F_U64, 0, nm, offsetof(envlog_seg_seal, mem), 0, NOPRES, NULL, NULL, 0, 0}
 
 static const envlog_field header_f[] = {
     HF(0, ENVLOG_F_U64, "kind", kind),
@@ -172,19 +172,51 @@ static int valid_frag(const envlog_frame_reader *fr, size_t at, size_t *len)
     return type;
 }
 
+/* A fragment of type `type` holding `len` payload bytes ends exactly at
+ * `end` (the end of its block or of the file), inside one block and with
+ * a good checksum: its payload, else NULL.  `tail` holds the file's bytes
+ * from offset `base`. */
+static const uint8_t *frag_ending_at(const uint8_t *tail, uint64_t base, uint64_t end,
+                                     size_t len, uint8_t type, uint64_t seed)
+{
+    if (end < base + len + ENVLOG_FRAG_HDR)
+        return NULL;
+    uint64_t at = end - len - ENVLOG_FRAG_HDR;
+    const uint8_t *h = tail + (at - base);
+    if (at / ENVLOG_BLOCK != (end - 1) / ENVLOG_BLOCK || h[6] != type ||
+        envlog_get_le16(h + 4) != len || envlog_get_le32(h) != frag_csum(h + 4, seed))
+        return NULL;
+    return h + ENVLOG_FRAG_HDR;
+}
+
 bool envlog_tail_is_seal(const uint8_t *tail, size_t tail_len, uint64_t n, uint64_t seed)
 {
-    for (size_t len = 1; len <= 64 && len + ENVLOG_FRAG_HDR <= tail_len; len++) {
-        size_t back = len + ENVLOG_FRAG_HDR;
-        uint64_t at = n - back;
-        const uint8_t *h = tail + tail_len - back;
-        if (at / ENVLOG_BLOCK != (n - 1) / ENVLOG_BLOCK || h[6] != ENVLOG_FRAG_FULL ||
-            envlog_get_le16(h + 4) != len)
-            continue;
-        if (envlog_get_le32(h) != frag_csum(h + 4, seed))
-            continue;
-        if (envlog_payload_kind(h + ENVLOG_FRAG_HDR, len) == ENVLOG_KIND_SEAL)
+    uint64_t base = n - tail_len;
+    /* One FULL fragment ending the file. */
+    for (size_t len = 1; len <= 64; len++) {
+        const uint8_t *pl = frag_ending_at(tail, base, n, len, ENVLOG_FRAG_FULL, seed);
+        if (pl && envlog_payload_kind(pl, len) == ENVLOG_KIND_SEAL)
             return true;
+    }
+    /* Or cut in two at a block boundary (fewer bytes than the SEAL were
+     * left in the block before): a LAST fragment opening the file's last
+     * block and ending the file, after a FIRST that ends the block before. */
+    uint64_t cut = (n - 1) / ENVLOG_BLOCK * ENVLOG_BLOCK;
+    if (!cut || cut < base)
+        return false;
+    for (size_t last = 1; last <= 64 && cut + ENVLOG_FRAG_HDR + last == n; last++) {
+        const uint8_t *lp = frag_ending_at(tail, base, n, last, ENVLOG_FRAG_LAST, seed);
+        for (size_t first = 0; lp && first + last <= 64; first++) {
+            const uint8_t *fp =
+                frag_ending_at(tail, base, cut, first, ENVLOG_FRAG_FIRST, seed);
+            if (!fp)
+                continue;
+            uint8_t rec[64];
+            memcpy(rec, fp, first);
+            memcpy(rec + first, lp, last);
+            if (envlog_payload_kind(rec, first + last) == ENVLOG_KIND_SEAL)
+                return true;
+        }
     }
     return false;
 }
@@ -231,13 +263,20 @@ static bool all_zero(const uint8_t *p, size_t n)
 }
 
 static envlog_fr_status damage(envlog_frame_reader *fr, size_t start, size_t at,
-                               const char *why)
+                               const char *why, bool interrupted)
 {
     bool found;
     size_t next = resync(fr, at, &found);
     fr->rec.len = 0;
     fr->bad_off = start;
+    fr->bad_at = at;
     snprintf(fr->why, sizeof fr->why, "%s", why);
+    /* What an append cut short looks like: the fragments of the record
+     * before `at` are good, the one at `at` is not (its payload is written
+     * before its header), and nothing after its block was written yet. */
+    size_t block_end = (at / ENVLOG_BLOCK + 1) * ENVLOG_BLOCK;
+    fr->bad_confined = interrupted &&
+                       (block_end >= fr->n || all_zero(fr->p + block_end, fr->n - block_end));
     if (found) {
         fr->bad_len = next - start;
         fr->pos = next;
@@ -265,7 +304,7 @@ envlog_fr_status envlog_frame_reader_next(envlog_frame_reader *fr)
         size_t at = fr->pos;
         if (at >= fr->n) {
             if (in_rec)
-                return damage(fr, start, at, "record cut short");
+                return damage(fr, start, at, "record cut short", true);
             return ENVLOG_FR_END;
         }
         size_t left = ENVLOG_BLOCK - at % ENVLOG_BLOCK;
@@ -284,13 +323,13 @@ envlog_fr_status envlog_frame_reader_next(envlog_frame_reader *fr)
                             ? all_zero(fr->p + at, ENVLOG_FRAG_HDR)
                             : all_zero(fr->p + at, fr->n - at);
             return damage(fr, start, at, zero ? "zero fill before data"
-                                              : "bad fragment checksum or header");
+                                              : "bad fragment checksum or header", true);
         }
         const uint8_t *payload = fr->p + at + ENVLOG_FRAG_HDR;
         bool opening = type == ENVLOG_FRAG_FULL || type == ENVLOG_FRAG_FIRST;
         if (opening == in_rec)
             return damage(fr, start, at, in_rec ? "record interrupted"
-                                                : "fragment without its start");
+                                                : "fragment without its start", false);
         fr->chain = envlog_chain_next(fr->chain, envlog_get_le32(fr->p + at));
         fr->pos = at + ENVLOG_FRAG_HDR + len;
         if (type == ENVLOG_FRAG_FULL) {
@@ -304,10 +343,15 @@ envlog_fr_status envlog_frame_reader_next(envlog_frame_reader *fr)
             in_rec = true;
         }
         if (fr->rec.len + len > ENVLOG_RECORD_MAX)
-            return damage(fr, start, at, "record over the size limit");
+            return damage(fr, start, at, "record over the size limit", false);
         if (envlog_buf_append(&fr->rec, payload, len)) {
+            /* Not the data's fault: no damage, no resync; the caller may
+             * free memory and read the record again from rec_off. */
             fr->rec.len = 0;
-            return damage(fr, start, at, "out of memory reassembling a record");
+            fr->pos = start;
+            fr->rec_off = start;
+            fr->chain = fr->chain_start;
+            return ENVLOG_FR_NOMEM;
         }
         if (type == ENVLOG_FRAG_LAST) {
             fr->out = fr->rec.p;

@@ -109,7 +109,9 @@ typedef enum envlog_fr_status {
     ENVLOG_FR_RECORD,  /* a whole record */
     ENVLOG_FR_END,     /* clean end: end of file or zero fill */
     ENVLOG_FR_BAD,     /* damage skipped: [bad_off, bad_off + bad_len) */
-    ENVLOG_FR_TAIL     /* nothing valid after bad_off: a torn or damaged end */
+    ENVLOG_FR_TAIL,    /* nothing valid after bad_off: a torn or damaged end */
+    ENVLOG_FR_NOMEM    /* no memory to reassemble the record at rec_off
+                          (nothing skipped: pos is back at its start) */
 } envlog_fr_status;
 
 typedef struct envlog_frame_reader {
@@ -125,6 +127,11 @@ typedef struct envlog_frame_reader {
     size_t out_len;
     size_t rec_off;         /* offset of the record's first fragment */
     size_t bad_off, bad_len;
+    size_t bad_at;          /* the first bad fragment (bad_off: its record) */
+    bool bad_confined;      /* damage as an append cut short leaves it: a bad
+                               fragment after good ones of its record, and
+                               only zeros after its block (see envlog(5),
+                               torn tails) */
     char why[64];
 } envlog_frame_reader;
 
@@ -134,7 +141,8 @@ envlog_fr_status envlog_frame_reader_next(envlog_frame_reader *fr);
 void envlog_frame_reader_free(envlog_frame_reader *fr);
 /* True when [p, p+n) ends in a whole, well-checksummed SEAL: the file was
  * closed cleanly, so damage inside it is corruption, never a torn tail (a
- * sealed file is trimmed to end at its SEAL, a small FULL fragment). */
+ * sealed file is trimmed to end at its SEAL: a FULL fragment of at most 64
+ * bytes, or a FIRST and a LAST that meet at the start of its last block). */
 bool envlog_frames_end_in_seal(const uint8_t *p, size_t n, uint64_t seed);
 /* The same from the last `tail_len` bytes of a file of `n` bytes. */
 #define ENVLOG_SEAL_TAIL (64 + ENVLOG_FRAG_HDR)
@@ -167,6 +175,17 @@ struct envlog_env {
 envlog_err envlog_open_dir(int dirfd, const char *name, int *fd);
 /* Syncs a directory (unless policy is NONE). */
 envlog_err envlog_dir_sync(int fd, const char *what);
+/* ------------------------------------------------ files (log/files.c) */
+
+/* Opens `name` under `dirfd` with `flags` (and `mode`, for O_CREAT) only
+ * when it is a regular file: never through a symbolic link (then
+ * ENVLOG_PERMISSION), never blocking on a FIFO or opening it as data (any
+ * other type is ENVLOG_BAD_DATA, "... is a FIFO, not a regular file");
+ * ENVLOG_NOT_FOUND when absent.  `st` (may be NULL) gets its stat. */
+envlog_err envlog_open_regular(int dirfd, const char *name, int flags, mode_t mode,
+                               int *fd, struct stat *st);
+/* "a FIFO", "a directory", ... for a st_mode. */
+const char *envlog_file_type_name(mode_t mode);
 /* Reads a whole regular file under `dirfd` of at most `max` bytes. */
 envlog_err envlog_read_file(int dirfd, const char *name, uint64_t max,
                             envlog_buf *out);
@@ -174,6 +193,13 @@ envlog_err envlog_read_file(int dirfd, const char *name, uint64_t max,
  * syncs it and closes it; on any failure the file is removed again, so it
  * is either whole or absent. */
 envlog_err envlog_write_new_file(int dirfd, const char *name, const void *p, size_t n);
+/* A temporary name for `base` no other process or call makes:
+ * base.tmp.PID.RANDOM. */
+envlog_err envlog_tmp_name(char *out, size_t size, const char *base);
+/* True when `name` under `dirfd` is a temporary name of `base` whose maker
+ * is gone: a regular file, its process no longer running here, and older
+ * than a minute. */
+bool envlog_tmp_is_stale(int dirfd, const char *name, const char *base);
 /* The environment's reader lock: a flock on a descriptor of its own of the
  * environment directory.  Whoever reads many sessions and the snapshot
  * together (a replay, a listing) holds it shared from before it maps the

@@ -33,6 +33,7 @@ struct envlog_reader {
     envlog_seg_name *segs;
     size_t n_segs, cur;
     bool seg_open, seg_sealed, seg_header;
+    bool header_ok;        /* the segment being read has a good HEADER */
     uint64_t seg_count;
     envlog_buf file;       /* the last segment, read */
     uint8_t *map;          /* an earlier segment, mapped */
@@ -164,16 +165,15 @@ static envlog_err report(envlog_reader *r, uint64_t off, uint64_t bytes,
 static envlog_err map_segment(envlog_reader *r, const char *name, bool last, bool *mapped)
 {
     const envlog_io *io = envlog_io_get();
-    int fd = io->openat(r->dirfd, name, O_RDONLY, 0);
-    if (fd < 0)
-        return envlog__fail_errno(errno, "opening %s", name);
+    int fd;
     struct stat st;
-    envlog_err e = ENVLOG_OK;
-    if (io->fstat(fd, &st))
-        e = envlog__fail_errno(errno, "stat %s", name);
-    else if (!S_ISREG(st.st_mode))
-        e = envlog__fail(ENVLOG_BAD_DATA, "%s is not a regular file", name);
-    else if ((uint64_t)st.st_size > FILE_MAX)
+    envlog_err e = envlog_open_regular(r->dirfd, name, O_RDONLY, 0, &fd, &st);
+    if (e) {
+        r->data = NULL;
+        r->data_len = 0;
+        return e;
+    }
+    if ((uint64_t)st.st_size > FILE_MAX)
         e = envlog__fail(ENVLOG_TOO_BIG, "%s is %" PRIu64 " bytes, over %" PRIu64, name,
                          (uint64_t)st.st_size, (uint64_t)FILE_MAX);
     else if (last) {
@@ -222,7 +222,7 @@ static envlog_err open_segment(envlog_reader *r)
         r->data_len = r->file.len;
     }
     r->seg_open = true;
-    r->seg_sealed = r->seg_header = false;
+    r->seg_sealed = r->seg_header = r->header_ok = false;
     r->seg_count = 0;
     envlog_frame_reader_free(&r->fr);
     envlog_frame_reader_init(&r->fr, r->data, e ? 0 : r->data_len,
@@ -276,6 +276,7 @@ static envlog_err check_header(envlog_reader *r, const uint8_t *p, size_t n)
         return report(r, r->fr.rec_off, 0,
                       "chain broken: a segment before this one is missing or altered");
     }
+    r->header_ok = r->fr.rec_off == 0;
     return ENVLOG_OK;
 }
 
@@ -387,6 +388,9 @@ envlog_err envlog_reader_next(envlog_reader *r, const envlog_record **rec)
             *rec = &r->rec;
             return ENVLOG_OK;
         }
+        if (st == ENVLOG_FR_NOMEM)
+            return envlog__fail(ENVLOG_NOMEM, "reassembling a record of session %s",
+                                r->name);
         if (st == ENVLOG_FR_BAD && last && !r->seg_sealed && r->live) {
             /* The writer is mid-record: a read racing its memcpy can see a
              * header not yet written before bytes already there.  What
@@ -398,12 +402,26 @@ envlog_err envlog_reader_next(envlog_reader *r, const envlog_record **rec)
         }
         if (st == ENVLOG_FR_BAD)
             return report(r, r->fr.bad_off, r->fr.bad_len, "%s", r->fr.why);
-        if (st == ENVLOG_FR_TAIL && last && !r->seg_sealed && !envlog_frames_end_in_seal(r->data, r->data_len, r->fr.seed)) {
+        /* A bad tail at the end of the last segment of a session whose
+         * segment was never sealed is the record its writer was appending
+         * when it stopped: while the writer lives, a record in progress;
+         * once it is gone, a torn tail, but only when it looks like one
+         * (envlog(5), "torn tails"): the segment's HEADER is good, nothing
+         * before was damaged, and the bad bytes lie where one append cut
+         * short leaves them.  Anything else is damage, which a repair
+         * never cuts. */
+        bool at_end = st == ENVLOG_FR_TAIL && last && !r->seg_sealed &&
+                      !envlog_frames_end_in_seal(r->data, r->data_len, r->fr.seed);
+        if (at_end && r->live) {
             r->seg_open = false;
             r->cur++;
             r->chain = r->fr.chain;
-            if (r->live)
-                continue; /* the writer is mid-record: not damage */
+            continue; /* the writer is mid-record: not damage */
+        }
+        if (at_end && r->header_ok && !r->damaged && r->fr.bad_confined) {
+            r->seg_open = false;
+            r->cur++;
+            r->chain = r->fr.chain;
             r->torn = true;
             r->dmg.session = r->id;
             r->dmg.segment = r->segs[r->cur - 1].segment;

@@ -122,11 +122,9 @@ envlog_err envlog_session_repair(envlog_env *env, const envlog_id128 *id,
         goto out;
     if ((e = copy_broken(dirfd, seg, &data, out->broken, sizeof out->broken)))
         goto out;
-    int fd = io->openat(dirfd, seg, O_WRONLY, 0);
-    if (fd < 0) {
-        e = envlog__fail_errno(errno, "opening %s", seg);
+    int fd;
+    if ((e = envlog_open_regular(dirfd, seg, O_WRONLY, 0, &fd, NULL)))
         goto out;
-    }
     if (io->ftruncate(fd, (off_t)torn.offset))
         e = envlog__fail_errno(errno, "truncating %s", seg);
     else if (io->fsync(fd))

@@ -104,16 +104,33 @@ envlog_err envlog_segw_create(envlog_segw *w, int dirfd, const envlog_id128 *id,
     envlog_err e = prealloc(w, ENVLOG_BLOCK < size ? ENVLOG_BLOCK : size);
     if (e)
         goto fail;
+    /* The HEADER goes in with one write of a few dozen bytes, before the
+     * file is mapped: a process killed here leaves it whole or not at all,
+     * so a segment with a torn HEADER is never one envlog wrote (envlog(5):
+     * a torn tail needs a good HEADER before it). */
+    envlog_seg_header h = {ENVLOG_KIND_HEADER, ENVLOG_MAGIC, ENVLOG_LOG_VERSION,
+                           *id, segment, first_seq, prev_chain, content};
+    uint8_t hb[256], framed[256 + 2 * ENVLOG_FRAG_HDR] = {0};
+    envlog_buf b = {hb, 0, sizeof hb};
+    if ((e = envlog_struct_encode(&b, &envlog_seg_header_schema, &h, ENVLOG_LEVEL_BASIC)))
+        goto fail;
+    if (b.p != hb) {
+        envlog_buf_free(&b);
+        e = envlog__fail(ENVLOG_INVALID_ARG, "segment header too large");
+        goto fail;
+    }
+    envlog_frame_write(framed, &w->pos, w->seed, b.p, b.len, NULL);
+    ssize_t wr = io->pwrite(w->fd, framed, (size_t)w->pos, 0);
+    if (wr != (ssize_t)w->pos) {
+        e = envlog__fail_errno(wr < 0 ? errno : ENOSPC, "writing the header of %s", w->name);
+        goto fail;
+    }
     w->map = io->mmap((size_t)w->map_len, PROT_READ | PROT_WRITE, w->fd);
     if (w->map == MAP_FAILED) {
         w->map = NULL;
         e = envlog__fail_errno(errno, "mapping segment %s", w->name);
         goto fail;
     }
-    envlog_seg_header h = {ENVLOG_KIND_HEADER, ENVLOG_MAGIC, ENVLOG_LOG_VERSION,
-                           *id, segment, first_seq, prev_chain, content};
-    if ((e = write_framing(w, &envlog_seg_header_schema, &h)))
-        goto fail;
     if (sync != ENVLOG_SYNC_NONE) {
         if ((e = envlog_segw_sync(w)) || (e = envlog_dir_sync(dirfd, w->name)))
             goto fail;

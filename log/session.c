@@ -358,10 +358,8 @@ static envlog_err sync_unsynced(envlog_session *s)
         uint32_t end = s->seg.fd >= 0 ? s->seg.segment : s->seg.segment + 1;
         if (segs[i].segment < s->flushed_seg || segs[i].segment >= end)
             continue;
-        int fd = io->openat(s->dirfd, segs[i].name, O_RDONLY, 0);
-        if (fd < 0) {
-            e = envlog__fail_errno(errno, "opening segment %s to sync it", segs[i].name);
-        } else {
+        int fd;
+        if (!(e = envlog_open_regular(s->dirfd, segs[i].name, O_RDONLY, 0, &fd, NULL))) {
             if (io->fsync(fd))
                 e = envlog__fail_errno(errno, "syncing segment %s", segs[i].name);
             io->close(fd);
@@ -595,6 +593,11 @@ static envlog_err submit(envlog_session *s, envlog_kind kind, const void *body,
 {
     if (!s)
         return envlog__fail(ENVLOG_INVALID_ARG, "no session");
+    /* The rules every reader applies, at every level (OFF included: the
+     * live state folds what is accepted here). */
+    const char *why = envlog_record_problem(kind, effect, body, ENVLOG_TRIALS_OF_BODY);
+    if (why)
+        return envlog__fail(ENVLOG_INVALID_ARG, "%s record: %s", envlog_kind_name(kind), why);
     pthread_once(&pid_once, pid_watch);
     pthread_mutex_lock(&s->mu);
     envlog_err e = pid_now() == s->pid ? ENVLOG_OK : fork_check(s);
@@ -645,17 +648,6 @@ envlog_err envlog_record_tune(envlog_session *s, const envlog_tune *t,
 {
     if (!t || !t->ns || !t->key)
         return envlog__fail(ENVLOG_INVALID_ARG, "a tune needs a namespace and a key");
-    if (t->winner < -1 || (t->winner >= 0 && (size_t)t->winner >= t->n_candidates))
-        return envlog__fail(ENVLOG_INVALID_ARG,
-                            "winner %lld is not one of %zu candidates",
-                            (long long)t->winner, t->n_candidates);
-    if (t->stored && t->winner < 0)
-        return envlog__fail(ENVLOG_INVALID_ARG, "a stored tune needs a winner");
-    for (size_t i = 0; i < t->n_trials; i++)
-        if (t->trials && t->trials[i].index >= t->n_candidates)
-            return envlog__fail(ENVLOG_INVALID_ARG,
-                                "trial %zu names candidate %u of %zu", i,
-                                t->trials[i].index, t->n_candidates);
     if (t->winner_ns == 0 && t->winner >= 0) {
         /* The winner's cost, so the fold and diff need not walk the trials. */
         envlog_tune c = *t;

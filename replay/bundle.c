@@ -575,9 +575,12 @@ envlog_err envlog_bundle_import_memory(envlog_env *env, const void *data, size_t
         e = ENVLOG_OK;
     /* Records that failed their checksum or decode are rejected too. */
     uint64_t bad = envlog_snap_bad_records(o.snap);
+    const envlog_damage *first = envlog_snap_first_damage(o.snap);
     if (bad && !rep->rejected)
         snprintf(rep->first_reject, sizeof rep->first_reject,
-                 "%llu damaged record(s) in the bundle", (unsigned long long)bad);
+                 "%llu damaged record(s) in the bundle, the first at byte %llu: %.80s",
+                 (unsigned long long)bad, (unsigned long long)(first ? first->offset : 0),
+                 first ? first->reason : "");
     rep->rejected += bad;
     if (!e && c.s) {
         envlog_import im = {c.m->name ? c.m->name : "", c.m->content_hash,

@@ -33,17 +33,6 @@ typedef struct cursor {
     uint64_t key_ns;            /* start + offset of rec */
 } cursor;
 
-int envlog_order_cmp(uint64_t a_ns, const envlog_id128 *a_id, uint64_t a_seq,
-                     uint64_t b_ns, const envlog_id128 *b_id, uint64_t b_seq)
-{
-    if (a_ns != b_ns)
-        return a_ns < b_ns ? -1 : 1;
-    int c = memcmp(a_id->b, b_id->b, 16);
-    if (c)
-        return c < 0 ? -1 : 1;
-    return a_seq < b_seq ? -1 : a_seq > b_seq;
-}
-
 static int cur_cmp(const cursor *a, const cursor *b)
 {
     return envlog_order_cmp(a->key_ns, &a->id, a->rec->stamp.seq, b->key_ns, &b->id,

@@ -151,6 +151,22 @@ typedef struct envlog_snap_item {
     int rule;             /* entries: the envlog_rule that made it stand */
 } envlog_snap_item;
 
+/* The INDEX record. */
+typedef struct envlog_snap_index {
+    uint64_t kind;
+    uint64_t count;
+    envlog_bytes pairs;  /* count x (u64 BE hash, u64 BE offset), sorted */
+} envlog_snap_index;
+
+/* The schemas of the snapshot records (snapfmt.c). */
+extern const envlog_schema envlog_snap_manifest_schema;
+extern const envlog_schema envlog_snap_item_schema;
+extern const envlog_schema envlog_snap_index_schema;
+void envlog_put_be64(uint8_t *p, uint64_t v);
+uint64_t envlog_get_be64(const uint8_t *p);
+/* INDEX pairs compare as 16-byte strings: by key hash, then offset. */
+int envlog_snap_pair_cmp(const void *a, const void *b);
+
 /* Builds a snapshot: items are added in the total order. */
 typedef struct envlog_snapw {
     envlog_buf items;     /* [u32 LE len][payload] per item */
@@ -176,9 +192,27 @@ void envlog_snap_free(envlog_snap *s);
 const envlog_snap_manifest *envlog_snap_manifest_get(const envlog_snap *s);
 /* The snapshot's size in bytes. */
 uint64_t envlog_snap_size(const envlog_snap *s);
-/* check_all results. */
+/* Damaged regions and records that fail their checks, found by walks
+ * (the full check is one); each place counted once. */
 uint64_t envlog_snap_bad_records(const envlog_snap *s);
+/* Damaged entries lookups met (a lookup of such a key misses). */
+uint64_t envlog_snap_lookup_damage(const envlog_snap *s);
+/* The first damage found by anyone, or NULL: session holds the snapshot's
+ * id, offset and bytes the place, reason what was wrong. */
+const envlog_damage *envlog_snap_first_damage(const envlog_snap *s);
 bool envlog_snap_content_ok(const envlog_snap *s);
+envlog_id128 envlog_snap_id(const envlog_snap *s);
+
+/* What the last walk of every record found (the full check is one). */
+typedef struct envlog_snap_counts {
+    uint64_t tunes, kernels, users, evidence; /* records read whole */
+    uint64_t lost;      /* entries the MANIFEST counts that were not */
+    bool sealed;        /* a SEAL with the right count and chain ends it */
+    bool content_ok;    /* the content hash matches */
+    bool intact;        /* all of the above, nothing damaged */
+} envlog_snap_counts;
+/* False when no walk has read everything yet. */
+bool envlog_snap_read_counts(const envlog_snap *s, envlog_snap_counts *c);
 /* The watermark of `session`, or false. */
 bool envlog_snap_watermark(const envlog_snap *s, const envlog_id128 *session,
                            uint64_t *last_seq);

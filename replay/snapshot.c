@@ -1,257 +1,23 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * snapshot.c - the snapshot file: writing one, and reading it through its
- * index without folding it.
+ * snapshot.c - reading a snapshot file through its index without folding
+ * it, and checking every byte of it when asked.
  *
- * Layout (envlog(5)): HEADER, MANIFEST, INDEX, then ENTRY and EVIDENCE
- * records in the total order, then SEAL, all in the log's block framing with
- * the snapshot's id as the checksum seed.  The INDEX comes before the
- * entries so a reader finds it at once: its size depends only on the number
- * of entries, so the writer lays out the file in two passes.  Lookups binary
- * search the INDEX's sorted (key hash, offset) pairs and decode only the
- * ENTRY records with that hash.
+ * Lookups binary search the INDEX's sorted (key hash, offset) pairs and
+ * decode only the ENTRY records with that hash, checking the fragments they
+ * read.  The full check (bundles, verify, compaction) reads every record
+ * and counts what it cannot read; envlog(5) says what each damage costs.
  */
 #include "replay_int.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
-
-#define NOPRES SIZE_MAX
-#define FLD(k, ty, nm, st, mem)                                                \
-    {k, ty, 0, nm, offsetof(st, mem), 0, NOPRES, NULL, NULL, 0}
-#define ARRF(k, ty, nm, st, mem, cnt, sub)                                     \
-    {k, ty, 0, nm, offsetof(st, mem), offsetof(st, cnt), NOPRES, sub, NULL, 0}
-#define ENUMF(k, nm, st, mem, names)                                           \
-    {k, ENVLOG_F_ENUM, 0, nm, offsetof(st, mem), 0, NOPRES, NULL, names, 0}
-#define SCHEMA(var, nm, st, tab)                                               \
-    static const envlog_schema var = {nm, sizeof(st), tab, sizeof tab / sizeof tab[0]}
-
-static const envlog_field env_f[] = {
-    FLD(0, ENVLOG_F_TEXT, "label", envlog_snap_env, label),
-    FLD(1, ENVLOG_F_TEXT, "host", envlog_snap_env, host),
-    FLD(2, ENVLOG_F_TEXT, "os", envlog_snap_env, os),
-    FLD(3, ENVLOG_F_TEXT, "arch", envlog_snap_env, arch),
-    ARRF(4, ENVLOG_F_TEXTS, "devices", envlog_snap_env, devices, n_devices, NULL),
-};
-SCHEMA(env_s, "environment", envlog_snap_env, env_f);
-
-static const envlog_field wm_f[] = {
-    FLD(0, ENVLOG_F_H128, "session", envlog_snap_wm, session),
-    FLD(1, ENVLOG_F_U64, "last_seq", envlog_snap_wm, last_seq),
-};
-SCHEMA(wm_s, "watermark", envlog_snap_wm, wm_f);
-
-static const char *const evidence_names[] = {"none", "winners", "all", NULL};
-static const char *const table_names[] = {"tune", "kernel", "user", NULL};
-static const char *const origin_names[] = {"local", "imported", NULL};
-static const char *const rule_names[] = {"first-local", "local-over-imported", "imported",
-                                         "forgotten", "not-stored", "kept-first",
-                                         "import-ignored", NULL};
-
-static const envlog_field manifest_f[] = {
-    FLD(0, ENVLOG_F_U64, "kind", envlog_snap_manifest, kind),
-    FLD(4, ENVLOG_F_U64, "schema", envlog_snap_manifest, schema),
-    FLD(5, ENVLOG_F_TEXT, "name", envlog_snap_manifest, name),
-    FLD(6, ENVLOG_F_TEXT, "envlog_version", envlog_snap_manifest, envlog_version),
-    FLD(7, ENVLOG_F_U64, "created_unix_ns", envlog_snap_manifest, created_unix_ns),
-    ARRF(8, ENVLOG_F_TEXTS, "runtimes", envlog_snap_manifest, runtimes, n_runtimes, NULL),
-    ARRF(9, ENVLOG_F_OBJS, "environments", envlog_snap_manifest, envs, n_envs, &env_s),
-    ARRF(10, ENVLOG_F_OBJS, "sessions", envlog_snap_manifest, wms, n_wms, &wm_s),
-    FLD(11, ENVLOG_F_U64, "tunes", envlog_snap_manifest, tunes),
-    FLD(12, ENVLOG_F_U64, "kernels", envlog_snap_manifest, kernels),
-    FLD(13, ENVLOG_F_U64, "users", envlog_snap_manifest, users),
-    FLD(14, ENVLOG_F_U64, "evidence", envlog_snap_manifest, evidence),
-    FLD(15, ENVLOG_F_H128, "content_hash", envlog_snap_manifest, content_hash),
-    ENUMF(16, "evidence_level", envlog_snap_manifest, evidence_level, evidence_names),
-    ARRF(17, ENVLOG_F_TEXTS, "namespaces", envlog_snap_manifest, namespaces,
-         n_namespaces, NULL),
-};
-SCHEMA(manifest_s, "manifest", envlog_snap_manifest, manifest_f);
-
-static const envlog_field item_f[] = {
-    FLD(0, ENVLOG_F_U64, "kind", envlog_snap_item, kind),
-    ENUMF(4, "table", envlog_snap_item, table, table_names),
-    ENUMF(5, "origin", envlog_snap_item, origin, origin_names),
-    FLD(6, ENVLOG_F_STAMP, "stamp", envlog_snap_item, stamp),
-    FLD(7, ENVLOG_F_U64, "unix_ns", envlog_snap_item, unix_ns),
-    FLD(8, ENVLOG_F_RAW, "record", envlog_snap_item, record),
-    ENUMF(9, "rule", envlog_snap_item, rule, rule_names),
-};
-SCHEMA(item_s, "entry", envlog_snap_item, item_f);
-
-typedef struct index_rec {
-    uint64_t kind;
-    uint64_t count;
-    envlog_bytes pairs;  /* count x (u64 BE hash, u64 BE offset), sorted */
-} index_rec;
-
-static const envlog_field index_f[] = {
-    FLD(0, ENVLOG_F_U64, "kind", index_rec, kind),
-    FLD(4, ENVLOG_F_U64, "count", index_rec, count),
-    FLD(5, ENVLOG_F_BYTES, "pairs", index_rec, pairs),
-};
-SCHEMA(index_s, "index", index_rec, index_f);
-
-static void put_be64(uint8_t *p, uint64_t v)
-{
-    for (int i = 0; i < 8; i++)
-        p[i] = (uint8_t)(v >> (56 - 8 * i));
-}
-
-static uint64_t get_be64(const uint8_t *p)
-{
-    uint64_t v = 0;
-    for (int i = 0; i < 8; i++)
-        v = v << 8 | p[i];
-    return v;
-}
-
-/* ----------------------------------------------------------------- writer */
-
-envlog_err envlog_snapw_add(envlog_snapw *w, const envlog_snap_item *it, bool indexed,
-                            uint64_t key_hash)
-{
-    if (w->n == w->cap) {
-        size_t cap = w->cap ? 2 * w->cap : 256;
-        uint64_t *h = envlog_realloc(w->hashes, cap * sizeof *h);
-        if (!h)
-            return envlog__fail(ENVLOG_NOMEM, "building a snapshot");
-        w->hashes = h;
-        uint8_t *x = envlog_realloc(w->indexed, cap);
-        if (!x)
-            return envlog__fail(ENVLOG_NOMEM, "building a snapshot");
-        w->indexed = x;
-        w->cap = cap;
-    }
-    size_t at = w->items.len;
-    envlog_err e = envlog_buf_reserve(&w->items, 4);
-    if (e)
-        return e;
-    w->items.len += 4;
-    if ((e = envlog_struct_encode(&w->items, &item_s, it, ENVLOG_LEVEL_FULL))) {
-        w->items.len = at;
-        return e;
-    }
-    size_t len = w->items.len - at - 4;
-    if (len > ENVLOG_RECORD_MAX) {
-        w->items.len = at;
-        return envlog__fail(ENVLOG_TOO_BIG, "a snapshot record of %zu bytes", len);
-    }
-    envlog_put_le32(w->items.p + at, (uint32_t)len);
-    w->hashes[w->n] = key_hash;
-    w->indexed[w->n] = indexed;
-    w->n++;
-    return ENVLOG_OK;
-}
-
-void envlog_snapw_free(envlog_snapw *w)
-{
-    envlog_buf_free(&w->items);
-    envlog_free(w->hashes);
-    envlog_free(w->indexed);
-    memset(w, 0, sizeof *w);
-}
-
-static int pair_cmp(const void *a, const void *b)
-{
-    return memcmp(a, b, 16);
-}
-
-/* Appends a framed record; the chain covers every record but the HEADER and
- * SEAL, as in a session segment. */
-static envlog_err frame_into(envlog_buf *out, uint64_t seed, const uint8_t *p,
-                             size_t n, uint64_t *chain)
-{
-    uint64_t sz = envlog_framed_size(out->len, n);
-    envlog_err e = envlog_buf_reserve(out, (size_t)sz);
-    if (e)
-        return e;
-    memset(out->p + out->len, 0, (size_t)sz);
-    uint64_t pos = out->len;
-    envlog_frame_write(out->p, &pos, seed, p, n, chain);
-    out->len = (size_t)pos;
-    return ENVLOG_OK;
-}
-
-envlog_err envlog_snapw_finish(envlog_snapw *w, envlog_snap_manifest *m,
-                               const envlog_id128 *id, const char *content,
-                               envlog_buf *out)
-{
-    envlog_buf hdr = {0}, man = {0}, idx = {0};
-    uint8_t *pairs = NULL;
-    envlog_err e;
-    uint64_t seed = envlog_seg_seed(id, 0), chain = 0;
-    size_t n_index = 0;
-    for (size_t i = 0; i < w->n; i++)
-        n_index += w->indexed[i];
-    m->kind = ENVLOG_KIND_MANIFEST;
-    m->content_hash = envlog_hash128_bytes(w->items.p, w->items.len);
-    envlog_seg_header h = {ENVLOG_KIND_HEADER, ENVLOG_MAGIC, ENVLOG_LOG_VERSION, *id,
-                           0, 0, 0, content};
-    if ((e = envlog_struct_encode(&hdr, &envlog_seg_header_schema, &h, ENVLOG_LEVEL_BASIC)) ||
-        (e = envlog_struct_encode(&man, &manifest_s, m, ENVLOG_LEVEL_FULL)))
-        goto out;
-    if (!(pairs = envlog_calloc(n_index ? n_index : 1, 16))) {
-        e = envlog__fail(ENVLOG_NOMEM, "building a snapshot index");
-        goto out;
-    }
-    index_rec ir = {ENVLOG_KIND_INDEX, n_index, {pairs, n_index * 16}};
-    /* Pass 1: the index's encoded size does not depend on the offsets in
-     * it, so every record's place is known before anything is written. */
-    if ((e = envlog_struct_encode(&idx, &index_s, &ir, ENVLOG_LEVEL_BASIC)))
-        goto out;
-    uint64_t pos = 0;
-    pos += envlog_framed_size(pos, hdr.len);
-    pos += envlog_framed_size(pos, man.len);
-    pos += envlog_framed_size(pos, idx.len);
-    size_t k = 0, at = 0;
-    for (size_t i = 0; i < w->n; i++) {
-        uint32_t len = envlog_get_le32(w->items.p + at);
-        if (w->indexed[i]) {
-            put_be64(pairs + 16 * k, w->hashes[i]);
-            put_be64(pairs + 16 * k + 8, pos);
-            k++;
-        }
-        pos += envlog_framed_size(pos, len);
-        at += 4 + len;
-    }
-    qsort(pairs, n_index, 16, pair_cmp);
-    idx.len = 0;
-    if ((e = envlog_struct_encode(&idx, &index_s, &ir, ENVLOG_LEVEL_BASIC)))
-        goto out;
-    /* Pass 2: frame it all. */
-    out->len = 0;
-    if ((e = frame_into(out, seed, hdr.p, hdr.len, NULL)) ||
-        (e = frame_into(out, seed, man.p, man.len, &chain)) ||
-        (e = frame_into(out, seed, idx.p, idx.len, &chain)))
-        goto out;
-    at = 0;
-    for (size_t i = 0; i < w->n; i++) {
-        uint32_t len = envlog_get_le32(w->items.p + at);
-        if ((e = frame_into(out, seed, w->items.p + at + 4, len, &chain)))
-            goto out;
-        at += 4 + len;
-    }
-    envlog_seg_seal seal = {ENVLOG_KIND_SEAL, w->n + 2, 0, chain};
-    uint8_t sb[64];
-    envlog_buf sbuf = {sb, 0, sizeof sb};
-    if ((e = envlog_struct_encode(&sbuf, &envlog_seg_seal_schema, &seal, ENVLOG_LEVEL_BASIC)))
-        goto out;
-    e = frame_into(out, seed, sbuf.p, sbuf.len, NULL);
-out:
-    envlog_buf_free(&hdr);
-    envlog_buf_free(&man);
-    envlog_buf_free(&idx);
-    envlog_free(pairs);
-    return e;
-}
-
-/* ----------------------------------------------------------------- reader */
 
 struct envlog_snap {
     const uint8_t *p;
@@ -274,16 +40,57 @@ struct envlog_snap {
     size_t items_start;        /* where ENTRY/EVIDENCE records begin */
     envlog_frame_reader fr;
     envlog_arena arena;        /* per lookup */
+    /* Damage found by walks in file order (the full check, envlog_snap_next),
+     * each place counted once however many walks pass it: bad_seen_to is
+     * where the last one counted ends. */
     uint64_t bad;
-    bool content_ok;
+    size_t bad_seen_to;
+    uint64_t lookup_bad;       /* damaged records lookups met */
+    envlog_damage first_bad;   /* the first damage found, by anyone */
+    bool any_bad;
+    /* The last walk from the start to the end (the full check is one):
+     * what it found */
+    bool checked, sealed, content_ok;
+    uint64_t read_tunes, read_kernels, read_users, read_evidence;
+    /* The walk in progress */
+    uint64_t walk_count;
+    bool walk_have_last, walk_hashing, walk_from_start;
+    envlog_stamp walk_last;
+    uint64_t walk_last_ns;
+    envlog_h128 walk_hash;
+    uint64_t walk_tunes, walk_kernels, walk_users, walk_evidence;
     void *map;                 /* when mapped from a file */
     size_t map_len;
 };
+
+static void note_first(envlog_snap *s, size_t off, size_t bytes, const char *why)
+{
+    if (s->any_bad)
+        return;
+    s->any_bad = true;
+    memset(&s->first_bad, 0, sizeof s->first_bad);
+    s->first_bad.session = s->id;
+    s->first_bad.offset = off;
+    s->first_bad.bytes = bytes;
+    snprintf(s->first_bad.reason, sizeof s->first_bad.reason, "%s", why);
+}
+
+/* Damage a walk in file order met at `off`. */
+static void note_bad(envlog_snap *s, size_t off, size_t bytes, const char *why)
+{
+    note_first(s, off, bytes, why);
+    if (off < s->bad_seen_to)
+        return;
+    s->bad++;
+    s->bad_seen_to = off + (bytes ? bytes : 1);
+}
 
 static envlog_err read_record(envlog_snap *s, size_t at, const uint8_t **p, size_t *n)
 {
     s->fr.pos = at;
     envlog_fr_status st = envlog_frame_reader_next(&s->fr);
+    if (st == ENVLOG_FR_NOMEM)
+        return envlog__fail(ENVLOG_NOMEM, "reading a snapshot record");
     if (st != ENVLOG_FR_RECORD)
         return envlog__fail(ENVLOG_CORRUPT, "snapshot record at offset %zu is damaged", at);
     *p = s->fr.out;
@@ -307,7 +114,12 @@ static envlog_err decode_as(const uint8_t *p, size_t n, const envlog_schema *sc,
     return e;
 }
 
-/* Decodes an ENTRY/EVIDENCE payload and the record inside it. */
+/* Decodes an ENTRY/EVIDENCE payload and the record inside it, and checks
+ * that it is one envlog(5) allows: a record that decodes as an event
+ * record, its envelope agreeing with the stamp, and for an ENTRY a value
+ * that stands (a stored tune with a winner, a compiled kernel with its
+ * binary, a user record) of its table's kind, whose origin is its record's
+ * own.  Anything else is damage: no reader ever takes it. */
 static envlog_err decode_item(envlog_snap *s, const uint8_t *p, size_t n,
                               envlog_snap_item *it, envlog_record *rec)
 {
@@ -317,18 +129,45 @@ static envlog_err decode_item(envlog_snap *s, const uint8_t *p, size_t n,
     memset(it, 0, sizeof *it);
     envlog_err e = envlog_pull_next(&pl, &t);
     if (!e)
-        e = envlog_struct_decode(&pl, &t, &item_s, it, &s->arena);
+        e = envlog_struct_decode(&pl, &t, &envlog_snap_item_schema, it, &s->arena);
+    if (!e && pl.pos != n)
+        e = envlog__fail(ENVLOG_BAD_DATA, "bytes after the record");
     if (e)
         return e;
-    if ((it->kind != ENVLOG_KIND_ENTRY && it->kind != ENVLOG_KIND_EVIDENCE) ||
-        !it->record.size)
+    bool entry = it->kind == ENVLOG_KIND_ENTRY;
+    if ((!entry && it->kind != ENVLOG_KIND_EVIDENCE) || !it->record.size)
         return envlog__fail(ENVLOG_BAD_DATA, "not an entry or evidence record");
-    if (it->table < 0 || it->table > ENVLOG_TABLE_USER || it->origin < 0 || it->origin > 1)
-        return envlog__fail(ENVLOG_BAD_DATA, "entry table or origin out of range");
+    if (entry && it->rule > ENVLOG_RULE_IMPORTED)
+        return envlog__fail(ENVLOG_BAD_DATA, "an entry whose rule does not make it stand");
     if ((e = envlog_event_decode(it->record.data, it->record.size, rec, &s->arena)))
         return e;
+    if (rec->stamp.seq != it->stamp.seq || rec->stamp.offset_ns != it->stamp.offset_ns)
+        return envlog__fail(ENVLOG_BAD_DATA, "a record whose stamp is not its own");
     rec->stamp = it->stamp;
-    return ENVLOG_OK;
+    if (!entry)
+        return ENVLOG_OK;
+    const char *why = NULL;
+    bool imported = false;
+    if (it->table == ENVLOG_TABLE_TUNE) {
+        const envlog_tune *tu = &rec->u.tune;
+        imported = tu->imported;
+        if (rec->kind != ENVLOG_KIND_TUNE || !tu->ns || !tu->key)
+            why = "a tune entry that holds no tune";
+        else if (!tu->stored || tu->winner < 0)
+            why = "a tune entry without a stored winner";
+    } else if (it->table == ENVLOG_TABLE_KERNEL) {
+        const envlog_compile *c = &rec->u.compile;
+        imported = c->imported;
+        if (rec->kind != ENVLOG_KIND_COMPILE || !c->ns)
+            why = "a kernel entry that holds no compile";
+        else if (c->outcome != ENVLOG_COMPILED || !c->binary.size)
+            why = "a kernel entry without its binary";
+    } else if (rec->kind != ENVLOG_KIND_USER) {
+        why = "a user entry that holds no user record";
+    }
+    if (!why && it->table != ENVLOG_TABLE_USER && it->origin != (int)imported)
+        why = "an entry whose origin is not its record's";
+    return why ? envlog__fail(ENVLOG_BAD_DATA, "%s", why) : ENVLOG_OK;
 }
 
 void envlog_snap_free(envlog_snap *s)
@@ -340,6 +179,7 @@ void envlog_snap_free(envlog_snap *s)
     envlog_buf_free(&s->index);
     envlog_free(s->idx_ok);
     envlog_frame_reader_free(&s->fr);
+    envlog_h128_free(&s->walk_hash);
     envlog_free(s);
 }
 
@@ -352,9 +192,9 @@ static envlog_err load_index(envlog_snap *s)
     size_t n = s->n;
     if (envlog_frame_reader_next(&s->fr) != ENVLOG_FR_RECORD)
         return envlog__fail(ENVLOG_BAD_DATA, "snapshot index is damaged");
-    index_rec ir;
+    envlog_snap_index ir;
     envlog_arena tmp = {0};
-    envlog_err e = decode_as(s->fr.out, s->fr.out_len, &index_s, &ir, &tmp, ENVLOG_KIND_INDEX);
+    envlog_err e = decode_as(s->fr.out, s->fr.out_len, &envlog_snap_index_schema, &ir, &tmp, ENVLOG_KIND_INDEX);
     if (!e && (ir.count > n / 16 || ir.pairs.size != ir.count * 16))
         e = envlog__fail(ENVLOG_BAD_DATA, "snapshot index claims %llu entries",
                          (unsigned long long)ir.count);
@@ -365,7 +205,7 @@ static envlog_err load_index(envlog_snap *s)
         return e;
     s->n_index = ir.count;
     for (uint64_t i = 0; i < s->n_index; i++)
-        if (get_be64(s->index.p + 16 * i + 8) >= n ||
+        if (envlog_get_be64(s->index.p + 16 * i + 8) >= n ||
             (i && memcmp(s->index.p + 16 * (i - 1), s->index.p + 16 * i, 16) > 0))
             return envlog__fail(ENVLOG_BAD_DATA,
                                 "snapshot index is not sorted or points outside");
@@ -408,8 +248,8 @@ static bool idx_block_ok(envlog_snap *s, size_t off)
 static bool pair_at(envlog_snap *s, uint64_t i, uint64_t *hash, uint64_t *off)
 {
     if (!s->idx_ok) { /* reassembled by load_index or index_item */
-        *hash = get_be64(s->index.p + 16 * i);
-        *off = get_be64(s->index.p + 16 * i + 8);
+        *hash = envlog_get_be64(s->index.p + 16 * i);
+        *off = envlog_get_be64(s->index.p + 16 * i + 8);
         return true;
     }
     uint8_t b[16];
@@ -424,8 +264,8 @@ static bool pair_at(envlog_snap *s, uint64_t i, uint64_t *hash, uint64_t *off)
         for (int k = 0; k < 16; k++)
             b[k] = s->p[idx_file_off(s, at + (uint64_t)k)];
     }
-    *hash = get_be64(b);
-    *off = get_be64(b + 8);
+    *hash = envlog_get_be64(b);
+    *off = envlog_get_be64(b + 8);
     return true;
 }
 
@@ -564,7 +404,7 @@ envlog_err envlog_snap_load(const uint8_t *p, size_t n, bool check_all,
     memcpy(mcopy, rp, rn);
     s->mraw.data = mcopy;
     s->mraw.size = rn;
-    if ((e = decode_as(mcopy, rn, &manifest_s, &s->m, &s->marena, ENVLOG_KIND_MANIFEST))) {
+    if ((e = decode_as(mcopy, rn, &envlog_snap_manifest_schema, &s->m, &s->marena, ENVLOG_KIND_MANIFEST))) {
         if (e != ENVLOG_NOMEM)
             e = envlog__fail(ENVLOG_BAD_DATA, "snapshot manifest: %s", envlog_errmsg());
         goto fail;
@@ -580,6 +420,8 @@ envlog_err envlog_snap_load(const uint8_t *p, size_t n, bool check_all,
     s->items_start = s->fr.pos;
     if (check_all && (e = check_all_items(s)))
         goto fail;
+    if (!check_all)
+        envlog_snap_rewind(s);
     *out = s;
     return ENVLOG_OK;
 fail:
@@ -598,6 +440,31 @@ const envlog_snap_manifest *envlog_snap_manifest_get(const envlog_snap *s)
 }
 
 uint64_t envlog_snap_bad_records(const envlog_snap *s) { return s->bad; }
+uint64_t envlog_snap_lookup_damage(const envlog_snap *s) { return s->lookup_bad; }
+const envlog_damage *envlog_snap_first_damage(const envlog_snap *s)
+{
+    return s->any_bad ? &s->first_bad : NULL;
+}
+envlog_id128 envlog_snap_id(const envlog_snap *s) { return s->id; }
+
+bool envlog_snap_read_counts(const envlog_snap *s, envlog_snap_counts *c)
+{
+    memset(c, 0, sizeof *c);
+    if (!s->checked)
+        return false;
+    c->tunes = s->read_tunes;
+    c->kernels = s->read_kernels;
+    c->users = s->read_users;
+    c->evidence = s->read_evidence;
+    c->sealed = s->sealed;
+    c->content_ok = s->content_ok;
+    uint64_t want = s->m.tunes + s->m.kernels + s->m.users, got = c->tunes + c->kernels + c->users;
+    c->lost = want > got ? want - got : 0;
+    c->intact = !s->bad && s->sealed && s->content_ok && !c->lost &&
+                c->evidence == s->m.evidence && c->tunes == s->m.tunes &&
+                c->kernels == s->m.kernels && c->users == s->m.users;
+    return true;
+}
 uint64_t envlog_snap_size(const envlog_snap *s) { return s->n; }
 bool envlog_snap_content_ok(const envlog_snap *s) { return s->content_ok; }
 
@@ -656,8 +523,14 @@ envlog_err envlog_snap_find(envlog_snap *s, envlog_table table, const char *ns,
             e = decode_item(s, p, n, item, rec);
         if (e == ENVLOG_NOMEM)
             return e;
-        if (e)
-            return envlog__fail(ENVLOG_CORRUPT, "snapshot entry: %s", envlog_errmsg());
+        if (e) {
+            char why[96];
+            snprintf(why, sizeof why, "%s", envlog_errmsg());
+            note_first(s, (size_t)po, n, why);
+            s->lookup_bad++;
+            return envlog__fail(ENVLOG_CORRUPT, "snapshot entry at offset %llu: %s",
+                                (unsigned long long)po, why);
+        }
         if (item->kind == ENVLOG_KIND_ENTRY && (int)table == item->table &&
             key_matches(rec, table, ns, key, kkey, checksum))
             return ENVLOG_OK;
@@ -665,127 +538,187 @@ envlog_err envlog_snap_find(envlog_snap *s, envlog_table table, const char *ns,
     return ENVLOG_NOT_FOUND;
 }
 
+/* ------------------------------------------------------------- walks
+ *
+ * One walk serves every reader that reads the records one by one (the fold
+ * of `replay --until`, compaction, export, import, `verify`): the records
+ * after the INDEX in file order, each ENTRY or EVIDENCE that passes every
+ * check handed out once, in the total order; damage noted once per place;
+ * at the end, the SEAL's count and chain and the content hash checked.
+ * The full check is a walk from the start with nothing handed out. */
+
+/* The chain value after the INDEX, which the SEAL's chain continues: read
+ * from the fragment headers from the MANIFEST up to the entries (their
+ * checksums were checked when the snapshot was loaded, or are by a lookup
+ * before it trusts them; a wrong one only makes the SEAL disagree). */
+static uint64_t chain_before_items(const envlog_snap *s)
+{
+    uint64_t chain = 0;
+    size_t at = 0;
+    bool header = true;
+    while (at + ENVLOG_FRAG_HDR <= s->items_start) {
+        size_t left = ENVLOG_BLOCK - at % ENVLOG_BLOCK;
+        if (left < ENVLOG_FRAG_HDR) {
+            at += left;
+            continue;
+        }
+        const uint8_t *h = s->p + at;
+        if (!header)
+            chain = envlog_chain_next(chain, envlog_get_le32(h));
+        header = false;
+        at += ENVLOG_FRAG_HDR + envlog_get_le16(h + 4);
+    }
+    return chain;
+}
+
 void envlog_snap_rewind(envlog_snap *s)
 {
     s->fr.pos = s->items_start;
+    s->fr.chain = s->fr.chain_start = chain_before_items(s);
+    s->walk_count = 2; /* the MANIFEST and the INDEX */
+    s->walk_have_last = false;
+    envlog_h128_free(&s->walk_hash);
+    s->walk_hashing = envlog_h128_begin(&s->walk_hash) == ENVLOG_OK;
+    s->walk_from_start = true;
+    s->walk_tunes = s->walk_kernels = s->walk_users = s->walk_evidence = 0;
+}
+
+/* The end of a walk: the SEAL (when one was read) checked, and, when the
+ * walk read everything from the start, what it found kept as the
+ * snapshot's own. */
+static void walk_end(envlog_snap *s, const uint8_t *seal, size_t seal_len, size_t off)
+{
+    bool sealed = false;
+    if (seal) {
+        envlog_seg_seal sl;
+        if (decode_as(seal, seal_len, &envlog_seg_seal_schema, &sl, NULL, ENVLOG_KIND_SEAL))
+            note_bad(s, off, seal_len, "undecodable seal");
+        else if (sl.count != s->walk_count || sl.chain != s->fr.chain_start)
+            note_bad(s, off, 0, "the seal does not count the records read");
+        else
+            sealed = true;
+    } else {
+        note_bad(s, s->n, 0, "no seal ends the snapshot");
+    }
+    envlog_hash128 h = envlog_h128_end(&s->walk_hash);
+    if (s->walk_from_start && s->walk_hashing) {
+        s->checked = true;
+        s->sealed = sealed;
+        s->content_ok = !memcmp(h.b, s->m.content_hash.b, 16);
+        s->read_tunes = s->walk_tunes;
+        s->read_kernels = s->walk_kernels;
+        s->read_users = s->walk_users;
+        s->read_evidence = s->walk_evidence;
+    }
+    s->walk_from_start = false;
+    s->fr.pos = s->n;
 }
 
 envlog_err envlog_snap_next(envlog_snap *s, envlog_snap_item *it, envlog_record *rec)
 {
     for (;;) {
-        envlog_fr_status st = envlog_frame_reader_next(&s->fr);
-        if (st == ENVLOG_FR_END || st == ENVLOG_FR_TAIL)
+        if (s->fr.pos >= s->n && !s->walk_from_start)
             return ENVLOG_END;
+        envlog_fr_status st = envlog_frame_reader_next(&s->fr);
+        if (st == ENVLOG_FR_NOMEM)
+            return envlog__fail(ENVLOG_NOMEM, "reading a snapshot record");
+        if (st == ENVLOG_FR_END || st == ENVLOG_FR_TAIL) {
+            if (st == ENVLOG_FR_TAIL)
+                note_bad(s, s->fr.bad_off, s->fr.bad_len, s->fr.why);
+            walk_end(s, NULL, 0, 0);
+            return ENVLOG_END;
+        }
         if (st == ENVLOG_FR_BAD) {
-            if (!strcmp(s->fr.why, "out of memory reassembling a record"))
-                return envlog__fail(ENVLOG_NOMEM, "reading a snapshot record");
-            s->bad++;
+            note_bad(s, s->fr.bad_off, s->fr.bad_len, s->fr.why);
             continue;
         }
-        if (envlog_payload_kind(s->fr.out, s->fr.out_len) == ENVLOG_KIND_SEAL) {
-            s->fr.pos = s->n;
+        const uint8_t *p = s->fr.out;
+        size_t n = s->fr.out_len, off = s->fr.rec_off;
+        int kind = envlog_payload_kind(p, n);
+        if (kind == ENVLOG_KIND_SEAL) {
+            s->fr.chain = s->fr.chain_start; /* the SEAL is not in the chain */
+            walk_end(s, p, n, off);
             return ENVLOG_END;
         }
-        envlog_err e = decode_item(s, s->fr.out, s->fr.out_len, it, rec);
+        s->walk_count++;
+        if (kind == ENVLOG_KIND_ENTRY || kind == ENVLOG_KIND_EVIDENCE) {
+            uint8_t len[4];
+            envlog_put_le32(len, (uint32_t)n);
+            envlog_h128_update(&s->walk_hash, len, 4);
+            envlog_h128_update(&s->walk_hash, p, n);
+        }
+        envlog_err e = decode_item(s, p, n, it, rec);
         if (e == ENVLOG_NOMEM)
             return e; /* not damage: the caller must not skip the record */
+        if (!e && s->walk_have_last &&
+            envlog_order_cmp(it->unix_ns, &it->stamp.session, it->stamp.seq,
+                             s->walk_last_ns, &s->walk_last.session, s->walk_last.seq) <= 0)
+            e = envlog__fail(ENVLOG_BAD_DATA, "a record out of the total order");
         if (e) {
-            s->bad++;
+            char why[96];
+            snprintf(why, sizeof why, "%s", envlog_errmsg());
+            note_bad(s, off, n, why);
             continue;
         }
+        s->walk_have_last = true;
+        s->walk_last = it->stamp;
+        s->walk_last_ns = it->unix_ns;
+        if (it->kind == ENVLOG_KIND_EVIDENCE)
+            s->walk_evidence++;
+        else if (it->table == ENVLOG_TABLE_TUNE)
+            s->walk_tunes++;
+        else if (it->table == ENVLOG_TABLE_KERNEL)
+            s->walk_kernels++;
+        else
+            s->walk_users++;
         return ENVLOG_OK;
     }
 }
 
-/* Reads every record: the checksums (framing), the decode of each item, the
- * SEAL's count and chain, and the manifest's content hash. */
 /* A bundle's INDEX is empty (its pairs are random bytes that do not
  * compress): the pairs of its entries are made here, as they are read. */
 static envlog_err index_item(envlog_snap *s, const envlog_snap_item *it,
                              const envlog_record *rec, size_t off)
 {
     uint64_t h;
-    if (it->table == ENVLOG_TABLE_TUNE && rec->kind == ENVLOG_KIND_TUNE && rec->u.tune.ns &&
-        rec->u.tune.key)
+    if (it->table == ENVLOG_TABLE_TUNE)
         h = envlog_entry_key_hash(ENVLOG_TABLE_TUNE, rec->u.tune.ns, rec->u.tune.key,
                                   strlen(rec->u.tune.key), rec->u.tune.checksum);
-    else if (it->table == ENVLOG_TABLE_KERNEL && rec->kind == ENVLOG_KIND_COMPILE &&
-             rec->u.compile.ns)
+    else if (it->table == ENVLOG_TABLE_KERNEL)
         h = envlog_entry_key_hash(ENVLOG_TABLE_KERNEL, rec->u.compile.ns,
                                   rec->u.compile.kernel_key.b, 16, 0);
     else
         return ENVLOG_OK;
     uint8_t pair[16];
-    put_be64(pair, h);
-    put_be64(pair + 8, off);
+    envlog_put_be64(pair, h);
+    envlog_put_be64(pair + 8, off);
     envlog_err e = envlog_buf_append(&s->index, pair, 16);
     if (!e)
         s->n_index++;
     return e;
 }
 
+/* Reads every record: checksums, the decode and checks of each item, the
+ * total order, the SEAL's count and chain, the content hash. */
 static envlog_err check_all_items(envlog_snap *s)
 {
     bool rebuild = s->n_index == 0 && s->m.tunes + s->m.kernels > 0;
-    envlog_buf cat = {0};
-    envlog_frame_reader fr;
-    envlog_frame_reader_init(&fr, s->p, s->n, s->seed, 0);
-    uint64_t count = 0;
-    bool sealed = false;
-    envlog_err e = ENVLOG_OK;
-    for (;;) {
-        envlog_fr_status st = envlog_frame_reader_next(&fr);
-        if (st == ENVLOG_FR_END)
+    envlog_snap_rewind(s);
+    if (!s->walk_hashing)
+        return envlog__fail(ENVLOG_NOMEM, "checking a snapshot");
+    envlog_snap_item it;
+    envlog_record rec;
+    envlog_err e;
+    while (!(e = envlog_snap_next(s, &it, &rec)))
+        if (rebuild && it.kind == ENVLOG_KIND_ENTRY &&
+            (e = index_item(s, &it, &rec, s->fr.rec_off)))
             break;
-        if (st != ENVLOG_FR_RECORD) {
-            s->bad++;
-            if (st == ENVLOG_FR_TAIL)
-                break;
-            continue;
-        }
-        int kind = envlog_payload_kind(fr.out, fr.out_len);
-        if (kind == ENVLOG_KIND_HEADER) {
-            fr.chain = fr.chain_start;
-            continue;
-        }
-        if (kind == ENVLOG_KIND_SEAL) {
-            fr.chain = fr.chain_start;
-            envlog_seg_seal seal;
-            if (decode_as(fr.out, fr.out_len, &envlog_seg_seal_schema, &seal, NULL,
-                          ENVLOG_KIND_SEAL) || seal.count != count ||
-                seal.chain != fr.chain)
-                s->bad++;
-            sealed = true;
-            break;
-        }
-        count++;
-        if (kind == ENVLOG_KIND_ENTRY || kind == ENVLOG_KIND_EVIDENCE) {
-            uint8_t len[4];
-            envlog_put_le32(len, (uint32_t)fr.out_len);
-            if ((e = envlog_buf_append(&cat, len, 4)) ||
-                (e = envlog_buf_append(&cat, fr.out, fr.out_len)))
-                break;
-            envlog_snap_item it;
-            envlog_record rec;
-            if (decode_item(s, fr.out, fr.out_len, &it, &rec))
-                s->bad++;
-            else if (rebuild && it.kind == ENVLOG_KIND_ENTRY)
-                e = index_item(s, &it, &rec, fr.rec_off);
-            if (e)
-                break;
-        }
-    }
-    if (!e && rebuild && s->n_index)
-        qsort(s->index.p, (size_t)s->n_index, 16, pair_cmp);
-    if (!e) {
-        if (!sealed)
-            s->bad++;
-        envlog_hash128 h = envlog_hash128_bytes(cat.p, cat.len);
-        s->content_ok = !memcmp(h.b, s->m.content_hash.b, 16);
-    }
-    envlog_buf_free(&cat);
-    envlog_frame_reader_free(&fr);
-    return e;
+    if (e != ENVLOG_END)
+        return e;
+    if (rebuild && s->n_index)
+        qsort(s->index.p, (size_t)s->n_index, 16, envlog_snap_pair_cmp);
+    envlog_snap_rewind(s);
+    return ENVLOG_OK;
 }
 
 /* ------------------------------------------------------------- the file */

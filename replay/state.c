@@ -168,18 +168,6 @@ void envlog_state_unlock(envlog_state *st) { pthread_rwlock_unlock(&st->lock); }
 
 /* ------------------------------------------------------------------ keys */
 
-uint64_t envlog_entry_key_hash(envlog_table table, const char *ns, const void *key,
-                               size_t key_len, uint64_t checksum)
-{
-    uint8_t le[8];
-    for (int i = 0; i < 8; i++)
-        le[i] = (uint8_t)(checksum >> (8 * i));
-    uint64_t h = envlog_xxh64(ns, strlen(ns) + 1, (uint64_t)table);
-    h = envlog_xxh64(key, key_len, h);
-    return envlog_xxh64(le, sizeof le, h);
-}
-
-
 static uint64_t tune_hash(const char *ns, const char *key, uint64_t checksum)
 {
     return envlog_entry_key_hash(ENVLOG_TABLE_TUNE, ns, key, strlen(key), checksum);

@@ -238,7 +238,9 @@ START_TEST(test_roundtrip_kind)
             envlog_stamp st = stamp0;
             st.seq = v == TU_MAXIMAL ? UINT64_MAX : (uint64_t)v;
             st.offset_ns = v == TU_MAXIMAL ? UINT64_MAX : 1000u * (unsigned)v;
-            envlog_effect eff = v % 2 ? ENVLOG_CHANGED : ENVLOG_OBSERVED;
+            envlog_effect eff = kind == ENVLOG_KIND_USER
+                                    ? (v % 2 ? ENVLOG_CHANGED : ENVLOG_OBSERVED)
+                                    : envlog_effect_of(kind, &s.u);
             envlog_err e = envlog_event_encode(&b, kind, &st, eff, (envlog_level)lv, &s.u);
             ck_assert_msg(e == ENVLOG_OK, "%s/%s: %s", envlog_kind_name(kind),
                           variant_names[v], envlog_errmsg());
@@ -320,7 +322,9 @@ static void envelope(envlog_buf *b, size_t pairs, envlog_kind kind)
 {
     b->len = 0;
     ck_assert_ok(envlog_enc_map(b, pairs));
-    u(b, 0), u(b, kind), u(b, 1), u(b, 5), u(b, 2), u(b, 6), u(b, 3), u(b, 1);
+    /* The effect of a record whose body fields are all absent. */
+    bool changed = kind == ENVLOG_KIND_IMPORT || kind == ENVLOG_KIND_FORGET;
+    u(b, 0), u(b, kind), u(b, 1), u(b, 5), u(b, 2), u(b, 6), u(b, 3), u(b, changed);
 }
 
 START_TEST(test_unknown_keys)
@@ -349,7 +353,7 @@ START_TEST(test_unknown_keys)
     ck_assert_int_eq(rec.kind, ENVLOG_KIND_TUNE);
     ck_assert_uint_eq(rec.stamp.seq, 5);
     ck_assert_uint_eq(rec.stamp.offset_ns, 6);
-    ck_assert_int_eq(rec.effect, ENVLOG_CHANGED);
+    ck_assert_int_eq(rec.effect, ENVLOG_OBSERVED);
     ck_assert_str_eq(rec.u.tune.ns, "ns/1");
     ck_assert_str_eq(rec.u.tune.key, "key/1");
     ck_assert_uint_eq(rec.u.tune.n_trials, 1);
@@ -389,6 +393,10 @@ static void decode_fails(const envlog_buf *b, envlog_err want, const char *what)
     envlog_record rec;
     envlog_err e = envlog_event_decode(b->p, b->len, &rec, &a);
     ck_assert_msg(e == want, "%s: got %s, want %s", what, envlog_strerror(e),
+                  envlog_strerror(want));
+    /* The fold refuses exactly what the full reader refuses. */
+    e = envlog_event_decode_fold(b->p, b->len, &rec, &a);
+    ck_assert_msg(e == want, "%s: the fold got %s, want %s", what, envlog_strerror(e),
                   envlog_strerror(want));
     /* What little was taken is bounded by the input, never by a length the
      * input claims. */
@@ -484,6 +492,187 @@ START_TEST(test_wrong_types)
 }
 END_TEST
 
+/* One truth: every field of every kind malformed in turn (a value of each
+ * other type, an out-of-range value, the key held twice), at the top of the
+ * record and inside the first element of each array of maps.  The fold and
+ * the full reader must agree on each: both refuse it with the same code, or
+ * both take it, and then the fold's fields are the full reader's. */
+static const struct { const char *bytes; size_t n; const char *what; } wrong_values[] = {
+    {"\x07", 1, "uint 7"},
+    {"\x1b\xff\xff\xff\xff\xff\xff\xff\xff", 9, "uint 2^64-1"},
+    {"\x22", 1, "negint -3"},
+    {"\x61x", 2, "text"},
+    {"\x61\xff", 2, "text that is not UTF-8"},
+    {"\x41\x01", 2, "bytes"},
+    {"\x50\x00\x01\x02\x03\x04\x05\x06\x07\x08\x09\x0a\x0b\x0c\x0d\x0e\x0f", 17, "16 bytes"},
+    {"\x81\x01", 2, "array"},
+    {"\xa0", 1, "empty map"},
+    {"\xa2\x00\x01\x00\x02", 5, "map holding key 0 twice"},
+    {"\xf9\x3e\x00", 3, "half float"},
+    {"\xf5", 1, "true"},
+    {"\xf6", 1, "null"},
+    {"\xc1\x01", 2, "tag 1"},
+};
+
+static void agree(const envlog_buf *b, const char *what)
+{
+    envlog_arena a1 = {0}, a2 = {0};
+    envlog_record full, fold;
+    envlog_err e1 = envlog_event_decode(b->p, b->len, &full, &a1);
+    envlog_err e2 = envlog_event_decode_fold(b->p, b->len, &fold, &a2);
+    tu_check(e1 == e2, "%s: the full reader says %s, the fold %s", what, envlog_strerror(e1),
+             envlog_strerror(e2));
+    if (!e1) {
+        tu_check(full.kind == fold.kind && full.effect == fold.effect &&
+                     full.stamp.seq == fold.stamp.seq, "%s: envelopes differ", what);
+        if (full.kind == ENVLOG_KIND_TUNE) {
+            const envlog_tune *x = &full.u.tune, *y = &fold.u.tune;
+            tu_check(x->winner == y->winner && x->stored == y->stored &&
+                         x->imported == y->imported && x->checksum == y->checksum &&
+                         x->n_candidates == y->n_candidates &&
+                         !strcmp(x->ns ? x->ns : "", y->ns ? y->ns : "") &&
+                         !strcmp(x->key ? x->key : "", y->key ? y->key : ""),
+                     "%s: the fold's tune differs", what);
+        } else if (full.kind == ENVLOG_KIND_COMPILE) {
+            const envlog_compile *x = &full.u.compile, *y = &fold.u.compile;
+            tu_check(x->outcome == y->outcome && x->binary.size == y->binary.size &&
+                         x->imported == y->imported &&
+                         !memcmp(x->kernel_key.b, y->kernel_key.b, 16),
+                     "%s: the fold's compile differs", what);
+        }
+    }
+    envlog_arena_free(&a1);
+    envlog_arena_free(&a2);
+}
+
+static void mutate_fields(const envlog_buf *rec, const envlog_schema *sc, uint64_t *path,
+                          size_t depth, const char *kind, size_t *cases)
+{
+    envlog_buf out = {0};
+    char what[160];
+    for (size_t i = 0; i < sc->n_fields; i++) {
+        const envlog_field *f = &sc->fields[i];
+        path[depth] = f->key;
+        for (size_t w = 0; w < sizeof wrong_values / sizeof *wrong_values; w++) {
+            if (!tu_cbor_edit(rec->p, rec->len, path, depth + 1,
+                              (const uint8_t *)wrong_values[w].bytes, wrong_values[w].n,
+                              false, 0, &out))
+                break; /* the field is absent from this sample */
+            snprintf(what, sizeof what, "%s.%s = %s (depth %zu)", kind, f->name,
+                     wrong_values[w].what, depth);
+            agree(&out, what);
+            (*cases)++;
+        }
+        /* The field's key a second time, in the same map. */
+        if (tu_cbor_edit(rec->p, rec->len, path, depth, (const uint8_t *)"\x00", 1, true,
+                         f->key, &out)) {
+            snprintf(what, sizeof what, "%s.%s twice", kind, f->name);
+            agree(&out, what);
+            envlog_arena a = {0};
+            envlog_record r;
+            tu_check(envlog_event_decode(out.p, out.len, &r, &a) == ENVLOG_BAD_DATA,
+                     "%s: taken", what);
+            envlog_arena_free(&a);
+            (*cases)++;
+        }
+        if (f->type == ENVLOG_F_OBJS && depth + 3 <= 6) {
+            path[depth + 1] = 0; /* the first element */
+            envlog_buf probe = {0};
+            /* Only when there is a first element to walk into. */
+            if (tu_cbor_edit(rec->p, rec->len, path, depth + 2, (const uint8_t *)"\xa0", 1,
+                             false, 0, &probe))
+                mutate_fields(rec, f->sub, path, depth + 2, kind, cases);
+            envlog_buf_free(&probe);
+        }
+    }
+    envlog_buf_free(&out);
+}
+
+START_TEST(test_fold_and_full_reader_agree)
+{
+    size_t cases = 0;
+    for (size_t k = 0; k < 8; k++) {
+        for (int v = TU_TYPICAL; v <= TU_UNICODE; v += 2) {
+            tu_sample s;
+            tu_sample_make(&s, tu_kinds[k], (tu_variant)v);
+            envlog_buf b = {0};
+            envlog_effect eff = tu_kinds[k] == ENVLOG_KIND_USER
+                                    ? ENVLOG_CHANGED : envlog_effect_of(tu_kinds[k], &s.u);
+            ck_assert_ok(envlog_event_encode(&b, tu_kinds[k], &stamp0, eff,
+                                             ENVLOG_LEVEL_FULL, &s.u));
+            agree(&b, "the sample itself");
+            uint64_t path[8];
+            mutate_fields(&b, envlog_schema_of(tu_kinds[k]), path, 0,
+                          envlog_kind_name(tu_kinds[k]), &cases);
+            /* The envelope and an unknown key, twice. */
+            static const uint64_t keys[] = {0, 1, 2, 3, 99};
+            envlog_buf out = {0};
+            for (size_t i = 0; i < 5; i++) {
+                ck_assert(tu_cbor_edit(b.p, b.len, path, 0, (const uint8_t *)"\x00", 1,
+                                       true, keys[i], &out));
+                if (i < 4)
+                    decode_fails(&out, ENVLOG_BAD_DATA, "an envelope key twice");
+                else
+                    agree(&out, "an unknown key");
+            }
+            envlog_buf_free(&out);
+            envlog_buf_free(&b);
+        }
+    }
+    ck_assert_uint_gt(cases, 500);
+}
+END_TEST
+
+/* Values across fields: the same rules for the writer and both readers. */
+START_TEST(test_cross_field_rules)
+{
+    static const char *const cands[] = {"a", "b"};
+    envlog_trial tr = {.name = "a", .index = 1};
+    envlog_tune t = {.ns = "n", .key = "k", .candidates = cands, .n_candidates = 2,
+                     .trials = &tr, .n_trials = 1, .winner = 1, .stored = true};
+    envlog_buf b = {0}, out = {0};
+    ck_assert_ok(envlog_event_encode(&b, ENVLOG_KIND_TUNE, &stamp0, ENVLOG_CHANGED,
+                                     ENVLOG_LEVEL_BASIC, &t));
+    uint64_t path[4] = {11};
+    /* winner 2 of 2 candidates, winner -2 */
+    ck_assert(tu_cbor_edit(b.p, b.len, path, 1, (const uint8_t *)"\x02", 1, false, 0, &out));
+    decode_fails(&out, ENVLOG_BAD_DATA, "winner out of range");
+    ck_assert(tu_cbor_edit(b.p, b.len, path, 1, (const uint8_t *)"\x21", 1, false, 0, &out));
+    decode_fails(&out, ENVLOG_BAD_DATA, "winner -2");
+    /* a stored tune without a winner */
+    ck_assert(tu_cbor_edit(b.p, b.len, path, 1, (const uint8_t *)"\x20", 1, false, 0, &out));
+    decode_fails(&out, ENVLOG_BAD_DATA, "stored without a winner");
+    /* a trial naming candidate 2 of 2 */
+    uint64_t tp[3] = {8, 0, 1};
+    ck_assert(tu_cbor_edit(b.p, b.len, tp, 3, (const uint8_t *)"\x02", 1, false, 0, &out));
+    decode_fails(&out, ENVLOG_BAD_DATA, "trial index out of range");
+    /* the effect of a stored tune is changed */
+    path[0] = 3;
+    ck_assert(tu_cbor_edit(b.p, b.len, path, 1, (const uint8_t *)"\x00", 1, false, 0, &out));
+    decode_fails(&out, ENVLOG_BAD_DATA, "a stored tune observed");
+    /* an outcome out of range */
+    envlog_compile c = {.ns = "c", .name = "k", .outcome = ENVLOG_LOADED};
+    ck_assert_ok(envlog_event_encode(&b, ENVLOG_KIND_COMPILE, &stamp0, ENVLOG_OBSERVED,
+                                     ENVLOG_LEVEL_BASIC, &c));
+    path[0] = 11;
+    ck_assert(tu_cbor_edit(b.p, b.len, path, 1, (const uint8_t *)"\x03", 1, false, 0, &out));
+    decode_fails(&out, ENVLOG_BAD_DATA, "outcome 3");
+    /* The writer refuses each of these too. */
+    t.winner = 2;
+    ck_assert_err(envlog_event_encode(&b, ENVLOG_KIND_TUNE, &stamp0, ENVLOG_CHANGED,
+                                      ENVLOG_LEVEL_BASIC, &t), ENVLOG_INVALID_ARG);
+    t.winner = 1;
+    tr.index = 2;
+    ck_assert_err(envlog_event_encode(&b, ENVLOG_KIND_TUNE, &stamp0, ENVLOG_CHANGED,
+                                      ENVLOG_LEVEL_BASIC, &t), ENVLOG_INVALID_ARG);
+    tr.index = 0;
+    ck_assert_err(envlog_event_encode(&b, ENVLOG_KIND_TUNE, &stamp0, ENVLOG_OBSERVED,
+                                      ENVLOG_LEVEL_BASIC, &t), ENVLOG_INVALID_ARG);
+    envlog_buf_free(&b);
+    envlog_buf_free(&out);
+}
+END_TEST
+
 START_TEST(test_lying_lengths)
 {
     envlog_buf b = {0};
@@ -527,15 +716,25 @@ START_TEST(test_lying_lengths)
         raw(&b, "\x81", 1);
     raw(&b, "\x00", 1);
     decode_fails(&b, ENVLOG_BAD_DATA, "1000 nested arrays");
-    /* Just within the limit is fine. */
+    /* Just within the limit is fine: the value of key 99 lies at depth 1,
+     * inside the record's map, so 63 arrays put the last item at 64. */
     envelope(&b, 5, ENVLOG_KIND_MARK);
     u(&b, 99);
-    for (int i = 0; i < ENVLOG_CBOR_MAX_DEPTH; i++)
+    for (int i = 0; i < ENVLOG_CBOR_MAX_DEPTH - 1; i++)
         raw(&b, "\x81", 1);
     raw(&b, "\x00", 1);
     envlog_arena a = {0};
     envlog_record rec;
     ck_assert_ok(envlog_event_decode(b.p, b.len, &rec, &a));
+    ck_assert_ok(envlog_event_decode_fold(b.p, b.len, &rec, &a));
+    /* One more level is over it, for the full reader and the fold alike. */
+    envelope(&b, 5, ENVLOG_KIND_MARK);
+    u(&b, 99);
+    for (int i = 0; i < ENVLOG_CBOR_MAX_DEPTH; i++)
+        raw(&b, "\x81", 1);
+    raw(&b, "\x00", 1);
+    decode_fails(&b, ENVLOG_BAD_DATA, "65 levels");
+    ck_assert_err(envlog_event_decode_fold(b.p, b.len, &rec, &a), ENVLOG_BAD_DATA);
     envlog_arena_free(&a);
     envlog_buf_free(&b);
 }
@@ -663,13 +862,17 @@ START_TEST(test_json_every_kind_valid)
         for (int v = TU_EMPTY; v <= TU_UNICODE; v++) {
             tu_sample s;
             tu_sample_make(&s, tu_kinds[k], (tu_variant)v);
-            char *j = render_json(tu_kinds[k], &s.u, ENVLOG_CHANGED, ENVLOG_LEVEL_FULL);
+            envlog_effect eff = tu_kinds[k] == ENVLOG_KIND_USER
+                                    ? ENVLOG_CHANGED
+                                    : envlog_effect_of(tu_kinds[k], &s.u);
+            char *j = render_json(tu_kinds[k], &s.u, eff, ENVLOG_LEVEL_FULL);
             ck_assert_msg(json_valid(j, strlen(j)), "%s/%s: invalid JSON: %.300s",
                           envlog_kind_name(tu_kinds[k]), variant_names[v], j);
             char head[160];
             snprintf(head, sizeof head, "{\"session\":\"" SID "\",\"kind\":\"%s\",\"seq\":3,"
-                     "\"offset_ns\":7,\"effect\":\"changed\"",
-                     envlog_kind_name(tu_kinds[k]));
+                     "\"offset_ns\":7,\"effect\":\"%s\"",
+                     envlog_kind_name(tu_kinds[k]),
+                     eff == ENVLOG_CHANGED ? "changed" : "observed");
             ck_assert_msg(!strncmp(j, head, strlen(head)), "%.200s", j);
             free(j);
         }
@@ -710,7 +913,8 @@ START_TEST(test_json_golden)
     ck_assert_ptr_nonnull(strstr(j, "\"stddev_ns\":-0,\"sample_ns\":[1,2]}"));
     free(j);
     t.winner = -1;
-    j = render_json(ENVLOG_KIND_TUNE, &t, ENVLOG_CHANGED, ENVLOG_LEVEL_BASIC);
+    t.stored = false;
+    j = render_json(ENVLOG_KIND_TUNE, &t, ENVLOG_OBSERVED, ENVLOG_LEVEL_BASIC);
     ck_assert_ptr_nonnull(strstr(j, "\"winner\":-1,"));
     free(j);
 
@@ -833,7 +1037,8 @@ START_TEST(test_text_summary)
     sink_reset(&o);
     for (size_t k = 0; k < 8; k++) {
         tu_sample_make(&s, tu_kinds[k], TU_UNICODE);
-        ck_assert_ok(envlog_event_encode(&b, tu_kinds[k], &st, ENVLOG_OBSERVED,
+        ck_assert_ok(envlog_event_encode(&b, tu_kinds[k], &st,
+                                         envlog_effect_of(tu_kinds[k], &s.u),
                                          ENVLOG_LEVEL_BASIC, &s.u));
         decode_ok(&b, &rec, &a);
         ck_assert_ok(envlog_record_text(&rec, sink_fn, &o));
@@ -1025,13 +1230,13 @@ START_TEST(test_alloc_fail_encode)
     envlog_kind kind = tu_kinds[_i];
     tu_sample_make(&s, kind, TU_MAXIMAL);
     envlog_buf ref = {0};
-    ck_assert_ok(envlog_event_encode(&ref, kind, &stamp0, ENVLOG_CHANGED,
+    ck_assert_ok(envlog_event_encode(&ref, kind, &stamp0, envlog_effect_of(kind, &s.u),
                                      ENVLOG_LEVEL_FULL, &s.u));
     long n;
     for (n = 1; n < 10000; n++) {
         envlog_buf b = {0};
         envlog_alloc_fail_after(n);
-        envlog_err e = envlog_event_encode(&b, kind, &stamp0, ENVLOG_CHANGED,
+        envlog_err e = envlog_event_encode(&b, kind, &stamp0, envlog_effect_of(kind, &s.u),
                                            ENVLOG_LEVEL_FULL, &s.u);
         long made = envlog_alloc_fail_reset();
         if (e == ENVLOG_OK) {
@@ -1056,7 +1261,7 @@ START_TEST(test_alloc_fail_decode)
     envlog_kind kind = tu_kinds[_i];
     tu_sample_make(&s, kind, TU_MAXIMAL);
     envlog_buf b = {0};
-    ck_assert_ok(envlog_event_encode(&b, kind, &stamp0, ENVLOG_CHANGED,
+    ck_assert_ok(envlog_event_encode(&b, kind, &stamp0, envlog_effect_of(kind, &s.u),
                                      ENVLOG_LEVEL_FULL, &s.u));
     long n;
     bool failed_once = false;
@@ -1125,6 +1330,8 @@ Suite *suite_core(void)
     tcase_add_test(tc, test_wrong_types);
     tcase_add_test(tc, test_lying_lengths);
     tcase_add_test(tc, test_cbor_check_item);
+    tcase_add_test(tc, test_fold_and_full_reader_agree);
+    tcase_add_test(tc, test_cross_field_rules);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("utf8");

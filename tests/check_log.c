@@ -474,12 +474,21 @@ static void check_cut(sess *x, size_t k, uint64_t cut, bool crash, bool real)
                  envlog_session_state_name(sc.state));
         return;
     }
+    const frame *f = frame_cut(g, cut);
+    if (f && f->off == 0 && !all_zero(g->data, (size_t)cut)) {
+        /* A HEADER cut short: the writer puts it in with one write, so no
+         * crash leaves one; it is damage, never a torn tail to cut. */
+        tu_check(sc.n_trunc == 0 && sc.n_corrupt >= 1 && sc.state == ENVLOG_STATE_DAMAGED,
+                 "cut at %zu/%llu inside the header: %zu torn, %zu corrupt, state %s", k,
+                 (unsigned long long)cut, sc.n_trunc, sc.n_corrupt,
+                 envlog_session_state_name(sc.state));
+        return;
+    }
     tu_check(sc.n_corrupt == 0, "cut at segment %zu byte %llu reported corrupt", k,
                   (unsigned long long)cut);
     /* Inside a frame it is a torn tail at the frame's start - unless the
      * bytes left of it are zeros, which no reader can tell from the
      * preallocated zero fill that ends a segment. */
-    const frame *f = frame_cut(g, cut);
     if (f && !all_zero(g->data + f->off, (size_t)(cut - f->off))) {
         tu_check(sc.n_trunc == 1, "cut at %zu/%llu inside frame [%llu, %llu) of kind "
                       "%d: no torn tail, state %s", k, (unsigned long long)cut,

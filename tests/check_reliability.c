@@ -354,6 +354,11 @@ static int pl_renameat(int a, const char *b, int c, const char *d)
     pl_tick();
     return PX()->renameat(a, b, c, d);
 }
+static int pl_linkat(int a, const char *b, int c, const char *d)
+{
+    pl_tick();
+    return PX()->linkat(a, b, c, d);
+}
 static int pl_unlinkat(int d, const char *p, int f)
 {
     pl_tick();
@@ -371,6 +376,7 @@ static const envlog_io pl_io = {
     .fallocate = pl_fallocate, .mmap = pl_mmap, .munmap = pl_munmap,
     .msync = pl_msync, .mkdirat = pl_mkdirat, .renameat = pl_renameat,
     .unlinkat = pl_unlinkat, .flock = pl_flock, .fstat = pl_fstat,
+    .linkat = pl_linkat,
 };
 
 /* ----------------------------------------------- the workload and promise */

@@ -452,6 +452,7 @@ CRASHY(pwrite, ssize_t, (int fd, const void *b, size_t n, off_t o), (fd, b, n, o
 CRASHY(fsync, int, (int fd), (fd))
 CRASHY(renameat, int, (int a, const char *b, int c, const char *d), (a, b, c, d))
 CRASHY(unlinkat, int, (int d, const char *p, int f), (d, p, f))
+CRASHY(linkat, int, (int a, const char *b, int c, const char *d), (a, b, c, d))
 CRASHY(mkdirat, int, (int d, const char *p, mode_t m), (d, p, m))
 CRASHY(flock, int, (int fd, int op), (fd, op))
 
@@ -472,6 +473,7 @@ START_TEST(test_compact_crash_every_step)
     crash_io.fsync = crash_fsync;
     crash_io.renameat = crash_renameat;
     crash_io.unlinkat = crash_unlinkat;
+    crash_io.linkat = crash_linkat;
     crash_io.mkdirat = crash_mkdirat;
     crash_io.flock = crash_flock;
     long n;
@@ -976,12 +978,10 @@ START_TEST(test_import_rejects_one_entry)
     while (envlog_snap_next(s, &it, &rec) == ENVLOG_OK) {
         if (!broke && it.kind == ENVLOG_KIND_ENTRY && rec.kind == ENVLOG_KIND_TUNE &&
             rec.u.tune.n_trials) {
-            envlog_trial tr = rec.u.tune.trials[0];
-            tr.index = 99;
-            rec.u.tune.trials = &tr;
-            rec.u.tune.n_trials = 1;
-            ck_assert_ok(envlog_event_encode(&bad, ENVLOG_KIND_TUNE, &rec.stamp, rec.effect,
-                                             ENVLOG_LEVEL_FULL, &rec.u.tune));
+            /* Trial 0's index (key 1 of the map at trials[0]) becomes 99. */
+            static const uint64_t path[] = {8, 0, 1};
+            ck_assert(tu_cbor_edit(it.record.data, it.record.size, path, 3,
+                                   (const uint8_t *)"\x18\x63", 2, false, 0, &bad));
             it.record.data = bad.p;
             it.record.size = bad.len;
             broke = true;

@@ -28,7 +28,7 @@
 #    described there, unless the page lists it in a
 #    `.\" not-yet-documented:' comment; every error code is in ERRORS.
 #  - the CDDL schema of envlog(5) gives every key of core/schema.c,
-#    log/frame.c and replay/snapshot.c, under the right rule, with its JSON
+#    log/frame.c and replay/snapfmt.c, under the right rule, with its JSON
 #    name, in the order the code encodes them, "(fold)" on the fold fields.
 #  - `man -l' renders each page without a warning (skipped without man).
 # Prints one PASS or FAIL line per check and "N passed, N failed" at the end.
@@ -439,7 +439,7 @@ awk '/^\.\\" cddl-begin/ { on = 1; next } /^\.\\" cddl-end/ { on = 0 }
 # Every field line of the tables, in table order (the order writers encode
 # them): "key json-name macro"; "@table" starts a table.
 {
-    for src in core/schema.c log/frame.c replay/snapshot.c; do
+    for src in core/schema.c log/frame.c replay/snapfmt.c; do
         sed -n -E 's/^static const envlog_field ([a-z]+)_f\[\].*/@\1/p
                    s/^ *([A-Z]+)\(([0-9]+), *(ENVLOG_F_[A-Z0-9]+, *)?"([a-z_0-9]+)".*/\2 \4 \1/p
                    s/^ *(SF)\(([0-9]+), *"([a-z_0-9]+)".*/\2 \3 \1/p' "$ROOT/$src"
@@ -510,7 +510,7 @@ if [ "$(grep -c -v '^@' "$tmp/fields")" -lt 100 ]; then
     echo "only $(grep -c -v '^@' "$tmp/fields") fields read from the code" >> "$tmp/schema.diff"
     rc=1
 fi
-what="envlog(5) CDDL matches core/schema.c, log/frame.c and replay/snapshot.c key for key, in encoding order"
+what="envlog(5) CDDL matches core/schema.c, log/frame.c and replay/snapfmt.c key for key, in encoding order"
 if [ $rc -eq 0 ]; then
     pass "$what"
 else

@@ -221,7 +221,7 @@ bool tu_exists(const char *path)
 const char *const tu_call_names[TU_N_CALLS] = {
     "open", "openat", "close", "pread", "pwrite", "fsync", "ftruncate",
     "fallocate", "mmap", "munmap", "msync", "mkdirat", "renameat", "unlinkat",
-    "flock", "fstat", "writeback",
+    "flock", "fstat", "writeback", "linkat",
 };
 
 static struct {
@@ -338,6 +338,12 @@ static int f_fstat(int fd, struct stat *st)
     return PX->fstat(fd, st);
 }
 
+static int f_linkat(int od, const char *op, int nd, const char *np)
+{
+    if (hit(TU_LINKAT)) return errno = fault.err, -1;
+    return PX->linkat(od, op, nd, np);
+}
+
 static int f_writeback(int fd, off_t o, off_t l)
 {
     if (hit(TU_WRITEBACK)) return errno = fault.err, -1;
@@ -350,7 +356,7 @@ static const envlog_io failing_io = {
     .fallocate = f_fallocate, .mmap = f_mmap, .munmap = f_munmap,
     .msync = f_msync, .mkdirat = f_mkdirat, .renameat = f_renameat,
     .unlinkat = f_unlinkat, .flock = f_flock, .fstat = f_fstat,
-    .writeback = f_writeback,
+    .writeback = f_writeback, .linkat = f_linkat,
 };
 
 void tu_fault_arm(tu_call which, long nth, int err)
@@ -580,6 +586,7 @@ static void make_session(envlog_session_rec *r, tu_variant v)
 static void make_tune(envlog_tune *t, tu_variant v)
 {
     memset(t, 0, sizeof *t);
+    t->winner = -1; /* none: an empty tune names no candidate */
     if (v == TU_EMPTY)
         return;
     bool uni = v == TU_UNICODE, max = v == TU_MAXIMAL;
@@ -597,7 +604,7 @@ static void make_tune(envlog_tune *t, tu_variant v)
                                       -123456.789};
     for (size_t i = 0; i < nt; i++) {
         tr[i].name = cands[i % nc];
-        tr[i].index = max && i == 0 ? UINT32_MAX : (uint32_t)(i % nc);
+        tr[i].index = max && i == 0 ? (uint32_t)(nc - 1) : (uint32_t)(i % nc);
         tr[i].samples = max && i == 1 ? UINT64_MAX : 10 + i;
         size_t ns = max ? 64 : 5;
         double *sm = keep(ns * sizeof *sm);
@@ -630,7 +637,7 @@ static void make_tune(envlog_tune *t, tu_variant v)
     t->policy = uni ? "médiane-adaptative" : "median-adaptive";
     t->params = pa;
     t->n_params = np;
-    t->winner = max ? INT64_MIN : 2;
+    t->winner = max ? (int64_t)nc - 1 : 2;
     t->margin = max ? NAN : 0.078;
     t->within_noise = max;
     t->short_circuit = uni;
@@ -1055,4 +1062,112 @@ envlog_err tu_record_tune(envlog_session *s, const char *prefix, unsigned i,
     envlog_err e = envlog_record_tune(s, &t, st);
     free(policy);
     return e;
+}
+
+/* ------------------------------------------------------------ CBOR edits */
+
+static bool edit_item(envlog_pull *p, envlog_buf *out, const uint64_t *path, size_t depth,
+                      const uint8_t *with, size_t with_n, bool add, uint64_t add_key)
+{
+    size_t start = p->pos;
+    envlog_tok t;
+    if (envlog_pull_next(p, &t))
+        return false;
+    if (!depth && !add) {
+        if (envlog_pull_skip_after(p, &t))
+            return false;
+        return envlog_buf_append(out, with, with_n) == ENVLOG_OK;
+    }
+    if (t.type != ENVLOG_TOK_MAP && t.type != ENVLOG_TOK_ARRAY)
+        return false;
+    bool map = t.type == ENVLOG_TOK_MAP;
+    if (!depth) { /* add a pair to this map */
+        if (!map || envlog_enc_map(out, t.u + 1))
+            return false;
+        size_t body = p->pos;
+        for (uint64_t i = 0; i < 2 * t.u; i++) {
+            envlog_tok c;
+            if (envlog_pull_next(p, &c) || envlog_pull_skip_after(p, &c))
+                return false;
+        }
+        return !envlog_buf_append(out, p->p + body, p->pos - body) &&
+               !envlog_enc_uint(out, add_key) && !envlog_buf_append(out, with, with_n);
+    }
+    if (envlog_buf_append(out, p->p + start, p->pos - start))
+        return false;
+    bool found = false;
+    for (uint64_t i = 0; i < t.u; i++) {
+        bool here = !map && i == path[0];
+        if (map) {
+            size_t k0 = p->pos;
+            envlog_tok k;
+            if (envlog_pull_next(p, &k) || envlog_pull_skip_after(p, &k) ||
+                envlog_buf_append(out, p->p + k0, p->pos - k0))
+                return false;
+            here = k.type == ENVLOG_TOK_UINT && k.u == path[0];
+        }
+        if (here) {
+            found = true;
+            if (!edit_item(p, out, path + 1, depth - 1, with, with_n, add, add_key))
+                return false;
+            continue;
+        }
+        size_t v0 = p->pos;
+        envlog_tok v;
+        if (envlog_pull_next(p, &v) || envlog_pull_skip_after(p, &v) ||
+            envlog_buf_append(out, p->p + v0, p->pos - v0))
+            return false;
+    }
+    return found;
+}
+
+bool tu_cbor_edit(const uint8_t *p, size_t n, const uint64_t *path, size_t depth,
+                  const uint8_t *with, size_t with_n, bool add, uint64_t add_key,
+                  envlog_buf *out)
+{
+    envlog_pull pl = {p, n, 0};
+    out->len = 0;
+    return edit_item(&pl, out, path, depth, with, with_n, add, add_key) && pl.pos == n;
+}
+
+/* ------------------------------------------------------------ raw sessions */
+
+envlog_id128 tu_raw_session(envlog_env *env, const uint8_t *const *recs,
+                            const size_t *lens, size_t n, bool seal)
+{
+    envlog_id128 id;
+    ck_assert_ok(envlog_id_new(&id));
+    char hex[33];
+    envlog_id_format(&id, hex);
+    ck_assert_int_eq(mkdirat(env->sessions_fd, hex, 0700), 0);
+    int dfd;
+    ck_assert_ok(envlog_open_dir(env->sessions_fd, hex, &dfd));
+    envlog_segw w;
+    ck_assert_ok(envlog_segw_create(&w, dfd, &id, 0, 0, 0, 1u << 20, "session",
+                                    ENVLOG_SYNC_NONE));
+    envlog_session_rec sr = {.id = id, .start_unix_ns = envlog_clock_unix_ns(),
+                             .label = "raw", .host = "h", .pid = 1};
+    envlog_stamp st = {id, 0, 0};
+    envlog_buf b = {0};
+    ck_assert_ok(envlog_event_encode(&b, ENVLOG_KIND_SESSION, &st, ENVLOG_OBSERVED,
+                                     ENVLOG_LEVEL_BASIC, &sr));
+    ck_assert_ok(envlog_segw_append(&w, b.p, b.len, 0));
+    for (size_t i = 0; i < n; i++)
+        ck_assert_ok(envlog_segw_append(&w, recs[i], lens[i], i + 1));
+    if (seal)
+        ck_assert_ok(envlog_segw_seal(&w));
+    else
+        envlog_segw_abandon(&w);
+    envlog_buf_free(&b);
+    close(dfd);
+    return id;
+}
+
+void tu_record_with_seq(envlog_buf *b, envlog_kind kind, uint64_t seq, uint64_t offset,
+                        const void *body)
+{
+    envlog_stamp st = {{{0}}, seq, offset};
+    envlog_effect eff = kind == ENVLOG_KIND_USER ? ENVLOG_OBSERVED
+                                                 : envlog_effect_of(kind, body);
+    ck_assert_ok(envlog_event_encode(b, kind, &st, eff, ENVLOG_LEVEL_FULL, body));
 }

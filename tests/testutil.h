@@ -46,7 +46,7 @@ bool tu_exists(const char *path);
 typedef enum tu_call {
     TU_OPEN, TU_OPENAT, TU_CLOSE, TU_PREAD, TU_PWRITE, TU_FSYNC, TU_FTRUNCATE,
     TU_FALLOCATE, TU_MMAP, TU_MUNMAP, TU_MSYNC, TU_MKDIRAT, TU_RENAMEAT,
-    TU_UNLINKAT, TU_FLOCK, TU_FSTAT, TU_WRITEBACK, TU_N_CALLS,
+    TU_UNLINKAT, TU_FLOCK, TU_FSTAT, TU_WRITEBACK, TU_LINKAT, TU_N_CALLS,
     TU_ANY = TU_N_CALLS /* count every call */
 } tu_call;
 
@@ -138,6 +138,26 @@ envlog_session_opts tu_opts(const char *label, uint64_t segment_size);
  * bytes larger than the minimum. */
 envlog_err tu_record_tune(envlog_session *s, const char *prefix, unsigned i,
                           size_t pad, envlog_stamp *st);
+
+/* ------------------------------------------------------------ CBOR edits */
+
+/* Rewrites the CBOR item [p, p+n) into `out`: the item at `path` (`depth`
+ * steps, each an unsigned map key or an array index) is replaced by the
+ * `with_n` bytes at `with`; with `add`, the map at `path` gets one more
+ * pair instead (key `add_key`, value `with`).  False when the path is not
+ * there.  For making records no writer of envlog would write. */
+bool tu_cbor_edit(const uint8_t *p, size_t n, const uint64_t *path, size_t depth,
+                  const uint8_t *with, size_t with_n, bool add, uint64_t add_key,
+                  envlog_buf *out);
+
+/* A session of `env` written segment by segment, bypassing the recorder:
+ * a session record (seq 0), then records[i] (whose seqs must be i + 1),
+ * sealed when `seal`.  For records the recorder would refuse. */
+envlog_id128 tu_raw_session(envlog_env *env, const uint8_t *const *recs,
+                            const size_t *lens, size_t n, bool seal);
+/* Encodes a record of `kind` with seq `seq` and the effect its kind gives. */
+void tu_record_with_seq(envlog_buf *b, envlog_kind kind, uint64_t seq, uint64_t offset,
+                        const void *body);
 
 /* An assertion for hot loops: Check's own ck_assert_* write a mark to the
  * runner on every success, which costs a system call each. */

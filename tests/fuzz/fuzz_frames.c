@@ -36,7 +36,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     envlog_arena a = {0};
     for (int guard = 0; guard < 100000; guard++) {
         envlog_fr_status st = envlog_frame_reader_next(&fr);
-        if (st == ENVLOG_FR_END || st == ENVLOG_FR_TAIL)
+        if (st == ENVLOG_FR_END || st == ENVLOG_FR_TAIL || st == ENVLOG_FR_NOMEM)
             break;
         if (st != ENVLOG_FR_RECORD)
             continue;

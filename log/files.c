@@ -1,0 +1,169 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * files.c - the file helpers the log and replay modules share: opening a
+ * file only when it is what it claims (a regular file, never a symbolic
+ * link, never a FIFO that would block the open), reading one whole,
+ * writing one whole and durably, and temporary names that never collide
+ * and that a later run can tell stale.
+ *
+ * Everything goes through the I/O table, whose opens already refuse to
+ * follow a symbolic link (O_NOFOLLOW), so fault injection reaches it all.
+ */
+#include "log_int.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+const char *envlog_file_type_name(mode_t mode)
+{
+    if (S_ISREG(mode)) return "a regular file";
+    if (S_ISDIR(mode)) return "a directory";
+    if (S_ISLNK(mode)) return "a symbolic link";
+    if (S_ISFIFO(mode)) return "a FIFO";
+    if (S_ISSOCK(mode)) return "a socket";
+    if (S_ISCHR(mode)) return "a character device";
+    if (S_ISBLK(mode)) return "a block device";
+    return "not a regular file";
+}
+
+envlog_err envlog_open_regular(int dirfd, const char *name, int flags, mode_t mode,
+                               int *fd, struct stat *st)
+{
+    const envlog_io *io = envlog_io_get();
+    struct stat tmp;
+    if (!st)
+        st = &tmp;
+    *fd = -1;
+    /* O_NONBLOCK: opening a FIFO planted where a file should be returns at
+     * once instead of waiting for a writer; on a regular file it changes
+     * nothing.  The type is checked on the descriptor, so what was opened
+     * is what was checked. */
+    int f = io->openat(dirfd, name, flags | O_NONBLOCK, mode);
+    if (f < 0) {
+        int err = errno;
+        if (err == ELOOP)
+            return envlog__fail(ENVLOG_PERMISSION, "%s is a symbolic link; refused", name);
+        if (err == ENXIO || err == EISDIR || err == ENOTDIR) {
+            if (fstatat(dirfd, name, &tmp, AT_SYMLINK_NOFOLLOW) == 0)
+                return envlog__fail(ENVLOG_BAD_DATA, "%s is %s, not a regular file", name,
+                                    envlog_file_type_name(tmp.st_mode));
+        }
+        return envlog__fail_errno(err, "opening %s", name);
+    }
+    if (io->fstat(f, st)) {
+        int err = errno;
+        io->close(f);
+        return envlog__fail_errno(err, "stat %s", name);
+    }
+    if (!S_ISREG(st->st_mode)) {
+        io->close(f);
+        return envlog__fail(ENVLOG_BAD_DATA, "%s is %s, not a regular file", name,
+                            envlog_file_type_name(st->st_mode));
+    }
+    *fd = f;
+    return ENVLOG_OK;
+}
+
+envlog_err envlog_read_file(int dirfd, const char *name, uint64_t max,
+                            envlog_buf *out)
+{
+    const envlog_io *io = envlog_io_get();
+    out->len = 0;
+    int fd;
+    struct stat st;
+    envlog_err e = envlog_open_regular(dirfd, name, O_RDONLY, 0, &fd, &st);
+    if (e)
+        return e;
+    if ((uint64_t)st.st_size > max) {
+        e = envlog__fail(ENVLOG_TOO_BIG, "%s is %" PRIu64 " bytes, over %" PRIu64,
+                         name, (uint64_t)st.st_size, max);
+    } else if (!(e = envlog_buf_reserve(out, (size_t)st.st_size + 1))) {
+        size_t want = (size_t)st.st_size;
+        while (out->len < want) {
+            ssize_t r = io->pread(fd, out->p + out->len, want - out->len,
+                                  (off_t)out->len);
+            if (r < 0 && errno == EINTR)
+                continue;
+            if (r < 0) {
+                e = envlog__fail_errno(errno, "reading %s", name);
+                break;
+            }
+            if (r == 0)
+                break; /* shrank while read: use what is there */
+            out->len += (size_t)r;
+        }
+    }
+    io->close(fd);
+    return e;
+}
+
+envlog_err envlog_write_new_file(int dirfd, const char *name, const void *data, size_t n)
+{
+    const envlog_io *io = envlog_io_get();
+    const uint8_t *p = data;
+    int fd = io->openat(dirfd, name, O_WRONLY | O_CREAT | O_EXCL, 0600);
+    if (fd < 0)
+        return envlog__fail_errno(errno, "creating %s", name);
+    envlog_err e = ENVLOG_OK;
+    size_t done = 0;
+    while (done < n) {
+        ssize_t w = io->pwrite(fd, p + done, n - done, (off_t)done);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0) {
+            e = envlog__fail_errno(w < 0 ? errno : ENOSPC, "writing %s", name);
+            break;
+        }
+        done += (size_t)w;
+    }
+    if (!e && io->fsync(fd))
+        e = envlog__fail_errno(errno, "syncing %s", name);
+    io->close(fd);
+    if (e)
+        io->unlinkat(dirfd, name, 0);
+    return e;
+}
+
+/* ------------------------------------------------------- temporary names */
+
+#define TMP_MARK ".tmp."
+
+envlog_err envlog_tmp_name(char *out, size_t size, const char *base)
+{
+    envlog_id128 r;
+    envlog_err e = envlog_id_new(&r);
+    if (e)
+        return e;
+    int n = snprintf(out, size, "%s" TMP_MARK "%ld.%02x%02x%02x%02x%02x%02x", base,
+                     (long)getpid(), r.b[10], r.b[11], r.b[12], r.b[13], r.b[14], r.b[15]);
+    if (n < 0 || (size_t)n >= size)
+        return envlog__fail(ENVLOG_TOO_BIG, "a temporary name for %s is too long", base);
+    return ENVLOG_OK;
+}
+
+bool envlog_tmp_is_stale(int dirfd, const char *name, const char *base)
+{
+    size_t bl = strlen(base), ml = strlen(TMP_MARK);
+    if (strncmp(name, base, bl) || strncmp(name + bl, TMP_MARK, ml))
+        return false;
+    char *end;
+    long pid = strtol(name + bl + ml, &end, 10);
+    if (end == name + bl + ml || *end != '.' || strlen(end + 1) != 12 || pid <= 0)
+        return false;
+    /* Its maker is gone (on this machine), and it is not new: a file of
+     * another machine's process on a shared file system is left a while. */
+    if (kill((pid_t)pid, 0) == 0 || errno != ESRCH)
+        return false;
+    struct stat st;
+    if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) || !S_ISREG(st.st_mode))
+        return false;
+    return time(NULL) - st.st_mtime > 60;
+}
