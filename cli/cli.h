@@ -61,6 +61,8 @@ void cli_progress(void *label, uint64_t done, uint64_t total);
 void cli_progress_done(void);
 /* Prints a damage report to stderr (for on_damage; ctx: int *worst exit). */
 void cli_damage(void *ctx, const envlog_damage *d, bool torn);
+/* "session", "snapshot/current", ... for a damage report. */
+const char *cli_damage_file(const envlog_damage *d);
 /* Parses "SESSION:SEQ" (a session id or prefix) or a time (Unix ns, or
  * ISO 8601 UTC such as 2026-12-02T17:28:01.294Z) into replay options. */
 int cli_parse_until(envlog_env *env, const char *arg, envlog_replay_opts *o);

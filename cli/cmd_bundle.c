@@ -53,17 +53,27 @@ static int compact_run(cli *c)
     if (c->json)
         printf("{\"entries\":%" PRIu64 ",\"evidence\":%" PRIu64 ",\"sessions_folded\":%" PRIu64
                ",\"sessions_removed\":%" PRIu64 ",\"sessions_live\":%" PRIu64
-               ",\"sessions_damaged\":%" PRIu64 ",\"bytes_before\":%" PRIu64
-               ",\"bytes_after\":%" PRIu64 "}\n", r.entries, r.evidence, r.sessions_folded,
-               r.sessions_removed, r.sessions_live, r.sessions_damaged, r.bytes_before,
-               r.bytes_after);
-    else
+               ",\"sessions_damaged\":%" PRIu64 ",\"sessions_kept\":%" PRIu64
+               ",\"sessions_stray\":%" PRIu64 ",\"bytes_before\":%" PRIu64
+               ",\"bytes_after\":%" PRIu64 ",\"previous_bytes\":%" PRIu64 "}\n", r.entries,
+               r.evidence, r.sessions_folded, r.sessions_removed, r.sessions_live,
+               r.sessions_damaged, r.sessions_kept, r.sessions_stray, r.bytes_before,
+               r.bytes_after, r.previous_bytes);
+    else {
         printf("compacted %" PRIu64 " sessions into a snapshot of %" PRIu64 " entries (%" PRIu64
                " evidence records)\nremoved %" PRIu64 " session directories; kept %" PRIu64
-               " live and %" PRIu64 " damaged\n%" PRIu64 " bytes before, %" PRIu64 " after\n",
-               r.sessions_folded, r.entries, r.evidence, r.sessions_removed, r.sessions_live,
-               r.sessions_damaged, r.bytes_before, r.bytes_after);
-    return r.sessions_damaged ? EXIT_DAMAGE : EXIT_OK;
+               " live and %" PRIu64 " damaged\n", r.sessions_folded, r.entries, r.evidence,
+               r.sessions_removed, r.sessions_live, r.sessions_damaged);
+        if (r.sessions_kept)
+            printf("kept %" PRIu64 " more until the next compaction: snapshot/previous, the "
+                   "generation kept, does not cover them yet\n", r.sessions_kept);
+        if (r.sessions_stray)
+            printf("kept %" PRIu64 " with stray entries in their directories (see `envlog "
+                   "verify`)\n", r.sessions_stray);
+        printf("%" PRIu64 " bytes before, %" PRIu64 " after (snapshot/previous: %" PRIu64
+               ")\n", r.bytes_before, r.bytes_after, r.previous_bytes);
+    }
+    return r.sessions_damaged || r.sessions_stray ? EXIT_DAMAGE : EXIT_OK;
 }
 
 static void print_info(const cli *c, const envlog_bundle_info *in, const char *file)
@@ -163,7 +173,10 @@ static int export_run(cli *c, int i)
     envlog_env *env;
     if ((rc = cli_open_env(c, CLI_READ, &env)))
         return rc;
-    envlog_bundle_opts o = {name, prefixes, np, ev, level};
+    int damaged = EXIT_OK;
+    envlog_bundle_opts o = {.name = name, .prefixes = prefixes, .n_prefixes = np,
+                            .evidence = ev, .zstd_level = level, .on_damage = cli_damage,
+                            .ctx = &damaged};
     envlog_bundle_info *info;
     envlog_err e = envlog_bundle_export(env, &o, out, &info);
     envlog_env_close(env);
@@ -175,7 +188,7 @@ static int export_run(cli *c, int i)
     else
         print_info(c, info, out);
     envlog_bundle_info_free(info);
-    return EXIT_OK;
+    return damaged;
 }
 
 /* `bundle SUB FILE [--json]`: the one FILE argument. */

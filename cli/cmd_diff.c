@@ -77,8 +77,10 @@ static int open_side(cli *c, side *s)
     if (S_ISDIR(st.st_mode)) {
         if ((e = envlog_env_open(s->path, ENVLOG_OPEN_READONLY, &s->env)))
             return cli_fail(e, s->path);
-        if ((e = envlog_state_open(s->env, NULL, &s->st)) ||
-            (e = envlog_replay_each(s->env, NULL, history_visit, s)))
+        envlog_replay_opts loud = {.on_damage = cli_damage, .check_snapshot = true};
+        envlog_replay_opts quiet = {.check_snapshot = true};
+        if ((e = envlog_state_open(s->env, &loud, &s->st)) ||
+            (e = envlog_replay_each(s->env, &quiet, history_visit, s)))
             return cli_fail(e, s->path);
     } else {
         envlog_bundle_info *in;

@@ -301,7 +301,8 @@ static int rebuild_run(cli *c)
     if (rc)
         return rc;
     gather g = {0};
-    envlog_err e = envlog_replay_each(env, NULL, on_record, &g);
+    envlog_replay_opts o = {.on_damage = cli_damage, .check_snapshot = true};
+    envlog_err e = envlog_replay_each(env, &o, on_record, &g);
     envlog_env_close(env);
     if (g.err) {
         for (size_t i = 0; i < g.n; i++)

@@ -61,7 +61,8 @@ static int status_run(cli *c)
     envlog_err e = envlog_sessions_list(env, &in, &n);
     int worst = EXIT_OK;
     static char label[] = "replay";
-    envlog_replay_opts o = {.on_damage = NULL, .on_progress = cli_progress,
+    envlog_replay_opts o = {.on_damage = cli_damage, .on_progress = cli_progress,
+                            .check_snapshot = true,
                             .ctx = label};
     envlog_state *st = NULL;
     if (!e)
@@ -72,11 +73,12 @@ static int status_run(cli *c)
         envlog_env_close(env);
         return cli_fail(e, "reading the environment");
     }
-    uint64_t bytes = 0, by_state[5] = {0}, damaged_bytes = 0;
+    uint64_t bytes = 0, by_state[5] = {0}, damaged_bytes = 0, strays = 0;
     for (size_t i = 0; i < n; i++) {
         bytes += in[i].bytes;
         by_state[in[i].state]++;
         damaged_bytes += in[i].dropped_bytes;
+        strays += in[i].strays;
     }
     envlog_state_stats ss;
     envlog_state_stats_get(st, &ss);
@@ -85,7 +87,15 @@ static int status_run(cli *c)
         rc = cli_error(EXIT_USAGE, "status: out of memory");
         goto done;
     }
-    bool damage = by_state[ENVLOG_STATE_TORN] || by_state[ENVLOG_STATE_DAMAGED];
+    /* The counts below are read after every entry was (status reads the
+     * snapshot whole), so they add up whatever was damaged. */
+    envlog_state_stats_get(st, &ss);
+    bool snap_damage = ss.snapshot_damaged || ss.snapshot_lost;
+    bool damage = by_state[ENVLOG_STATE_TORN] || by_state[ENVLOG_STATE_DAMAGED] ||
+                  snap_damage || strays;
+    static const char *const gens[] = {"none", "current", "previous"};
+    const char *gen = gens[ss.snapshot_generation >= 0 && ss.snapshot_generation < 3
+                               ? ss.snapshot_generation : 0];
     char last[32] = "-";
     if (ss.last_change_unix_ns)
         cli_time(ss.last_change_unix_ns, last);
@@ -98,9 +108,12 @@ static int status_run(cli *c)
                    by_state[s]);
         printf(",\"bytes\":%" PRIu64 ",\"records\":%" PRIu64 ",\"tunes\":%" PRIu64
                ",\"kernels\":%" PRIu64 ",\"user_records\":%" PRIu64
-               ",\"snapshot_bytes\":%" PRIu64 ",\"snapshot_entries\":%" PRIu64,
+               ",\"snapshot_bytes\":%" PRIu64 ",\"snapshot_entries\":%" PRIu64
+               ",\"snapshot_generation\":\"%s\",\"snapshot_damaged\":%" PRIu64
+               ",\"snapshot_lost\":%" PRIu64 ",\"stray_entries\":%" PRIu64,
                bytes + ss.snapshot_bytes, ss.records, ss.tunes, ss.kernels, ss.user_records,
-               ss.snapshot_bytes, ss.snapshot_entries);
+               ss.snapshot_bytes, ss.snapshot_entries, gen, ss.snapshot_damaged,
+               ss.snapshot_lost, strays);
         printf(",\"namespaces\":[");
         for (size_t i = 0; i < cc.n; i++) {
             printf("%s{\"table\":\"%s\",\"namespace\":", i ? "," : "",
@@ -127,7 +140,9 @@ static int status_run(cli *c)
                bytes + ss.snapshot_bytes, ss.records);
         if (ss.snapshot_bytes)
             printf("snapshot     %" PRIu64 " entries from %" PRIu64 " sessions, %" PRIu64
-                   " bytes\n", ss.snapshot_entries, ss.snapshot_sessions, ss.snapshot_bytes);
+                   " bytes%s\n", ss.snapshot_entries, ss.snapshot_sessions, ss.snapshot_bytes,
+                   ss.snapshot_generation == 2 ? " (snapshot/previous: the current one is "
+                                                 "damaged or missing)" : "");
         printf("entries      %" PRIu64 " tunes, %" PRIu64 " kernels, %" PRIu64
                " user records\n", ss.tunes, ss.kernels, ss.user_records);
         for (size_t i = 0; i < cc.n; i++)
@@ -135,11 +150,22 @@ static int status_run(cli *c)
                    cc.v[i].table == ENVLOG_TABLE_TUNE ? "tune" : "kernel", cc.v[i].n,
                    cc.v[i].ns);
         printf("last change  %s\n", last);
-        if (damage)
+        if (damage) {
             printf("damage       %" PRIu64 " region(s), %" PRIu64
                    " bytes: run `envlog verify` for details\n", ss.damaged, damaged_bytes);
-        else
+            if (snap_damage)
+                printf("             the snapshot: %" PRIu64 " damaged, %" PRIu64
+                       " entries lost%s\n", ss.snapshot_damaged, ss.snapshot_lost,
+                       ss.snapshot_generation == 2
+                           ? "; the generation before stands in (nothing lost): "
+                             "`envlog verify --fix` puts it back"
+                           : "");
+            if (strays)
+                printf("             %" PRIu64 " stray entr%s inside session directories\n",
+                       strays, strays == 1 ? "y" : "ies");
+        } else {
             printf("damage       none\n");
+        }
     }
     if (damage)
         worst = EXIT_DAMAGE;
@@ -176,7 +202,8 @@ static int replay_run(cli *c)
     if (rc)
         return rc;
     int worst = EXIT_OK;
-    envlog_replay_opts o = {.on_damage = cli_damage, .on_progress = NULL, .ctx = &worst};
+    envlog_replay_opts o = {.on_damage = cli_damage, .on_progress = NULL, .ctx = &worst,
+                            .check_snapshot = true};
     if (until && (rc = cli_parse_until(env, until, &o))) {
         envlog_env_close(env);
         return rc;

@@ -170,7 +170,7 @@ static int trace_run(cli *c)
      * and a session's own record (offset 0) comes first of its records. */
     fputs("{\"displayTimeUnit\":\"ms\",\"traceEvents\":[", t.f);
     int worst = EXIT_OK;
-    envlog_replay_opts o = {.on_damage = cli_damage, .ctx = &worst};
+    envlog_replay_opts o = {.on_damage = cli_damage, .ctx = &worst, .check_snapshot = true};
     envlog_err e = envlog_replay_each(env, &o, trace_visit, &t);
     fputs("\n]}\n", t.f);
     if (e)

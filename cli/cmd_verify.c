@@ -1,12 +1,15 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * cmd_verify.c - `envlog verify [--fix]`: how far each segment is good.
- * Files change only with --fix, which cuts the torn tail of a session whose
- * writer is gone, keeping a byte-identical .broken copy (redis-check-aof).
+ * cmd_verify.c - `envlog verify [--fix] [BUNDLE...]`: how far each segment
+ * is good, both snapshot generations read whole, and bundles.  Files change
+ * only with --fix, which cuts the torn tail of a session whose writer is
+ * gone (keeping a byte-identical .broken copy, as redis-check-aof does) and
+ * puts a whole snapshot generation back, setting the damaged one aside.
  */
 #include "cli.h"
 
 #include <inttypes.h>
+#include <stdlib.h>
 #include <string.h>
 
 typedef struct seg_good {
@@ -64,6 +67,8 @@ static int verify_session(cli *c, envlog_env *env, const envlog_session_info *in
     }
     envlog_session_state st = envlog_reader_state(r);
     envlog_reader_close(r);
+    if (in->strays)
+        rc = EXIT_DAMAGE;
     if (c->json) {
         printf("{\"session\":\"%s\",\"state\":\"%s\",\"records\":%" PRIu64
                ",\"segments\":[", in->id_hex, envlog_session_state_name(st), in->records);
@@ -78,10 +83,14 @@ static int verify_session(cli *c, envlog_env *env, const envlog_session_info *in
             cli_jstr(dmg[i].reason);
             putchar('}');
         }
-        printf("]");
+        printf("],\"strays\":%" PRIu64, in->strays);
     } else {
         printf("%s  %-8s  %" PRIu64 " records in %" PRIu64 " segments\n", in->id_hex,
                envlog_session_state_name(st), in->records, in->segments);
+        if (in->strays)
+            printf("  %" PRIu64 " stray entr%s in its directory (neither segments nor "
+                   ".broken copies): left alone, the session is never retired\n",
+                   in->strays, in->strays == 1 ? "y" : "ies");
         for (size_t i = 0; i < ns; i++)
             printf("  segment %" PRIu32 ": %" PRIu64 " records, good to offset %" PRIu64 "\n",
                    segs[i].segment, segs[i].records, segs[i].good_end);
@@ -121,21 +130,189 @@ static int verify_session(cli *c, envlog_env *env, const envlog_session_info *in
     return rc;
 }
 
+/* ------------------------------------------------------------ snapshots */
+
+typedef struct snap_out {
+    cli *c;
+    size_t lost_shown;
+} snap_out;
+
+static void print_damage(void *ctx, const envlog_damage *d, bool torn)
+{
+    snap_out *o = ctx;
+    (void)torn;
+    if (o->c->json) {
+        printf("{\"snapshot\":\"%s\",\"damage\":{\"offset\":%" PRIu64 ",\"bytes\":%" PRIu64
+               ",\"reason\":", cli_damage_file(d), d->offset, d->bytes);
+        cli_jstr(d->reason);
+        printf("}}\n");
+    } else {
+        printf("  damage in %s: offset %" PRIu64 " (%" PRIu64 " bytes): %s\n",
+               cli_damage_file(d), d->offset, d->bytes, d->reason);
+    }
+}
+
+static void print_lost(void *ctx, const envlog_entry *e)
+{
+    snap_out *o = ctx;
+    char key[33];
+    if (e->kernel)
+        envlog_id_format(&e->kernel->kernel_key, key);
+    if (o->c->json) {
+        printf("{\"snapshot\":\"snapshot/current\",\"lost\":{\"table\":\"%s\",\"namespace\":",
+               e->tune ? "tune" : "kernel");
+        cli_jstr(e->tune ? e->tune->ns : e->kernel->ns);
+        printf(",\"key\":");
+        cli_jstr(e->tune ? e->tune->key : key);
+        printf("}}\n");
+    } else if (o->lost_shown++ < 20) {
+        printf("  lost: %s %s %s\n", e->tune ? "tune" : "kernel",
+               e->tune ? e->tune->ns : e->kernel->ns, e->tune ? e->tune->key : key);
+    }
+}
+
+static void print_file(cli *c, const char *name, const envlog_snapshot_file *f)
+{
+    if (!f->present)
+        return;
+    if (c->json) {
+        printf("{\"snapshot\":\"%s\",\"present\":%s,\"readable\":%s,\"intact\":%s,"
+               "\"bytes\":%" PRIu64 ",\"entries\":%" PRIu64 ",\"entries_read\":%" PRIu64
+               ",\"evidence\":%" PRIu64 ",\"evidence_read\":%" PRIu64 ",\"sessions\":%" PRIu64
+               ",\"damaged\":%" PRIu64 ",\"problem\":", name, f->present ? "true" : "false",
+               f->readable ? "true" : "false", f->intact ? "true" : "false", f->bytes,
+               f->entries, f->entries_read, f->evidence, f->evidence_read, f->sessions,
+               f->damaged);
+        cli_jstr(f->problem);
+        printf("}\n");
+        return;
+    }
+    if (f->intact)
+        printf("%-18s intact: %" PRIu64 " entries, %" PRIu64 " evidence, %" PRIu64
+               " sessions, %" PRIu64 " bytes\n", name, f->entries, f->evidence, f->sessions,
+               f->bytes);
+    else
+        printf("%-18s damaged: %s\n", name, f->problem);
+}
+
+/* Both generations checked, and with --fix a whole one put back. */
+static int verify_snapshots(cli *c, envlog_env *env, bool fix)
+{
+    snap_out o = {c, 0};
+    envlog_snapshot_report r;
+    envlog_err e = envlog_snapshot_check(env, print_damage, print_lost, &o, &r);
+    if (e)
+        return cli_fail(e, "checking the snapshot");
+    print_file(c, "snapshot/current", &r.current);
+    print_file(c, "snapshot/previous", &r.previous);
+    bool bad = (r.current.present && !r.current.intact) ||
+               (r.previous.present && !r.previous.intact) ||
+               (!r.current.present && r.previous.present);
+    if (!bad)
+        return EXIT_OK;
+    if (!c->json) {
+        if (r.lost_known)
+            printf("  %" PRIu64 " entr%s lost from snapshot/current%s\n", r.lost,
+                   r.lost == 1 ? "y" : "ies",
+                   r.lost ? "; the generation before it and the sessions still hold them"
+                          : "");
+        if (o.lost_shown > 20)
+            printf("  (%zu more lost)\n", o.lost_shown - 20);
+    }
+    if (fix) {
+        envlog_snapshot_fix f;
+        e = envlog_snapshot_repair(env, &f);
+        if (c->json) {
+            printf("{\"snapshot\":\"fix\",\"repaired\":%s,\"restored\":%s,\"salvaged\":%s,"
+                   "\"lost\":%" PRIu64 ",\"kept\":", f.repaired ? "true" : "false",
+                   f.restored ? "true" : "false", f.salvaged ? "true" : "false", f.lost);
+            cli_jstr(f.kept);
+            printf(",\"note\":");
+            cli_jstr(e ? envlog_errmsg() : f.what);
+            printf("}\n");
+        } else if (e) {
+            printf("  snapshot not fixed: %s\n", envlog_errmsg());
+        } else {
+            printf("  %s: %s%s%s\n", f.repaired ? "fixed" : "not fixed", f.what,
+                   f.kept[0] ? "; the damaged file is kept as " : "", f.kept);
+        }
+    }
+    return EXIT_DAMAGE;
+}
+
+/* -------------------------------------------------------------- bundles */
+
+static int verify_bundle(cli *c, const char *path)
+{
+    envlog_bundle_info *in;
+    envlog_err e = envlog_bundle_inspect(path, &in);
+    if (e) {
+        if (c->json) {
+            printf("{\"bundle\":");
+            cli_jstr(path);
+            printf(",\"intact\":false,\"error\":");
+            cli_jstr(envlog_errmsg());
+            printf("}\n");
+        } else {
+            printf("bundle %s  unreadable: %s\n", path, envlog_errmsg());
+        }
+        return e == ENVLOG_IO || e == ENVLOG_NOMEM || e == ENVLOG_NOT_FOUND ||
+                       e == ENVLOG_PERMISSION
+                   ? EXIT_USAGE
+                   : EXIT_DAMAGE;
+    }
+    bool ok = !in->bad_records && in->content_ok;
+    if (c->json) {
+        printf("{\"bundle\":");
+        cli_jstr(path);
+        printf(",\"intact\":%s,\"entries\":%" PRIu64 ",\"bad_records\":%" PRIu64
+               ",\"content_ok\":%s}\n", ok ? "true" : "false",
+               in->tunes + in->kernels + in->users, in->bad_records,
+               in->content_ok ? "true" : "false");
+    } else if (ok) {
+        printf("bundle %s  intact: %" PRIu64 " entries\n", path,
+               in->tunes + in->kernels + in->users);
+    } else {
+        printf("bundle %s  damaged: %" PRIu64 " damaged record%s%s\n", path, in->bad_records,
+               in->bad_records == 1 ? "" : "s",
+               in->content_ok ? "" : ", its content hash does not match");
+    }
+    envlog_bundle_info_free(in);
+    return ok ? EXIT_OK : EXIT_DAMAGE;
+}
+
 static int verify_run(cli *c)
 {
-    bool fix = false;
+    bool fix = false, only_bundles = false;
+    const char *bundles[64];
+    size_t nb = 0;
     for (int i = 1; i < c->argc; i++) {
-        if (!strcmp(c->argv[i], "--fix"))
+        const char *a = c->argv[i];
+        if (!strcmp(a, "--fix"))
             fix = true;
-        else if (!strcmp(c->argv[i], "--json"))
+        else if (!strcmp(a, "--json"))
             c->json = true;
+        else if (!strcmp(a, "--") && !only_bundles)
+            only_bundles = true;
+        else if (a[0] == '-' && a[1] && !only_bundles)
+            return cli_error(EXIT_USAGE, "verify: unexpected argument '%s'", a);
+        else if (nb == 64)
+            return cli_error(EXIT_USAGE, "verify: at most 64 bundles at a time");
         else
-            return cli_error(EXIT_USAGE, "verify: unexpected argument '%s'", c->argv[i]);
+            bundles[nb++] = a;
     }
+    int worst = EXIT_OK;
+    for (size_t i = 0; i < nb; i++) {
+        int rc = verify_bundle(c, bundles[i]);
+        if (rc > worst)
+            worst = rc;
+    }
+    if (nb && !c->dir && !getenv("ENVLOG_DIR"))
+        return worst; /* bundles alone: no environment was asked for */
     envlog_env *env;
     int rc = cli_open_env(c, fix ? CLI_WRITE : CLI_READ, &env);
     if (rc)
-        return rc;
+        return rc > worst ? rc : worst;
     envlog_session_info *in;
     size_t n;
     envlog_err e = envlog_sessions_list(env, &in, &n);
@@ -143,7 +320,6 @@ static int verify_run(cli *c)
         envlog_env_close(env);
         return cli_fail(e, "listing sessions");
     }
-    int worst = EXIT_OK;
     uint64_t total = 0;
     for (size_t i = 0; i < n; i++)
         total += in[i].bytes;
@@ -157,6 +333,9 @@ static int verify_run(cli *c)
         cli_progress(label, done, total);
     }
     cli_progress_done();
+    rc = verify_snapshots(c, env, fix);
+    if (rc > worst)
+        worst = rc;
     if (!c->json)
         printf("%zu sessions checked: %s\n", n, worst ? "damage found" : "all good");
     envlog_sessions_free(in, n);
@@ -165,14 +344,22 @@ static int verify_run(cli *c)
 }
 
 const cli_cmd cli_cmd_verify = {
-    "verify", "check every segment; --fix cuts torn tails",
-    "usage: envlog [-C DIR] verify [--fix] [--json]\n"
+    "verify", "check every segment, both snapshot generations and bundles; --fix repairs",
+    "usage: envlog [-C DIR] verify [--fix] [--json] [--] [BUNDLE...]\n"
     "\n"
     "Reads every segment of every session and prints how far each is good, and\n"
-    "each damaged region or torn tail with its place.  Nothing is changed unless\n"
-    "--fix is given: then the torn tail of a session whose writer is gone is cut,\n"
-    "after a byte-identical copy <segment>.broken is kept beside it.  A live\n"
-    "session is never touched; other damage is reported, not repaired.\n"
+    "each damaged region or torn tail with its place; then reads both snapshot\n"
+    "generations (snapshot/current and snapshot/previous, the one it was built\n"
+    "on) whole and says what each holds, each damaged place, and which entries\n"
+    "the current one lost; and checks each BUNDLE named.  Nothing is changed\n"
+    "unless --fix is given: then the torn tail of a session whose writer is gone\n"
+    "is cut, after a byte-identical copy <segment>.broken is kept beside it, and\n"
+    "a damaged snapshot/current is set aside as snapshot/current.broken and the\n"
+    "whole generation before it put back (with the sessions it does not cover it\n"
+    "is the whole state; when no generation is whole, a new one is made from\n"
+    "what reads).  A live session is never touched; other damage is reported,\n"
+    "not repaired.  With BUNDLE arguments and neither -C nor ENVLOG_DIR, only\n"
+    "the bundles are checked.\n"
     "Exit status 1 when damage was found (even when --fix repaired it).\n",
     verify_run,
 };

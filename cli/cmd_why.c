@@ -222,11 +222,13 @@ static int why_run(cli *c)
     if (rc)
         return rc;
     int worst = EXIT_OK;
-    envlog_replay_opts o = {.on_damage = cli_damage, .ctx = &worst};
+    envlog_replay_opts o = {.on_damage = cli_damage, .ctx = &worst, .check_snapshot = true};
     envlog_err e = envlog_replay_each(env, &o, why_visit, &w);
     envlog_state *st = NULL;
+    /* The same generation as the history above (damage said once). */
+    envlog_replay_opts quiet = {.check_snapshot = true};
     if (!e)
-        e = envlog_state_open(env, NULL, &st);
+        e = envlog_state_open(env, &quiet, &st);
     if (e || w.err) {
         rc = w.err ? cli_error(EXIT_USAGE, "why: out of memory") : cli_fail(e, "replaying");
         goto done;

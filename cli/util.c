@@ -41,16 +41,40 @@ void cli_progress_done(void)
     bar_drawn = false;
 }
 
+const char *cli_damage_file(const envlog_damage *d)
+{
+    switch (d->file) {
+    case ENVLOG_DAMAGE_SNAPSHOT: return "snapshot/current";
+    case ENVLOG_DAMAGE_PREVIOUS: return "snapshot/previous";
+    case ENVLOG_DAMAGE_STRAY: return "environment";
+    case ENVLOG_DAMAGE_SEGMENT: break;
+    }
+    return "session";
+}
+
 void cli_damage(void *ctx, const envlog_damage *d, bool torn)
 {
     char id[33];
     cli_progress_done();
     envlog_id_format(&d->session, id);
-    fprintf(stderr,
-            "envlog: %s: session %s segment %" PRIu32 " offset %" PRIu64
-            ": %s (%" PRIu64 " bytes dropped)\n",
-            torn ? "torn tail" : "damage", id, d->segment, d->offset, d->reason,
-            d->bytes);
+    if (d->file == ENVLOG_DAMAGE_SEGMENT)
+        fprintf(stderr,
+                "envlog: %s: session %s segment %" PRIu32 " offset %" PRIu64
+                ": %s (%" PRIu64 " bytes dropped)\n",
+                torn ? "torn tail" : "damage", id, d->segment, d->offset, d->reason,
+                d->bytes);
+    else {
+        /* The reason may name the file already. */
+        const char *f = cli_damage_file(d), *why = d->reason;
+        size_t fl = strlen(f);
+        if (!strncmp(why, f, fl) && !strncmp(why + fl, ": ", 2))
+            why += fl + 2;
+        if (d->bytes || d->offset)
+            fprintf(stderr, "envlog: damage: %s offset %" PRIu64 ": %s (%" PRIu64 " bytes)\n",
+                    f, d->offset, why, d->bytes);
+        else
+            fprintf(stderr, "envlog: damage: %s: %s\n", f, why);
+    }
     if (ctx)
         *(int *)ctx = EXIT_DAMAGE;
 }

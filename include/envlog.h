@@ -443,6 +443,9 @@ typedef struct envlog_session_info {
     uint64_t last_seq;
     uint64_t dropped_bytes;   /* bytes lost to damage or a torn tail */
     envlog_session_state state;
+    uint64_t strays;          /* entries of its directory that are neither
+                                 segments nor the .broken copies a repair
+                                 keeps (reported as damage; never removed) */
 } envlog_session_info;
 
 /*! envlog_sessions_list() : reads every session of `env`, sorted by id (that
@@ -477,13 +480,23 @@ envlog_err envlog_session_repair(envlog_env *env, const envlog_id128 *id,
 envlog_err envlog_sessions_ids(envlog_env *env, envlog_id128 **ids, size_t *n);
 void envlog_ids_free(envlog_id128 *ids);
 
+/* Which file a damage report is about. */
+typedef enum envlog_damage_file {
+    ENVLOG_DAMAGE_SEGMENT = 0,   /* a session's segment */
+    ENVLOG_DAMAGE_SNAPSHOT = 1,  /* snapshot/current */
+    ENVLOG_DAMAGE_PREVIOUS = 2,  /* snapshot/previous, the generation before */
+    ENVLOG_DAMAGE_STRAY = 3      /* something inside the environment that is
+                                    not what its name says (reason: what) */
+} envlog_damage_file;
+
 /* A damaged region found while reading. */
 typedef struct envlog_damage {
-    envlog_id128 session;
-    uint32_t segment;       /* segment seq */
+    envlog_id128 session;   /* the session, or the snapshot's own id */
+    uint32_t segment;       /* segment seq (0 for a snapshot) */
     uint64_t offset;        /* where good data ends */
     uint64_t bytes;         /* bytes dropped */
     char reason[96];
+    envlog_damage_file file;
 } envlog_damage;
 
 /* One record read back.  Valid until the next envlog_reader_next(). */
@@ -580,6 +593,13 @@ typedef struct envlog_replay_opts {
      * log to read (for a progress bar). */
     void (*on_progress)(void *ctx, uint64_t bytes_done, uint64_t bytes_total);
     void *ctx;
+    /* Read the snapshot whole and check every record of it first, instead
+     * of only what lookups need (envlog(1)'s commands do).  Its damage is
+     * reported through on_damage, and when snapshot/current is damaged and
+     * the generation before it is whole, that one is used: the state is
+     * then exactly the state of the logs.  Without it a damaged current
+     * snapshot is used as far as it reads (a damaged entry is a miss). */
+    bool check_snapshot;
 } envlog_replay_opts;
 
 /* A record as replay hands it out: the record and its session's summary. */
@@ -705,6 +725,13 @@ typedef struct envlog_state_stats {
     uint64_t snapshot_bytes;   /* the checkpoint under the sessions (0: none) */
     uint64_t snapshot_entries; /* entries it holds */
     uint64_t snapshot_sessions; /* sessions it compacts */
+    /* Which snapshot generation the state stands on: 0 none, 1
+     * snapshot/current, 2 snapshot/previous (current is damaged or
+     * missing). */
+    int snapshot_generation;
+    uint64_t snapshot_damaged; /* damaged records met in the snapshots read */
+    uint64_t snapshot_lost;    /* entries the snapshot used counts but could
+                                  not give (known once all of it was read) */
 } envlog_state_stats;
 
 void envlog_state_stats_get(envlog_state *st, envlog_state_stats *out);
@@ -739,6 +766,11 @@ typedef struct envlog_compact_report {
     uint64_t sessions_damaged; /* kept: damaged or torn, for `envlog verify` */
     uint64_t bytes_before;     /* session and snapshot bytes before */
     uint64_t bytes_after;
+    uint64_t sessions_kept;    /* kept: the generation before the new one,
+                                  snapshot/previous, does not cover them yet */
+    uint64_t sessions_stray;   /* kept: something else lies in their
+                                  directory (see envlog_session_info.strays) */
+    uint64_t previous_bytes;   /* snapshot/previous, the generation kept */
 } envlog_compact_report;
 
 /*! envlog_compact() : folds the snapshot and every session into a new
@@ -751,6 +783,66 @@ typedef struct envlog_compact_report {
 envlog_err envlog_compact(envlog_env *env, envlog_evidence evidence,
                           envlog_compact_report *report);
 
+/* What envlog_snapshot_check() found in one snapshot generation. */
+typedef struct envlog_snapshot_file {
+    bool present;            /* something is there under that name */
+    bool readable;           /* its HEADER, MANIFEST and INDEX read */
+    bool intact;             /* and every record, its SEAL and content hash */
+    envlog_id128 id;         /* the snapshot's own id (when readable) */
+    uint64_t bytes;
+    uint64_t entries;        /* entries its MANIFEST counts */
+    uint64_t entries_read;   /* of those, the ones that read whole */
+    uint64_t evidence, evidence_read;
+    uint64_t sessions;       /* sessions it compacts (its watermarks) */
+    uint64_t damaged;        /* damaged places found */
+    char problem[160];       /* the first problem, in words ("" if none) */
+} envlog_snapshot_file;
+
+typedef struct envlog_snapshot_report {
+    envlog_snapshot_file current;   /* snapshot/current */
+    envlog_snapshot_file previous;  /* snapshot/previous, the one before */
+    /* When current is not whole but previous is: the entries of the
+     * state (previous and the sessions it does not cover) that current
+     * and the sessions do not give, or give otherwise. */
+    bool lost_known;
+    uint64_t lost;
+} envlog_snapshot_report;
+
+/*! envlog_snapshot_check() : reads both snapshot generations of `env` whole
+ *  and checks every record (envlog(5), "Generations").  `on_damage` (may be
+ *  NULL) is called for each damaged place, `on_lost` (may be NULL) for each
+ *  entry current lost, with `ctx`.
+ *  @return ENVLOG_OK (see out: damage is not an error); ENVLOG_NOMEM,
+ *  ENVLOG_IO. */
+envlog_err envlog_snapshot_check(envlog_env *env,
+                                 void (*on_damage)(void *ctx, const envlog_damage *d,
+                                                   bool torn),
+                                 void (*on_lost)(void *ctx, const envlog_entry *e),
+                                 void *ctx, envlog_snapshot_report *out);
+
+/* What envlog_snapshot_repair() did. */
+typedef struct envlog_snapshot_fix {
+    bool repaired;           /* a file was put back or set aside */
+    bool restored;           /* the generation before is current again */
+    bool salvaged;           /* no whole generation: a new current was made
+                                from what reads (`lost` entries lost) */
+    uint64_t lost;
+    char kept[64];           /* where the damaged file was set aside
+                                (snapshot/current.broken, ...), or "" */
+    char what[192];          /* what was done, or why nothing was */
+} envlog_snapshot_fix;
+
+/*! envlog_snapshot_repair() : puts a whole snapshot back (`envlog verify
+ *  --fix`): when snapshot/current is damaged or missing and snapshot/previous
+ *  is whole, current is set aside as snapshot/current.broken (never deleted)
+ *  and previous becomes current again, which with the sessions it does not
+ *  cover is the whole state; when no generation is whole, a new current is
+ *  made from what reads and the damaged file set aside; a damaged previous
+ *  is set aside as snapshot/previous.broken.  Takes the compaction lock.
+ *  @return ENVLOG_OK (see out); ENVLOG_BUSY (a compaction runs),
+ *  ENVLOG_STATE (read-only), ENVLOG_IO, ENVLOG_NOSPACE, ENVLOG_NOMEM. */
+envlog_err envlog_snapshot_repair(envlog_env *env, envlog_snapshot_fix *out);
+
 /* Limits a bundle must keep to be read at all (see envlog(5)). */
 #define ENVLOG_BUNDLE_MAX_SIZE ((uint64_t)1 << 30)  /* decompressed bytes */
 #define ENVLOG_BUNDLE_SCHEMA 1
@@ -761,6 +853,10 @@ typedef struct envlog_bundle_opts {
     size_t n_prefixes;             /* none: all */
     envlog_evidence evidence;
     int zstd_level;                /* 0: the default (19) */
+    /* Damage met reading the environment (the export goes on with what
+     * reads, as envlog_state_open() with check_snapshot does); may be NULL. */
+    void (*on_damage)(void *ctx, const envlog_damage *d, bool torn);
+    void *ctx;
 } envlog_bundle_opts;
 
 /* A bundle's manifest and a full check of its contents. */

@@ -50,10 +50,13 @@ envlog_err envlog_open_dir(int dirfd, const char *name, int *fd)
         int err = errno;
         if (err == ENOTDIR || err == ELOOP) {
             struct stat st;
-            if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
-                S_ISLNK(st.st_mode))
-                return envlog__fail(ENVLOG_PERMISSION,
-                                    "%s is a symbolic link; refused", name);
+            if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0) {
+                if (S_ISLNK(st.st_mode))
+                    return envlog__fail(ENVLOG_PERMISSION,
+                                        "%s is a symbolic link; refused", name);
+                return envlog__fail(ENVLOG_BAD_DATA, "%s is %s, not a directory", name,
+                                    envlog_file_type_name(st.st_mode));
+            }
         }
         return envlog__fail_errno(err, "opening directory %s", name);
     }

@@ -171,7 +171,9 @@ struct envlog_env {
     void (*state_free)(void *state);
 };
 
-/* Opens `name` under `dirfd` as a directory, refusing symbolic links. */
+/* Opens `name` under `dirfd` as a directory: ENVLOG_PERMISSION for a
+ * symbolic link, ENVLOG_BAD_DATA for anything else that is not a
+ * directory, ENVLOG_NOT_FOUND. */
 envlog_err envlog_open_dir(int dirfd, const char *name, int *fd);
 /* Syncs a directory (unless policy is NONE). */
 envlog_err envlog_dir_sync(int fd, const char *what);

@@ -465,6 +465,52 @@ static int info_cmp(const void *a, const void *b)
     return memcmp(x->id.b, y->id.b, 16);
 }
 
+/* Entries of a session directory that are neither segments nor the
+ * .broken copies a repair keeps. */
+static uint64_t count_strays(int dirfd)
+{
+    int fd = envlog_io_get()->openat(dirfd, ".", O_RDONLY | O_DIRECTORY, 0);
+    DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+    if (!d) {
+        if (fd >= 0)
+            close(fd);
+        return 0;
+    }
+    uint64_t n = 0;
+    struct dirent *de;
+    while ((de = readdir(d))) {
+        const char *nm = de->d_name;
+        if (!strcmp(nm, ".") || !strcmp(nm, ".."))
+            continue;
+        char seg[30];
+        size_t len = strlen(nm);
+        bool ours = false;
+        if (len >= 29) {
+            memcpy(seg, nm, 29);
+            seg[29] = 0;
+            uint32_t s;
+            uint64_t f;
+            char canon[40];
+            if (sscanf(seg, "%8" SCNu32 "-%16" SCNu64, &s, &f) == 2) {
+                envlog_seg_name_format(canon, s, f);
+                const char *rest = nm + 29;
+                ours = !strcmp(canon, seg) &&
+                       (!*rest || !strcmp(rest, ".broken") ||
+                        (!strncmp(rest, ".broken.", 8) && rest[8] &&
+                         strspn(rest + 8, "0123456789") == strlen(rest + 8)));
+                /* Named as ours, but a FIFO, a link, a directory: not. */
+                struct stat st;
+                if (ours && (fstatat(dirfd, nm, &st, AT_SYMLINK_NOFOLLOW) ||
+                             !S_ISREG(st.st_mode)))
+                    ours = false;
+            }
+        }
+        n += !ours;
+    }
+    closedir(d);
+    return n;
+}
+
 static envlog_err summarize(envlog_env *env, const envlog_id128 *id,
                             envlog_session_info *in)
 {
@@ -503,6 +549,7 @@ static envlog_err summarize(envlog_env *env, const envlog_id128 *id,
     in->segments = r->n_segs;
     in->dropped_bytes = r->damaged_bytes;
     in->state = envlog_reader_state(r);
+    in->strays = count_strays(r->dirfd);
     for (size_t i = 0; i < r->n_segs; i++) {
         struct stat st;
         if (fstatat(r->dirfd, r->segs[i].name, &st, AT_SYMLINK_NOFOLLOW) == 0)

@@ -22,6 +22,7 @@ typedef struct build_ctx {
     const envlog_build_opts *o;
     envlog_state *st;
     envlog_err err;
+    bool damage;                   /* the base's damage was met */
     /* per session: the highest seq folded */
     envlog_build_session *ss;
     size_t n_ss, cap_ss, last_ss;
@@ -132,7 +133,7 @@ static envlog_err track_seq(build_ctx *b, const envlog_stamp *st)
     envlog_err e = grow((void **)&b->ss, &b->cap_ss, b->n_ss, sizeof *b->ss);
     if (e)
         return e;
-    b->ss[b->n_ss] = (envlog_build_session){st->session, st->seq};
+    b->ss[b->n_ss] = (envlog_build_session){st->session, st->seq, false};
     b->last_ss = b->n_ss++;
     return ENVLOG_OK;
 }
@@ -147,11 +148,11 @@ static const char *record_ns(const envlog_record *rec)
     }
 }
 
-static int build_visit(void *ctx, const envlog_replay_rec *r)
+static int build_visit(void *ctx, const envlog_replay_rec *r, const envlog_snap_item *it)
 {
     build_ctx *b = ctx;
     const envlog_record *rec = r->rec;
-    if ((b->err = envlog_state_fold(b->st, rec, r->unix_ns)) ||
+    if ((b->err = envlog_state_fold_item(b->st, rec, r->unix_ns, it)) ||
         (b->err = track_seq(b, &rec->stamp)))
         return 1;
     bool session = rec->kind == ENVLOG_KIND_SESSION;
@@ -288,10 +289,112 @@ static int stamp_cmp(const void *a, const void *b)
     return c ? c : (x->seq > y->seq) - (x->seq < y->seq);
 }
 
+static void note_base_damage(void *ctx, const envlog_damage *d, bool torn)
+{
+    build_ctx *b = ctx;
+    b->damage = true;
+    if (b->o->on_damage)
+        b->o->on_damage(b->o->ctx, d, torn);
+}
+
+/* The snapshot the new one is built on (see envlog_build_opts.strict). */
+static envlog_err build_base(envlog_env *env, const envlog_build_opts *o, build_ctx *b,
+                             envlog_snap **snap, envlog_build_result *res)
+{
+    *snap = NULL;
+    res->base_gen = ENVLOG_GEN_NONE;
+    if (!o->strict) {
+        envlog_err e = envlog_snap_pick(env, true, note_base_damage, b, snap, &res->base_gen);
+        if (!e && *snap)
+            res->base_id = envlog_snap_id(*snap);
+        return e;
+    }
+    envlog_err e = envlog_snap_map_file(env, "current", true, snap);
+    if (e == ENVLOG_NOMEM || e == ENVLOG_IO)
+        return e;
+    if (e)
+        return envlog__fail(e, "%s; `envlog verify --fix` puts the generation before it "
+                            "back", envlog_errmsg());
+    envlog_snap_counts c;
+    if (*snap && !(envlog_snap_read_counts(*snap, &c) && c.intact)) {
+        /* Nothing smaller is ever written over a snapshot that does not
+         * read whole. */
+        const envlog_damage *d = envlog_snap_first_damage(*snap);
+        e = envlog__fail(ENVLOG_CORRUPT,
+                         "snapshot/current is damaged (%llu damaged places, %llu entries "
+                         "lost%s%s); nothing is built on it: `envlog verify --fix` puts the "
+                         "generation before it back",
+                         (unsigned long long)envlog_snap_bad_records(*snap),
+                         (unsigned long long)c.lost, d ? ", the first: " : "",
+                         d ? d->reason : "");
+        envlog_snap_unmap(*snap);
+        *snap = NULL;
+        return e;
+    }
+    if (!*snap) {
+        envlog_snap *prev = NULL;
+        e = envlog_snap_map_file(env, "previous", false, &prev);
+        bool there = prev || (e != ENVLOG_OK && e != ENVLOG_NOMEM && e != ENVLOG_IO);
+        envlog_snap_unmap(prev);
+        if (there)
+            return envlog__fail(ENVLOG_CORRUPT,
+                                "snapshot/current is missing while snapshot/previous is "
+                                "there; `envlog verify --fix` puts it back");
+        return e == ENVLOG_NOMEM || e == ENVLOG_IO ? e : ENVLOG_OK;
+    }
+    res->base_gen = ENVLOG_GEN_CURRENT;
+    res->base_id = envlog_snap_id(*snap);
+    return ENVLOG_OK;
+}
+
+/* The base's watermarks carry over: a session it folded stays folded as
+ * far as it was, whatever of its records the new snapshot keeps. */
+static envlog_err carry_watermarks(build_ctx *b, const envlog_snap *snap)
+{
+    if (!snap)
+        return ENVLOG_OK;
+    const envlog_snap_manifest *m = envlog_snap_manifest_get(snap);
+    for (size_t i = 0; i < m->n_wms; i++) {
+        envlog_stamp st = {m->wms[i].session, m->wms[i].last_seq, 0};
+        envlog_err e = track_seq(b, &st);
+        if (e)
+            return e;
+        b->ss[b->last_ss].complete = m->wms[i].complete;
+    }
+    return ENVLOG_OK;
+}
+
+static envlog_err copy_watermarks(envlog_build_result *res, const envlog_snap *snap)
+{
+    if (!snap)
+        return ENVLOG_OK;
+    const envlog_snap_manifest *m = envlog_snap_manifest_get(snap);
+    if (!m->n_wms)
+        return ENVLOG_OK;
+    if (!(res->base_wms = envlog_calloc(m->n_wms, sizeof *res->base_wms)))
+        return envlog__fail(ENVLOG_NOMEM, "building a snapshot");
+    for (size_t i = 0; i < m->n_wms; i++)
+        res->base_wms[i] = (envlog_build_session){m->wms[i].session, m->wms[i].last_seq,
+                                                   m->wms[i].complete};
+    res->n_base_wms = m->n_wms;
+    return ENVLOG_OK;
+}
+
+/* A watermark at the last seq of a session known sealed is complete. */
+static void mark_complete(build_ctx *b, const envlog_build_opts *o)
+{
+    for (size_t i = 0; i < b->n_ss; i++)
+        for (size_t k = 0; k < o->n_sealed; k++)
+            if (!memcmp(b->ss[i].id.b, o->sealed[k].id.b, 16) &&
+                b->ss[i].last_seq == o->sealed[k].last_seq)
+                b->ss[i].complete = true;
+}
+
 void envlog_build_result_free(envlog_build_result *r)
 {
     envlog_buf_free(&r->file);
     envlog_free(r->sessions);
+    envlog_free(r->base_wms);
     memset(r, 0, sizeof *r);
 }
 
@@ -309,8 +412,11 @@ envlog_err envlog_snapshot_build(envlog_env *env, const envlog_build_opts *o,
     envlog_snap *snap = NULL;
     int lk;
     if (!(e = envlog_env_lock(env, false, &lk))) {
-        if (!(e = envlog_snap_map(env, &snap)))
-            e = envlog_replay_each_with(env, NULL, snap, true, true, build_visit, &b);
+        if (!(e = build_base(env, o, &b, &snap, res)) &&
+            !(e = carry_watermarks(&b, snap)) && !(e = copy_watermarks(res, snap)))
+            e = envlog_replay_each_with(env, &(envlog_replay_opts){
+                                            .on_damage = o->on_damage, .ctx = o->ctx},
+                                        snap, true, true, build_visit, &b);
         envlog_snap_unmap(snap);
         envlog_env_unlock(lk);
     }
@@ -318,6 +424,11 @@ envlog_err envlog_snapshot_build(envlog_env *env, const envlog_build_opts *o,
         e = b.err;
     if (!e)
         e = b.err;
+    if (!e)
+        mark_complete(&b, o);
+    if (!e && !o->n_prefixes)
+        e = envlog_state_digest(b.st, &res->digest);
+
     if (!e) {
         e = envlog_state_items(b.st, take_item, &ic);
         if (e == ENVLOG_STATE)
@@ -361,7 +472,7 @@ envlog_err envlog_snapshot_build(envlog_env *env, const envlog_build_opts *o,
         goto out;
     }
     for (size_t i = 0; i < b.n_ss; i++)
-        wms[i] = (envlog_snap_wm){b.ss[i].id, b.ss[i].last_seq};
+        wms[i] = (envlog_snap_wm){b.ss[i].id, b.ss[i].last_seq, b.ss[i].complete};
     envlog_snap_manifest m = {
         .schema = ENVLOG_BUNDLE_SCHEMA,
         .name = o->name ? o->name : "",
@@ -383,6 +494,7 @@ envlog_err envlog_snapshot_build(envlog_env *env, const envlog_build_opts *o,
     res->evidence = ic.n - n_entries;
     res->sessions = b.ss;
     res->n_sessions = b.n_ss;
+    res->damage = b.damage;
     b.ss = NULL;
 out:
     if (!e && b.err)

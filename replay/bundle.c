@@ -291,11 +291,7 @@ envlog_err envlog_bundle_state(const char *path, envlog_state **st)
     envlog_buf_free(&b);
     if (e)
         return e;
-    if ((e = envlog_state_from_snap(o.snap, o.raw, st))) {
-        close_opened(&o);
-        return e;
-    }
-    return ENVLOG_OK;
+    return envlog_state_from_snap(o.snap, o.raw, st);
 }
 
 /* -------------------------------------------------------------- export */
@@ -330,8 +326,10 @@ envlog_err envlog_bundle_export(envlog_env *env, const envlog_bundle_opts *opts,
                             NAME_MAX_LEN);
     if ((unsigned)opts->evidence > ENVLOG_EVIDENCE_ALL || !path)
         return envlog__fail(ENVLOG_INVALID_ARG, "bad bundle options");
-    envlog_build_opts bo = {opts->evidence, opts->name, opts->prefixes, opts->n_prefixes,
-                            "bundle", true};
+    envlog_build_opts bo = {.evidence = opts->evidence, .name = opts->name,
+                            .prefixes = opts->prefixes, .n_prefixes = opts->n_prefixes,
+                            .content = "bundle", .no_index = true,
+                            .on_damage = opts->on_damage, .ctx = opts->ctx};
     envlog_build_result res;
     envlog_err e = envlog_snapshot_build(env, &bo, &res);
     if (e)

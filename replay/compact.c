@@ -1,14 +1,22 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * compact.c - compaction: fold everything into a new snapshot, put it in
- * place atomically, then retire the session directories it covers.
+ * compact.c - compaction: fold everything into a new snapshot, read it back
+ * and check it, put it in place as the new generation, then retire what the
+ * generation before it covers.
  *
- * Steps, each safe to crash after: (1) write snapshot/current.tmp and sync
- * it; (2) rename it over snapshot/current and sync the directory - from here
- * on replay reads the new snapshot and skips what its watermarks cover;
- * (3) for each covered session whose writer is gone, rename its directory to
- * <id>.removing (which no reader lists), delete its files, remove it.  A
- * leftover .tmp or .removing is cleaned up by the next compaction.
+ * Generations (envlog(5)): snapshot/current is built on the snapshot that
+ * was current before, which stays as snapshot/previous together with every
+ * session directory previous does not cover.  So the loss of any one file
+ * loses nothing: previous and those sessions fold to the same state as
+ * current.  Steps, each safe to crash after:
+ *  1. write snapshot/current.tmp, sync it, read it back whole and check
+ *     that it folds to exactly the state it was built from;
+ *  2. link the current snapshot as previous.tmp (or write an empty
+ *     generation there, the first time), rename current.tmp over current,
+ *     previous.tmp over previous, sync the directory;
+ *  3. retire the session directories the new previous covers (renamed to
+ *     <id>.removing, which no reader lists, then deleted).
+ * A leftover .tmp or .removing is cleaned up by the next compaction.
  */
 #include "replay_int.h"
 
@@ -21,10 +29,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-/* Deletes the files of a directory and the directory. */
-static envlog_err remove_dir(int parent, const char *name)
+/* Deletes the files of a directory and the directory.  Only files are
+ * removed: a directory left inside is not ours to remove (nothing is
+ * removed silently), so the directory stays and `*left` says so. */
+static envlog_err remove_dir(int parent, const char *name, bool *left)
 {
     const envlog_io *io = envlog_io_get();
+    *left = false;
     int fd;
     envlog_err e = envlog_open_dir(parent, name, &fd);
     if (e)
@@ -41,6 +52,11 @@ static envlog_err remove_dir(int parent, const char *name)
     while ((de = readdir(d))) {
         if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
             continue;
+        struct stat st;
+        if (fstatat(fd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode)) {
+            *left = true;
+            continue;
+        }
         if (io->unlinkat(fd, de->d_name, 0) && errno != ENOENT) {
             e = envlog__fail_errno(errno, "removing %s/%s", name, de->d_name);
             break;
@@ -48,17 +64,32 @@ static envlog_err remove_dir(int parent, const char *name)
     }
     closedir(d);
     close(fd);
-    if (!e && io->unlinkat(parent, name, AT_REMOVEDIR) && errno != ENOENT)
+    if (!e && !*left && io->unlinkat(parent, name, AT_REMOVEDIR) && errno != ENOENT)
         e = envlog__fail_errno(errno, "removing %s", name);
     return e;
 }
 
-/* What an earlier, interrupted compaction left. */
+/* What an earlier, interrupted compaction (or an interrupted creation of
+ * the environment) left. */
 static envlog_err clean_leftovers(envlog_env *env, int snapfd)
 {
     const envlog_io *io = envlog_io_get();
-    if (io->unlinkat(snapfd, "current.tmp", 0) && errno != ENOENT)
-        return envlog__fail_errno(errno, "removing snapshot/current.tmp");
+    static const char *const tmp[] = {"current.tmp", "previous.tmp"};
+    for (size_t i = 0; i < 2; i++)
+        if (io->unlinkat(snapfd, tmp[i], 0) && errno != ENOENT && errno != EISDIR)
+            return envlog__fail_errno(errno, "removing snapshot/%s", tmp[i]);
+    /* Markers of creators killed before they named theirs. */
+    int rfd = dup(env->dirfd);
+    DIR *rd = rfd >= 0 ? fdopendir(rfd) : NULL;
+    if (rd) {
+        struct dirent *de;
+        while ((de = readdir(rd)))
+            if (envlog_tmp_is_stale(env->dirfd, de->d_name, "FORMAT"))
+                io->unlinkat(env->dirfd, de->d_name, 0);
+        closedir(rd);
+    } else if (rfd >= 0) {
+        close(rfd);
+    }
     int fd = dup(env->sessions_fd);
     DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
     if (!d) {
@@ -67,7 +98,6 @@ static envlog_err clean_leftovers(envlog_env *env, int snapfd)
         return envlog__fail_errno(errno, "listing sessions");
     }
     rewinddir(d);
-    envlog_err e = ENVLOG_OK;
     struct dirent *de;
     char names[64][48];
     size_t n = 0;
@@ -77,26 +107,89 @@ static envlog_err clean_leftovers(envlog_env *env, int snapfd)
             memcpy(names[n++], de->d_name, len + 1);
     }
     closedir(d);
-    for (size_t i = 0; i < n && !e; i++)
-        e = remove_dir(env->sessions_fd, names[i]);
+    /* One that cannot be removed (not a directory, or something else
+     * inside) is left as it is: it never stops a compaction. */
+    for (size_t i = 0; i < n; i++) {
+        bool left;
+        envlog_err e = remove_dir(env->sessions_fd, names[i], &left);
+        if (e == ENVLOG_NOMEM)
+            return e;
+    }
+    return ENVLOG_OK;
+}
+
+/* Reads snapshot/current.tmp back from the file system whole and folds it:
+ * it must read completely and give the state it was built from, rules and
+ * all (`why` must not change), or it never becomes current. */
+envlog_err envlog_snapshot_read_back(envlog_env *env, const envlog_hash128 *want)
+{
+    envlog_snap *s;
+    envlog_err e = envlog_snap_map_file(env, "current.tmp", true, &s);
+    if (e == ENVLOG_NOMEM || e == ENVLOG_IO)
+        return e;
+    if (e || !s)
+        return envlog__fail(ENVLOG_CORRUPT, "the new snapshot does not read back: %s",
+                            e ? envlog_errmsg() : "it is gone");
+    envlog_snap_counts c;
+    if (!envlog_snap_read_counts(s, &c) || !c.intact) {
+        envlog_snap_unmap(s);
+        return envlog__fail(ENVLOG_CORRUPT, "the new snapshot does not read back whole");
+    }
+    envlog_state *st;
+    if ((e = envlog_state_from_snap(s, NULL, &st)))
+        return e; /* the snapshot went with the state */
+    envlog_hash128 got;
+    e = envlog_state_digest(st, &got);
+    envlog_state_close(st); /* and the snapshot with it */
+    if (!e && memcmp(got.b, want->b, 16))
+        e = envlog__fail(ENVLOG_CORRUPT, "the new snapshot reads back as another state than "
+                         "the one it was built from");
     return e;
 }
 
-static envlog_err write_snapshot(int snapfd, const envlog_buf *file)
+/* An empty generation: no entry, no watermark (every session is still
+ * there), for the first compaction's previous. */
+static envlog_err write_empty(int snapfd, const char *name)
+{
+    envlog_snapw w = {0};
+    envlog_snap_manifest m = {.schema = ENVLOG_BUNDLE_SCHEMA, .name = "",
+                              .envlog_version = ENVLOG_VERSION_STRING,
+                              .created_unix_ns = envlog_clock_unix_ns(),
+                              .evidence_level = ENVLOG_EVIDENCE_WINNERS};
+    envlog_buf out = {0};
+    envlog_id128 id;
+    envlog_err e = envlog_id_new(&id);
+    if (!e)
+        e = envlog_snapw_finish(&w, &m, &id, "snapshot", &out);
+    if (!e)
+        e = envlog_write_new_file(snapfd, name, out.p, out.len);
+    envlog_buf_free(&out);
+    envlog_snapw_free(&w);
+    return e;
+}
+
+/* Step 2: the new generation in place, the one it was built on kept. */
+static envlog_err rotate(int snapfd)
 {
     const envlog_io *io = envlog_io_get();
-    envlog_err e = envlog_write_new_file(snapfd, "current.tmp", file->p, file->len);
-    if (e)
-        return e;
-    if (io->renameat(snapfd, "current.tmp", snapfd, "current")) {
-        e = envlog__fail_errno(errno, "renaming snapshot/current.tmp to current");
-        io->unlinkat(snapfd, "current.tmp", 0);
-        return e;
+    envlog_err e = ENVLOG_OK;
+    if (io->linkat(snapfd, "current", snapfd, "previous.tmp")) {
+        if (errno != ENOENT)
+            return envlog__fail_errno(errno, "keeping snapshot/current as the generation "
+                                      "before the new one");
+        if ((e = write_empty(snapfd, "previous.tmp")))
+            return e;
     }
+    if (io->renameat(snapfd, "current.tmp", snapfd, "current"))
+        return envlog__fail_errno(errno, "renaming snapshot/current.tmp to current");
+    /* From here on readers use the new snapshot; previous.tmp, if a crash
+     * stops us now, is cleaned up by the next compaction. */
+    if (io->renameat(snapfd, "previous.tmp", snapfd, "previous"))
+        return envlog__fail_errno(errno, "renaming snapshot/previous.tmp to previous");
     return envlog_dir_sync(snapfd, "snapshot/current");
 }
 
-/* Retires one session the snapshot covers, if its writer is gone. */
+/* Retires one session the generation kept covers, if its writer is gone. */
 static envlog_err retire(envlog_env *env, const envlog_session_info *in, bool *removed)
 {
     const envlog_io *io = envlog_io_get();
@@ -104,7 +197,8 @@ static envlog_err retire(envlog_env *env, const envlog_session_info *in, bool *r
     int fd;
     envlog_err e = envlog_open_dir(env->sessions_fd, in->id_hex, &fd);
     if (e)
-        return e == ENVLOG_NOT_FOUND ? ENVLOG_OK : e;
+        return e == ENVLOG_NOT_FOUND || e == ENVLOG_BAD_DATA || e == ENVLOG_PERMISSION
+                   ? ENVLOG_OK : e;
     /* Holding the lock proves the writer gone; a writer never returns to a
      * session it left. */
     if (io->flock(fd, LOCK_EX | LOCK_NB)) {
@@ -121,7 +215,8 @@ static envlog_err retire(envlog_env *env, const envlog_session_info *in, bool *r
     }
     close(fd);
     *removed = true;
-    return remove_dir(env->sessions_fd, gone);
+    bool left;
+    return remove_dir(env->sessions_fd, gone, &left);
 }
 
 envlog_err envlog_session_discard(envlog_env *env, const envlog_id128 *id)
@@ -139,7 +234,8 @@ envlog_err envlog_session_discard(envlog_env *env, const envlog_id128 *id)
         envlog_env_unlock(lk);
         return e;
     }
-    e = remove_dir(env->sessions_fd, gone);
+    bool left;
+    e = remove_dir(env->sessions_fd, gone, &left);
     envlog_env_unlock(lk);
     if (!e)
         e = envlog_dir_sync(env->sessions_fd, "sessions");
@@ -150,6 +246,29 @@ static uint64_t file_size(int dirfd, const char *name)
 {
     struct stat st;
     return fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) ? 0 : (uint64_t)st.st_size;
+}
+
+envlog_err envlog_compact_lock(envlog_env *env, int *lockfd)
+{
+    const envlog_io *io = envlog_io_get();
+    envlog_err e = envlog_open_regular(env->dirfd, "LOCK", O_RDWR | O_CREAT, 0600, lockfd,
+                                       NULL);
+    if (e)
+        return envlog__fail(e, "%s/%s", env->path, envlog_errmsg());
+    if (io->flock(*lockfd, LOCK_EX | LOCK_NB)) {
+        e = errno == EWOULDBLOCK
+                ? envlog__fail(ENVLOG_BUSY, "another compaction of %s is running", env->path)
+                : envlog__fail_errno(errno, "locking %s/LOCK", env->path);
+        io->close(*lockfd);
+        *lockfd = -1;
+    }
+    return e;
+}
+
+void envlog_compact_unlock(int lockfd)
+{
+    if (lockfd >= 0)
+        envlog_io_get()->close(lockfd); /* releases the lock */
 }
 
 envlog_err envlog_compact(envlog_env *env, envlog_evidence evidence,
@@ -164,59 +283,74 @@ envlog_err envlog_compact(envlog_env *env, envlog_evidence evidence,
         return envlog__fail(ENVLOG_STATE, "compaction needs a writable environment");
     if ((unsigned)evidence > ENVLOG_EVIDENCE_ALL)
         return envlog__fail(ENVLOG_INVALID_ARG, "unknown evidence level %d", (int)evidence);
-    int lockfd = io->openat(env->dirfd, "LOCK", O_RDWR | O_CREAT, 0600);
-    if (lockfd < 0)
-        return envlog__fail_errno(errno, "opening %s/LOCK", env->path);
-    envlog_err e = ENVLOG_OK;
+    int lockfd;
+    envlog_err e = envlog_compact_lock(env, &lockfd);
+    if (e)
+        return e;
     int snapfd = -1;
     envlog_session_info *in = NULL;
     size_t n = 0;
     envlog_build_result res = {0};
-    if (io->flock(lockfd, LOCK_EX | LOCK_NB)) {
-        e = errno == EWOULDBLOCK
-                ? envlog__fail(ENVLOG_BUSY, "another compaction of %s is running", env->path)
-                : envlog__fail_errno(errno, "locking %s/LOCK", env->path);
-        goto out;
-    }
+    envlog_build_session *sealed = NULL;
     if (io->mkdirat(env->dirfd, "snapshot", 0700) && errno != EEXIST) {
         e = envlog__fail_errno(errno, "creating %s/snapshot", env->path);
         goto out;
     }
-    if ((e = envlog_open_dir(env->dirfd, "snapshot", &snapfd)) ||
-        (e = clean_leftovers(env, snapfd)) ||
-        (e = envlog_sessions_list(env, &in, &n)))
+    if ((e = envlog_open_dir(env->dirfd, "snapshot", &snapfd))) {
+        if (e == ENVLOG_BAD_DATA)
+            e = envlog__fail(ENVLOG_CORRUPT, "%s/%s", env->path, envlog_errmsg());
         goto out;
-    rep->bytes_before = file_size(snapfd, "current");
-    for (size_t i = 0; i < n; i++)
+    }
+    if ((e = clean_leftovers(env, snapfd)) || (e = envlog_sessions_list(env, &in, &n)))
+        goto out;
+    rep->bytes_before = file_size(snapfd, "current") + file_size(snapfd, "previous");
+    size_t n_sealed = 0;
+    if (n && !(sealed = envlog_calloc(n, sizeof *sealed))) {
+        e = envlog__fail(ENVLOG_NOMEM, "compacting");
+        goto out;
+    }
+    for (size_t i = 0; i < n; i++) {
         rep->bytes_before += in[i].bytes;
-    envlog_build_opts bo = {evidence, "", NULL, 0, "snapshot", false};
+        if (in[i].state == ENVLOG_STATE_SEALED)
+            sealed[n_sealed++] = (envlog_build_session){in[i].id, in[i].last_seq, true};
+    }
+    envlog_build_opts bo = {.evidence = evidence, .name = "", .content = "snapshot",
+                            .strict = true, .sealed = sealed, .n_sealed = n_sealed};
     if ((e = envlog_snapshot_build(env, &bo, &res)) ||
-        (e = write_snapshot(snapfd, &res.file)))
+        (e = envlog_write_new_file(snapfd, "current.tmp", res.file.p, res.file.len)))
         goto out;
+    if ((e = envlog_snapshot_read_back(env, &res.digest)) || (e = rotate(snapfd))) {
+        io->unlinkat(snapfd, "current.tmp", 0);
+        goto out;
+    }
     rep->entries = res.entries;
     rep->evidence = res.evidence;
     rep->sessions_folded = res.n_sessions;
-    rep->bytes_after = res.file.len;
+    rep->previous_bytes = file_size(snapfd, "previous");
+    rep->bytes_after = res.file.len + rep->previous_bytes;
     /* Sessions are removed only while no replay or listing runs: one that
      * mapped the old snapshot must still find what the new one covers.
-     * Readers that stay leave them for the next compaction. */
+     * Readers that stay leave them for the next compaction.  Only what the
+     * generation now kept as previous covers goes: the new current may be
+     * lost, and previous with the sessions it does not cover is then the
+     * whole state. */
     int lk = -1;
     bool may_retire = envlog_env_lock(env, true, &lk) == ENVLOG_OK;
     for (size_t i = 0; i < n; i++) {
-        uint64_t wm = 0;
         bool covered = false;
-        for (size_t k = 0; k < res.n_sessions && !covered; k++)
-            if (!memcmp(res.sessions[k].id.b, in[i].id.b, 16)) {
-                covered = in[i].last_seq <= res.sessions[k].last_seq;
-                wm = res.sessions[k].last_seq;
-            }
-        (void)wm;
+        for (size_t k = 0; k < res.n_base_wms && !covered; k++)
+            covered = !memcmp(res.base_wms[k].id.b, in[i].id.b, 16) &&
+                      in[i].last_seq <= res.base_wms[k].last_seq;
         bool removed = false;
         if (in[i].state == ENVLOG_STATE_LIVE) {
             rep->sessions_live++;
         } else if (in[i].state == ENVLOG_STATE_TORN || in[i].state == ENVLOG_STATE_DAMAGED) {
             rep->sessions_damaged++; /* kept for envlog verify; nothing silent */
-        } else if (covered && may_retire && (e = retire(env, &in[i], &removed))) {
+        } else if (in[i].strays) {
+            rep->sessions_stray++;
+        } else if (!covered) {
+            rep->sessions_kept++;
+        } else if (may_retire && (e = retire(env, &in[i], &removed))) {
             envlog_env_unlock(lk);
             goto out;
         }
@@ -229,10 +363,11 @@ envlog_err envlog_compact(envlog_env *env, envlog_evidence evidence,
     if (rep->sessions_removed)
         e = envlog_dir_sync(env->sessions_fd, "sessions");
 out:
+    envlog_free(sealed);
     envlog_build_result_free(&res);
     envlog_sessions_free(in, n);
     if (snapfd >= 0)
         close(snapfd);
-    io->close(lockfd); /* releases the lock */
+    envlog_compact_unlock(lockfd);
     return e;
 }

@@ -235,6 +235,13 @@ static envlog_err open_all(merge *m)
         for (int i = 0; i < 6; i++)
             c->start_ns = c->start_ns << 8 | id.b[i];
         c->start_ns *= 1000000u;
+        /* A session the snapshot folded to its sealed end has nothing
+         * past its watermark: it is not opened at all. */
+        bool complete = false;
+        if (m->snap)
+            c->has_wm = envlog_snap_watermark_x(m->snap, &id, &c->watermark, &complete);
+        if (complete)
+            continue;
         e = envlog_reader_open(m->env, &id, &c->r);
         if (e == ENVLOG_NOMEM || e == ENVLOG_IO)
             break;
@@ -250,8 +257,6 @@ static envlog_err open_all(merge *m)
             continue;
         }
         m->bytes_total += dir_bytes(m->env, name);
-        if (m->snap)
-            c->has_wm = envlog_snap_watermark(m->snap, &id, &c->watermark);
         m->n++;
     }
     envlog_free(ids);
@@ -326,8 +331,7 @@ static envlog_err stamp_position(merge *m, uint64_t *ns)
 
 envlog_err envlog_replay_each_with(envlog_env *env, const envlog_replay_opts *opts,
                                    envlog_snap *snap, bool with_snap, bool fold,
-                                   int (*fn)(void *ctx, const envlog_replay_rec *r),
-                                   void *ctx)
+                                   envlog_merge_fn fn, void *ctx)
 {
     merge m = {.env = env, .opts = opts, .snap = snap};
     envlog_err e = open_all(&m);
@@ -370,7 +374,7 @@ envlog_err envlog_replay_each_with(envlog_env *env, const envlog_replay_opts *op
                                 c->snap ? snap_session(&m, &c->id)
                                         : c->have_session ? &c->session : NULL,
                                 c->key_ns};
-        if (fn(ctx, &rr)) {
+        if (fn(ctx, &rr, c->snap ? &c->item : NULL)) {
             e = envlog__fail(ENVLOG_STATE, "replay stopped by its caller");
             break;
         }
@@ -390,17 +394,32 @@ envlog_err envlog_replay_each_with(envlog_env *env, const envlog_replay_opts *op
     return e;
 }
 
+typedef struct public_each {
+    int (*fn)(void *ctx, const envlog_replay_rec *r);
+    void *ctx;
+} public_each;
+
+static int each_public(void *ctx, const envlog_replay_rec *r, const envlog_snap_item *it)
+{
+    (void)it;
+    const public_each *p = ctx;
+    return p->fn(p->ctx, r);
+}
+
 envlog_err envlog_replay_each(envlog_env *env, const envlog_replay_opts *opts,
                               int (*fn)(void *ctx, const envlog_replay_rec *r),
                               void *ctx)
 {
     envlog_snap *snap;
-    int lk;
+    int lk, gen;
     envlog_err e = envlog_env_lock(env, false, &lk);
     if (e)
         return e;
-    if (!(e = envlog_snap_map(env, &snap)))
-        e = envlog_replay_each_with(env, opts, snap, true, false, fn, ctx);
+    public_each p = {fn, ctx};
+    if (!(e = envlog_snap_pick(env, opts && opts->check_snapshot,
+                               opts ? opts->on_damage : NULL, opts ? opts->ctx : NULL,
+                               &snap, &gen)))
+        e = envlog_replay_each_with(env, opts, snap, true, false, each_public, &p);
     envlog_snap_unmap(snap);
     envlog_env_unlock(lk);
     return e;

@@ -39,11 +39,19 @@ envlog_err envlog_state_items(envlog_state *st,
                               int (*fn)(void *ctx, const envlog_state_item *it),
                               void *ctx);
 
+/* envlog_state_open_x() standing on snapshot/`base` ("current" or
+ * "previous", read whole and used as far as it reads: ENVLOG_CORRUPT when
+ * not even its HEADER, MANIFEST and INDEX do), or, with `base` NULL, on
+ * the generation readers pick. */
+envlog_err envlog_state_open_on(envlog_env *env, const envlog_replay_opts *opts,
+                                const char *base, bool keep_payloads, envlog_state **out);
+
 /* A state with nothing folded yet. */
 envlog_err envlog_state_new(envlog_state **st);
 envlog_err envlog_state_new_x(bool keep_payloads, envlog_state **st);
 /* A state over a snapshot held in memory (a bundle); `owned` (may be NULL)
- * is freed with the state. */
+ * is freed with the state.  The state takes `snap` and `owned` whatever
+ * happens: on failure both are freed. */
 envlog_err envlog_state_from_snap(envlog_snap *snap, void *owned, envlog_state **st);
 
 /* Removes the directory of session `id`, which this process wrote and
@@ -54,6 +62,12 @@ envlog_err envlog_session_discard(envlog_env *env, const envlog_id128 *id);
 
 /* ------------------------------------------------- building snapshots */
 
+typedef struct envlog_build_session {
+    envlog_id128 id;
+    uint64_t last_seq;
+    bool complete;
+} envlog_build_session;
+
 typedef struct envlog_build_opts {
     envlog_evidence evidence;
     const char *name;              /* manifest name ("" for a snapshot) */
@@ -62,24 +76,48 @@ typedef struct envlog_build_opts {
     const char *content;           /* "snapshot" or "bundle" */
     bool no_index;                 /* an empty INDEX (bundles: readers
                                       rebuild it, see envlog(5)) */
+    /* The base: with `strict` (compaction) snapshot/current must be whole
+     * (ENVLOG_CORRUPT otherwise: nothing is built on a snapshot that does
+     * not read completely); without, the one readers use, its damage
+     * reported through on_damage. */
+    bool strict;
+    void (*on_damage)(void *ctx, const envlog_damage *d, bool torn);
+    void *ctx;
+    /* Sessions known sealed, with their last seq: a watermark that
+     * reaches it is complete. */
+    const envlog_build_session *sealed;
+    size_t n_sealed;
 } envlog_build_opts;
-
-typedef struct envlog_build_session {
-    envlog_id128 id;
-    uint64_t last_seq;
-} envlog_build_session;
 
 typedef struct envlog_build_result {
     envlog_buf file;               /* the snapshot, framed */
     uint64_t entries, evidence;
     envlog_build_session *sessions;  /* the watermarks written */
     size_t n_sessions;
+    envlog_hash128 digest;         /* envlog_state_digest() of the fold */
+    int base_gen;                  /* the generation it was built on */
+    envlog_id128 base_id;          /* and that snapshot's id */
+    envlog_build_session *base_wms; /* and its watermarks */
+    size_t n_base_wms;
+    bool damage;                   /* damage was met (and reported) */
 } envlog_build_result;
 
 /* Folds the environment (its snapshot and sessions) and lays out a new
  * snapshot of its standing entries. */
 envlog_err envlog_snapshot_build(envlog_env *env, const envlog_build_opts *o,
                                  envlog_build_result *r);
+
+/* Takes the compaction lock (ENV/LOCK, a regular file made if missing):
+ * ENVLOG_BUSY when another compaction holds it. */
+envlog_err envlog_compact_lock(envlog_env *env, int *lockfd);
+void envlog_compact_unlock(int lockfd);
+/* Reads snapshot/current.tmp back whole and folds it: ENVLOG_CORRUPT
+ * unless it reads completely and its envlog_state_digest() is `want`. */
+envlog_err envlog_snapshot_read_back(envlog_env *env, const envlog_hash128 *want);
+
+/* A digest of what a state answers: its canonical dump and, for every
+ * standing entry, the rule that made it stand (what `why` says). */
+envlog_err envlog_state_digest(envlog_state *st, envlog_hash128 *out);
 void envlog_build_result_free(envlog_build_result *r);
 /* The manifest record as stored. */
 envlog_bytes envlog_snap_manifest_raw(const envlog_snap *s);
@@ -118,6 +156,9 @@ typedef struct envlog_snap_env {
 typedef struct envlog_snap_wm {
     envlog_id128 session;
     uint64_t last_seq;    /* every record up to here is in the snapshot */
+    bool complete;        /* and the session was sealed there: none of its
+                             records lies past last_seq (readers need not
+                             open its directory) */
 } envlog_snap_wm;
 
 typedef struct envlog_snap_manifest {
@@ -213,9 +254,11 @@ typedef struct envlog_snap_counts {
 } envlog_snap_counts;
 /* False when no walk has read everything yet. */
 bool envlog_snap_read_counts(const envlog_snap *s, envlog_snap_counts *c);
-/* The watermark of `session`, or false. */
-bool envlog_snap_watermark(const envlog_snap *s, const envlog_id128 *session,
-                           uint64_t *last_seq);
+/* The watermark of `session`, or false; *complete (may be NULL): the
+ * session was sealed at it, so nothing of it lies past the watermark. */
+bool envlog_snap_watermark(envlog_snap *s, const envlog_id128 *session, uint64_t *last_seq);
+bool envlog_snap_watermark_x(envlog_snap *s, const envlog_id128 *session,
+                             uint64_t *last_seq, bool *complete);
 
 /* Finds the ENTRY of a key through the INDEX, decoding only candidates with
  * that hash.  `rec` and `item` are valid until the next call on `s`.
@@ -234,17 +277,63 @@ envlog_err envlog_snap_find(envlog_snap *s, envlog_table table, const char *ns,
 void envlog_snap_rewind(envlog_snap *s);
 envlog_err envlog_snap_next(envlog_snap *s, envlog_snap_item *it, envlog_record *rec);
 
-/* The environment's snapshot (snapshot/current), mapped; NULL in *out when
- * there is none.  Free with envlog_snap_unmap(). */
-envlog_err envlog_snap_map(envlog_env *env, envlog_snap **out);
+/* The damaged places walks found, the first ENVLOG_SNAP_DAMAGE_KEPT of them
+ * (envlog_snap_bad_records() counts them all). */
+#define ENVLOG_SNAP_DAMAGE_KEPT 16
+size_t envlog_snap_damages(const envlog_snap *s, const envlog_damage **v);
+
+/* Hands the mapping [map, map+len) the snapshot was loaded from to it:
+ * envlog_snap_unmap() unmaps it. */
+void envlog_snap_own_map(envlog_snap *s, void *map, size_t len);
 void envlog_snap_unmap(envlog_snap *s);
+
+/* -------------------------------------- generations (replay/generations.c)
+ *
+ * snapshot/current is the newest generation; snapshot/previous, the one it
+ * was built on, stays with every session directory it does not cover, so
+ * losing current loses nothing (envlog(5), "Generations"). */
+
+enum {
+    ENVLOG_GEN_NONE = 0,
+    ENVLOG_GEN_CURRENT = 1,
+    ENVLOG_GEN_PREVIOUS = 2
+};
+
+/* Maps snapshot/`name` (current or previous) and loads it, reading every
+ * record with `check_all`.  @return ENVLOG_OK and the snapshot (NULL when
+ * there is none); ENVLOG_PERMISSION (a symbolic link), ENVLOG_CORRUPT (not a
+ * regular file, or its HEADER, MANIFEST or INDEX damaged), ENVLOG_NOMEM,
+ * ENVLOG_IO. */
+envlog_err envlog_snap_map_file(envlog_env *env, const char *name, bool check_all,
+                                envlog_snap **out);
+/* envlog_snap_map_file(env, "current", false, out). */
+envlog_err envlog_snap_map(envlog_env *env, envlog_snap **out);
+
+/* The snapshot readers stand on (envlog(5), "Using a snapshot"): current
+ * when it reads (and, with `check_all`, is whole), else previous when it
+ * does, else what is left of current, else none; every damage met is
+ * reported through `on_damage` (may be NULL).  *gen says which
+ * (ENVLOG_GEN_*).  Errors: ENVLOG_NOMEM, ENVLOG_IO. */
+envlog_err envlog_snap_pick(envlog_env *env, bool check_all,
+                            void (*on_damage)(void *ctx, const envlog_damage *d, bool torn),
+                            void *ctx, envlog_snap **out, int *gen);
+
+/* What the merge hands out: a record and, when it comes from the snapshot,
+ * the ENTRY or EVIDENCE record around it (else NULL).  Non-zero stops. */
+typedef int (*envlog_merge_fn)(void *ctx, const envlog_replay_rec *r,
+                               const envlog_snap_item *item);
 
 /* envlog_replay_each over the sessions past `snap`'s watermarks, and, when
  * `with_snap`, the snapshot's own records merged in; with `fold`, records
- * are decoded only as far as the fold needs. */
+ * are stored only as far as the fold needs (all of them checked). */
 envlog_err envlog_replay_each_with(envlog_env *env, const envlog_replay_opts *opts,
                                    envlog_snap *snap, bool with_snap, bool fold,
-                                   int (*fn)(void *ctx, const envlog_replay_rec *r),
-                                   void *ctx);
+                                   envlog_merge_fn fn, void *ctx);
+
+/* envlog_state_fold() of a record the merge took from a snapshot: an ENTRY
+ * (`item`) that finds its key empty stands by the rule it was written
+ * with. */
+envlog_err envlog_state_fold_item(envlog_state *st, const envlog_record *rec,
+                                  uint64_t unix_ns, const envlog_snap_item *item);
 
 #endif /* ENVLOG_REPLAY_INT_H */

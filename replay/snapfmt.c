@@ -33,6 +33,7 @@ SCHEMA(env_s, "environment", envlog_snap_env, env_f);
 static const envlog_field wm_f[] = {
     FLD(0, ENVLOG_F_H128, "session", envlog_snap_wm, session),
     FLD(1, ENVLOG_F_U64, "last_seq", envlog_snap_wm, last_seq),
+    FLD(2, ENVLOG_F_BOOL, "complete", envlog_snap_wm, complete),
 };
 SCHEMA(wm_s, "watermark", envlog_snap_wm, wm_f);
 

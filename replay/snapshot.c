@@ -48,6 +48,9 @@ struct envlog_snap {
     uint64_t lookup_bad;       /* damaged records lookups met */
     envlog_damage first_bad;   /* the first damage found, by anyone */
     bool any_bad;
+    envlog_damage dmg[ENVLOG_SNAP_DAMAGE_KEPT]; /* the first walk damages */
+    size_t n_dmg;
+    const envlog_snap_wm **wm_sorted; /* the watermarks by session id */
     /* The last walk from the start to the end (the full check is one):
      * what it found */
     bool checked, sealed, content_ok;
@@ -83,6 +86,20 @@ static void note_bad(envlog_snap *s, size_t off, size_t bytes, const char *why)
         return;
     s->bad++;
     s->bad_seen_to = off + (bytes ? bytes : 1);
+    if (s->n_dmg < ENVLOG_SNAP_DAMAGE_KEPT) {
+        envlog_damage *d = &s->dmg[s->n_dmg++];
+        memset(d, 0, sizeof *d);
+        d->session = s->id;
+        d->offset = off;
+        d->bytes = bytes;
+        snprintf(d->reason, sizeof d->reason, "%s", why);
+    }
+}
+
+size_t envlog_snap_damages(const envlog_snap *s, const envlog_damage **v)
+{
+    *v = s->dmg;
+    return s->n_dmg;
 }
 
 static envlog_err read_record(envlog_snap *s, size_t at, const uint8_t **p, size_t *n)
@@ -178,6 +195,7 @@ void envlog_snap_free(envlog_snap *s)
     envlog_arena_free(&s->arena);
     envlog_buf_free(&s->index);
     envlog_free(s->idx_ok);
+    envlog_free(s->wm_sorted);
     envlog_frame_reader_free(&s->fr);
     envlog_h128_free(&s->walk_hash);
     envlog_free(s);
@@ -468,15 +486,56 @@ bool envlog_snap_read_counts(const envlog_snap *s, envlog_snap_counts *c)
 uint64_t envlog_snap_size(const envlog_snap *s) { return s->n; }
 bool envlog_snap_content_ok(const envlog_snap *s) { return s->content_ok; }
 
-bool envlog_snap_watermark(const envlog_snap *s, const envlog_id128 *session,
-                           uint64_t *last_seq)
+static int wm_cmp(const void *a, const void *b)
 {
-    for (size_t i = 0; i < s->m.n_wms; i++)
-        if (!memcmp(s->m.wms[i].session.b, session->b, 16)) {
-            *last_seq = s->m.wms[i].last_seq;
-            return true;
+    const envlog_snap_wm *const *x = a, *const *y = b;
+    return memcmp((*x)->session.b, (*y)->session.b, 16);
+}
+
+bool envlog_snap_watermark_x(envlog_snap *s, const envlog_id128 *session,
+                             uint64_t *last_seq, bool *complete)
+{
+    /* Sorted once, on the first question: thousands of sessions are each
+     * asked about at every open. */
+    if (!s->wm_sorted && s->m.n_wms > 8) {
+        s->wm_sorted = envlog_malloc(s->m.n_wms * sizeof *s->wm_sorted);
+        if (s->wm_sorted) {
+            for (size_t i = 0; i < s->m.n_wms; i++)
+                s->wm_sorted[i] = &s->m.wms[i];
+            qsort(s->wm_sorted, s->m.n_wms, sizeof *s->wm_sorted, wm_cmp);
         }
-    return false;
+    }
+    const envlog_snap_wm *w = NULL;
+    if (s->wm_sorted) {
+        size_t lo = 0, hi = s->m.n_wms;
+        while (lo < hi) {
+            size_t mid = lo + (hi - lo) / 2;
+            int c = memcmp(s->wm_sorted[mid]->session.b, session->b, 16);
+            if (!c) {
+                w = s->wm_sorted[mid];
+                break;
+            }
+            if (c < 0)
+                lo = mid + 1;
+            else
+                hi = mid;
+        }
+    } else {
+        for (size_t i = 0; i < s->m.n_wms && !w; i++)
+            if (!memcmp(s->m.wms[i].session.b, session->b, 16))
+                w = &s->m.wms[i];
+    }
+    if (!w)
+        return false;
+    *last_seq = w->last_seq;
+    if (complete)
+        *complete = w->complete;
+    return true;
+}
+
+bool envlog_snap_watermark(envlog_snap *s, const envlog_id128 *session, uint64_t *last_seq)
+{
+    return envlog_snap_watermark_x(s, session, last_seq, NULL);
 }
 
 static bool key_matches(const envlog_record *rec, envlog_table table, const char *ns,
@@ -723,46 +782,10 @@ static envlog_err check_all_items(envlog_snap *s)
 
 /* ------------------------------------------------------------- the file */
 
-envlog_err envlog_snap_map(envlog_env *env, envlog_snap **out)
+void envlog_snap_own_map(envlog_snap *s, void *map, size_t len)
 {
-    const envlog_io *io = envlog_io_get();
-    *out = NULL;
-    int dfd;
-    envlog_err e = envlog_open_dir(env->dirfd, "snapshot", &dfd);
-    if (e == ENVLOG_NOT_FOUND)
-        return ENVLOG_OK;
-    if (e)
-        return e;
-    int fd = io->openat(dfd, "current", O_RDONLY, 0);
-    close(dfd);
-    if (fd < 0) {
-        if (errno == ENOENT)
-            return ENVLOG_OK;
-        return envlog__fail_errno(errno, "opening snapshot/current");
-    }
-    struct stat st;
-    if (io->fstat(fd, &st) || !S_ISREG(st.st_mode) || st.st_size == 0) {
-        io->close(fd);
-        return envlog__fail(ENVLOG_CORRUPT, "snapshot/current is not a snapshot file");
-    }
-    size_t len = (size_t)st.st_size;
-    /* Snapshots are replaced by rename, never rewritten in place, so the
-     * mapping stays whole for as long as it is held. */
-    void *map = io->mmap(len, PROT_READ, fd);
-    io->close(fd);
-    if (map == MAP_FAILED)
-        return envlog__fail_errno(errno, "mapping snapshot/current");
-    envlog_snap *s;
-    if ((e = envlog_snap_load(map, len, false, &s))) {
-        io->munmap(map, len);
-        if (e == ENVLOG_NOMEM)
-            return e; /* not the file's fault */
-        return envlog__fail(ENVLOG_CORRUPT, "snapshot/current: %s", envlog_errmsg());
-    }
     s->map = map;
     s->map_len = len;
-    *out = s;
-    return ENVLOG_OK;
 }
 
 void envlog_snap_unmap(envlog_snap *s)

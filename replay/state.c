@@ -20,6 +20,7 @@ typedef struct entry {
     bool live;             /* false: a tombstone or a known miss, kept in its
                               bucket so a lookup does not fall through to the
                               snapshot */
+    bool miss;             /* a known miss: the snapshot gave nothing for it */
     uint8_t *payload;      /* the record that set it (kernels always: the
                               binary points into it; tunes when kept) */
     size_t payload_len;
@@ -82,6 +83,10 @@ struct envlog_state {
     bool keep_payloads;    /* for compaction and export */
     envlog_snap *snap;     /* the checkpoint under the folded sessions */
     bool snap_loaded;      /* every snapshot entry is in the table */
+    int snap_gen;          /* which generation snap is (ENVLOG_GEN_*) */
+    uint64_t snap_reported; /* damaged snapshot records reported while opening */
+    uint64_t snap_lost;    /* entries the snapshot claims that did not read */
+    uint64_t snap_users;   /* user records read from the snapshot */
     void *owned;           /* a buffer the snapshot lives in, freed at close */
     const char *last_ns;   /* the namespace kept last: most records share it */
 };
@@ -113,8 +118,11 @@ envlog_err envlog_state_new_x(bool keep_payloads, envlog_state **out)
 envlog_err envlog_state_from_snap(envlog_snap *snap, void *owned, envlog_state **out)
 {
     envlog_err e = envlog_state_new(out);
-    if (e)
+    if (e) {
+        envlog_snap_unmap(snap);
+        envlog_free(owned);
         return e;
+    }
     envlog_state *st = *out;
     const envlog_snap_manifest *m = envlog_snap_manifest_get(snap);
     st->snap = snap;
@@ -462,6 +470,7 @@ static envlog_err make_dead(envlog_state *st, envlog_table table, const char *ns
     if (e) {
         e->table = table;
         e->hash = hash;
+        e->miss = true;
         if (table == ENVLOG_TABLE_TUNE) {
             e->t.ns = keep(st, ns, &oom);
             e->t.key = keep(st, key, &oom);
@@ -521,7 +530,20 @@ static envlog_err find_known(envlog_state *st, envlog_table table, const char *n
     return materialize(st, table, ns, key, kkey, checksum, out);
 }
 
-static envlog_err fold_tune(envlog_state *st, const envlog_record *rec, uint64_t unix_ns)
+/* The rule a value that stands now stands by.  A snapshot's ENTRY that
+ * finds its key empty keeps the rule it was written with: what it replaced
+ * (an imported value, a forgotten one) is not in the snapshot to replace
+ * again, and a compaction must not change what `why` says. */
+static envlog_rule standing_rule(const entry *old, envlog_origin origin,
+                                 const envlog_snap_item *it)
+{
+    if (it && it->kind == ENVLOG_KIND_ENTRY && (!old || !old->live))
+        return (envlog_rule)it->rule;
+    return rule_for(old, origin);
+}
+
+static envlog_err fold_tune(envlog_state *st, const envlog_record *rec, uint64_t unix_ns,
+                            const envlog_snap_item *it)
 {
     const envlog_tune *t = &rec->u.tune;
     if (!t->stored || !t->ns || !t->key || t->winner < 0 ||
@@ -533,13 +555,13 @@ static envlog_err fold_tune(envlog_state *st, const envlog_record *rec, uint64_t
     if (err || !may_set(old, origin))
         return err;
     if ((err = make_tune(st, t, &rec->stamp, unix_ns, &rec->payload, origin,
-                         rule_for(old, origin), &e)))
+                         standing_rule(old, origin, it), &e)))
         return err;
     return install(st, e, old, false);
 }
 
 static envlog_err fold_compile(envlog_state *st, const envlog_record *rec,
-                               uint64_t unix_ns)
+                               uint64_t unix_ns, const envlog_snap_item *it)
 {
     const envlog_compile *c = &rec->u.compile;
     if (c->outcome != ENVLOG_COMPILED || !c->binary.size || !c->ns)
@@ -550,7 +572,7 @@ static envlog_err fold_compile(envlog_state *st, const envlog_record *rec,
     if (err || !may_set(old, origin))
         return err;
     if ((err = make_kernel(st, c, &rec->stamp, unix_ns, &rec->payload, origin,
-                           rule_for(old, origin), &e)))
+                           standing_rule(old, origin, it), &e)))
         return err;
     return install(st, e, old, false);
 }
@@ -613,6 +635,12 @@ static envlog_err fold_user(envlog_state *st, const envlog_user *u,
 envlog_err envlog_state_fold(envlog_state *st, const envlog_record *rec,
                              uint64_t unix_ns)
 {
+    return envlog_state_fold_item(st, rec, unix_ns, NULL);
+}
+
+envlog_err envlog_state_fold_item(envlog_state *st, const envlog_record *rec,
+                                  uint64_t unix_ns, const envlog_snap_item *it)
+{
     envlog_err e = ENVLOG_OK;
     st->st.records++;
     if (!st->any_session || memcmp(st->last_session.b, rec->stamp.session.b, 16)) {
@@ -626,8 +654,8 @@ envlog_err envlog_state_fold(envlog_state *st, const envlog_record *rec,
     if (rec->effect == ENVLOG_CHANGED && unix_ns > st->st.last_change_unix_ns)
         st->st.last_change_unix_ns = unix_ns;
     switch (rec->kind) {
-    case ENVLOG_KIND_TUNE: e = fold_tune(st, rec, unix_ns); break;
-    case ENVLOG_KIND_COMPILE: e = fold_compile(st, rec, unix_ns); break;
+    case ENVLOG_KIND_TUNE: e = fold_tune(st, rec, unix_ns, it); break;
+    case ENVLOG_KIND_COMPILE: e = fold_compile(st, rec, unix_ns, it); break;
     case ENVLOG_KIND_FORGET: e = fold_forget(st, &rec->u.forget); break;
     case ENVLOG_KIND_USER:
         e = fold_user(st, &rec->u.user, &rec->stamp, unix_ns, &rec->payload);
@@ -645,10 +673,10 @@ typedef struct fold_ctx {
     const envlog_replay_opts *user;
 } fold_ctx;
 
-static int fold_one(void *ctx, const envlog_replay_rec *r)
+static int fold_one(void *ctx, const envlog_replay_rec *r, const envlog_snap_item *it)
 {
     fold_ctx *f = ctx;
-    f->err = envlog_state_fold(f->st, r->rec, r->unix_ns);
+    f->err = envlog_state_fold_item(f->st, r->rec, r->unix_ns, it);
     return f->err != ENVLOG_OK;
 }
 
@@ -656,6 +684,8 @@ static void count_damage(void *ctx, const envlog_damage *d, bool torn)
 {
     fold_ctx *f = ctx;
     f->st->st.damaged++;
+    if (d->file == ENVLOG_DAMAGE_SNAPSHOT || d->file == ENVLOG_DAMAGE_PREVIOUS)
+        f->st->snap_reported++;
     if (f->user && f->user->on_damage)
         f->user->on_damage(f->user->ctx, d, torn);
 }
@@ -676,13 +706,19 @@ static envlog_err load_users(envlog_state *st)
     envlog_snap_rewind(st->snap);
     while (!e && !(e = envlog_snap_next(st->snap, &it, &rec)))
         if (it.kind == ENVLOG_KIND_ENTRY && it.table == ENVLOG_TABLE_USER &&
-            rec.kind == ENVLOG_KIND_USER)
-            e = fold_user(st, &rec.u.user, &it.stamp, it.unix_ns, &it.record);
+            !(e = fold_user(st, &rec.u.user, &it.stamp, it.unix_ns, &it.record)))
+            st->snap_users++;
     return e == ENVLOG_END ? ENVLOG_OK : e;
 }
 
 envlog_err envlog_state_open_x(envlog_env *env, const envlog_replay_opts *opts,
                                bool keep_payloads, envlog_state **out)
+{
+    return envlog_state_open_on(env, opts, NULL, keep_payloads, out);
+}
+
+envlog_err envlog_state_open_on(envlog_env *env, const envlog_replay_opts *opts,
+                                const char *base, bool keep_payloads, envlog_state **out)
 {
     envlog_state *st;
     *out = NULL;
@@ -694,10 +730,6 @@ envlog_err envlog_state_open_x(envlog_env *env, const envlog_replay_opts *opts,
     envlog_snap *snap = NULL;
     /* No compaction removes a session between the snapshot mapped here and
      * the end of the fold (see envlog_env_lock). */
-    if ((e = envlog_env_lock(env, false, &lk)))
-        goto fail;
-    if ((e = envlog_snap_map(env, &snap)))
-        goto fail;
     fold_ctx f = {st, ENVLOG_OK, opts};
     envlog_replay_opts o = {0};
     if (opts)
@@ -705,6 +737,21 @@ envlog_err envlog_state_open_x(envlog_env *env, const envlog_replay_opts *opts,
     o.on_damage = count_damage;
     o.on_progress = pass_progress;
     o.ctx = &f;
+    if ((e = envlog_env_lock(env, false, &lk)))
+        goto fail;
+    if (base) {
+        /* A given generation, read whole, as far as it reads. */
+        if ((e = envlog_snap_map_file(env, base, true, &snap)))
+            goto fail;
+        st->snap_gen = !snap ? ENVLOG_GEN_NONE : strcmp(base, "previous")
+                                                     ? ENVLOG_GEN_CURRENT
+                                                     : ENVLOG_GEN_PREVIOUS;
+        if (snap)
+            st->snap_reported += envlog_snap_bad_records(snap);
+    } else if ((e = envlog_snap_pick(env, o.check_snapshot, count_damage, &f, &snap,
+                                     &st->snap_gen))) {
+        goto fail;
+    }
     /* Up to a point in time, the snapshot's own records are folded with the
      * sessions; otherwise it stands as the layer under them, read through
      * its index. */
@@ -723,6 +770,9 @@ envlog_err envlog_state_open_x(envlog_env *env, const envlog_replay_opts *opts,
     if (e == ENVLOG_STATE)
         e = f.err;
     if (until) {
+        /* What the walk of its records met and nobody reported yet. */
+        if (snap && !o.check_snapshot)
+            st->snap_reported += envlog_snap_bad_records(snap);
         envlog_snap_unmap(snap);
         snap = NULL;
     }
@@ -855,13 +905,22 @@ void envlog_state_stats_get(envlog_state *st, envlog_state_stats *out)
     out->tunes = st->n_tunes;
     out->kernels = st->n_kernels;
     out->user_records = st->n_users;
+    out->snapshot_generation = st->snap_gen;
+    out->snapshot_damaged = st->snap_reported;
+    out->snapshot_lost = st->snap_lost;
     if (st->snap) {
         const envlog_snap_manifest *m = envlog_snap_manifest_get(st->snap);
         out->snapshot_bytes = envlog_snap_size(st->snap);
-        out->snapshot_entries = m->tunes + m->kernels + m->users;
+        out->snapshot_entries = m->tunes + m->kernels + m->users - st->snap_lost;
         out->snapshot_sessions = m->n_wms;
         if (!out->last_change_unix_ns)
             out->last_change_unix_ns = m->created_unix_ns;
+        /* Damage met since opening, by lookups and walks, and not yet
+         * counted: without check_snapshot the snapshot is read as needed. */
+        uint64_t walked = envlog_snap_bad_records(st->snap) +
+                          envlog_snap_lookup_damage(st->snap);
+        if (walked > out->snapshot_damaged)
+            out->snapshot_damaged = walked;
     }
     pthread_rwlock_unlock(&st->lock);
 }
@@ -909,36 +968,43 @@ static envlog_err load_all(envlog_state *st)
     envlog_snap_item it;
     envlog_record rec;
     envlog_err e = ENVLOG_OK;
+    uint64_t read[2] = {0, 0};
     envlog_snap_rewind(st->snap);
     while (!e && !(e = envlog_snap_next(st->snap, &it, &rec))) {
         if (it.kind != ENVLOG_KIND_ENTRY || it.table == ENVLOG_TABLE_USER)
             continue;
-        entry *old, *n;
-        if (it.table == ENVLOG_TABLE_TUNE && rec.kind == ENVLOG_KIND_TUNE && rec.u.tune.ns &&
-            rec.u.tune.key) {
-            if (find_tune(st, rec.u.tune.ns, rec.u.tune.key, rec.u.tune.checksum))
-                continue;
-            old = NULL;
-            e = make_tune(st, &rec.u.tune, &it.stamp, it.unix_ns, &it.record,
-                          (envlog_origin)it.origin, (envlog_rule)it.rule, &n);
-        } else if (it.table == ENVLOG_TABLE_KERNEL && rec.kind == ENVLOG_KIND_COMPILE &&
-                   rec.u.compile.ns && rec.u.compile.binary.size) {
-            if (find_kernel(st, rec.u.compile.ns, &rec.u.compile.kernel_key))
-                continue;
-            old = NULL;
-            e = make_kernel(st, &rec.u.compile, &it.stamp, it.unix_ns, &it.record,
-                            (envlog_origin)it.origin, (envlog_rule)it.rule, &n);
-        } else {
+        /* The walk hands out only entries that stand (decode_item). */
+        read[it.table]++;
+        bool tune = it.table == ENVLOG_TABLE_TUNE;
+        entry *old = tune ? find_tune(st, rec.u.tune.ns, rec.u.tune.key, rec.u.tune.checksum)
+                          : find_kernel(st, rec.u.compile.ns, &rec.u.compile.kernel_key);
+        /* What sessions set or forgot since stands; a miss a lookup could
+         * not resolve through a damaged INDEX does not. */
+        if (old && !old->miss)
             continue;
-        }
+        entry *n;
+        e = tune ? make_tune(st, &rec.u.tune, &it.stamp, it.unix_ns, &it.record,
+                             (envlog_origin)it.origin, (envlog_rule)it.rule, &n)
+                 : make_kernel(st, &rec.u.compile, &it.stamp, it.unix_ns, &it.record,
+                               (envlog_origin)it.origin, (envlog_rule)it.rule, &n);
         if (!e)
             e = install(st, n, old, true);
     }
     if (e == ENVLOG_END)
         e = ENVLOG_OK;
-    if (!e)
-        st->snap_loaded = true;
-    return e;
+    if (e)
+        return e;
+    /* The counts began as the MANIFEST's claims: now they are what was read
+     * (entries that do not read are lost, and said so in the stats). */
+    const envlog_snap_manifest *m = envlog_snap_manifest_get(st->snap);
+    st->n_tunes += (size_t)read[0] - (size_t)m->tunes;
+    st->n_kernels += (size_t)read[1] - (size_t)m->kernels;
+    uint64_t claimed = m->tunes + m->kernels, got = read[0] + read[1];
+    st->snap_lost = claimed > got ? claimed - got : 0;
+    if (m->users > st->snap_users)
+        st->snap_lost += m->users - st->snap_users;
+    st->snap_loaded = true;
+    return ENVLOG_OK;
 }
 
 envlog_err envlog_state_each(envlog_state *st,
@@ -1103,5 +1169,35 @@ envlog_err envlog_state_items(envlog_state *st,
     }
     envlog_free(v);
     pthread_rwlock_unlock(&st->lock);
+    return e;
+}
+
+/* ------------------------------------------------------------- digest */
+
+static int digest_write(void *ctx, const char *text, size_t len)
+{
+    envlog_h128_update(ctx, text, len);
+    return 0;
+}
+
+static int digest_rule(void *ctx, const envlog_entry *e)
+{
+    uint8_t r = (uint8_t)(e->tune ? e->tune->rule : e->kernel->rule);
+    envlog_h128_update(ctx, &r, 1);
+    return 0;
+}
+
+envlog_err envlog_state_digest(envlog_state *st, envlog_hash128 *out)
+{
+    envlog_h128 h;
+    envlog_err e = envlog_h128_begin(&h);
+    if (e)
+        return e;
+    if (!(e = envlog_state_dump(st, digest_write, &h)) &&
+        !(e = envlog_state_each(st, digest_rule, &h))) {
+        *out = envlog_h128_end(&h);
+        return ENVLOG_OK;
+    }
+    envlog_h128_free(&h);
     return e;
 }

@@ -18,7 +18,7 @@ cut=$("$ENVLOG" -C "$FIX/torn" verify --json | "$PY" -c '
 import json, sys
 for l in sys.stdin:
     o = json.loads(l)
-    for d in o["damage"]:
+    for d in o.get("damage", []):
         if d["torn"]:
             print(d["offset"])')
 [ -n "$cut" ] || fail "verify --json names no torn tail"

@@ -37,10 +37,16 @@ check diff-json 1 "$ENVLOG" diff --json "$t/a" "$t/b"
 grep -q '"diff":"winner"' "$t/out" && grep -q '"differences":4' "$t/out" ||
     { echo "FAIL diff-json: $(cat "$t/out")"; fail=$((fail + 1)); }
 
-# compact keeps the replayed state and empties sessions/.
+# compact keeps the replayed state; the sessions stay until a second
+# compaction, whose kept generation (snapshot/previous) covers them.
 "$ENVLOG" -C "$t/a" replay > "$t/before"
+nsess=$(ls "$t/a/sessions" | wc -l)
 check compact 0 "$ENVLOG" -C "$t/a" compact --evidence all
+[ "$(ls "$t/a/sessions" | wc -l)" = "$nsess" ] || { echo "FAIL compact: sessions removed early"; fail=$((fail + 1)); }
+grep -q "kept $nsess more until the next compaction" "$t/out" || { echo "FAIL compact: $(cat "$t/out")"; fail=$((fail + 1)); }
+check compact-again 0 "$ENVLOG" -C "$t/a" compact --evidence all
 [ -z "$(ls "$t/a/sessions")" ] || { echo "FAIL compact: sessions left"; fail=$((fail + 1)); }
+[ -f "$t/a/snapshot/previous" ] || { echo "FAIL compact: no snapshot/previous"; fail=$((fail + 1)); }
 "$ENVLOG" -C "$t/a" replay > "$t/after"
 cmp -s "$t/before" "$t/after" || { echo "FAIL compact: replay changed"; fail=$((fail + 1)); }
 check compact-bad-evidence 2 "$ENVLOG" -C "$t/a" compact --evidence some
