@@ -105,27 +105,10 @@ static int mem_write(void *ctx, const char *text, size_t len)
     return envlog_buf_append(ctx, text, len) != ENVLOG_OK;
 }
 
-/* The canonical dump of a fresh fold of `dir`. */
-static char *dump_dir(const char *dir)
+/* The canonical dump of a fresh fold of `dir`, standing on snapshot/`base`
+ * (NULL: the generation readers pick). */
+static char *dump_state(const char *dir, const char *base)
 {
-    envlog_env *env;
-    ck_assert_ok(envlog_env_open(dir, ENVLOG_OPEN_READONLY, &env));
-    envlog_state *st;
-    ck_assert_ok(envlog_state_open(env, NULL, &st));
-    envlog_buf b = {0};
-    ck_assert_ok(envlog_state_dump(st, mem_write, &b));
-    envlog_buf_append(&b, "", 1);
-    envlog_state_close(st);
-    envlog_env_close(env);
-    return (char *)b.p;
-}
-
-/* The dump of `dir` standing on snapshot/`base` (and the sessions), or NULL
- * when that generation is not there. */
-static char *dump_on(const char *dir, const char *base)
-{
-    if (!tu_exists(tu_path(dir, tu_path("snapshot", base))))
-        return NULL;
     envlog_env *env;
     ck_assert_ok(envlog_env_open(dir, ENVLOG_OPEN_READONLY, &env));
     envlog_state *st;
@@ -136,6 +119,20 @@ static char *dump_on(const char *dir, const char *base)
     envlog_state_close(st);
     envlog_env_close(env);
     return (char *)b.p;
+}
+
+static char *dump_dir(const char *dir)
+{
+    return dump_state(dir, NULL);
+}
+
+/* The dump of `dir` standing on snapshot/`base` (and the sessions), or NULL
+ * when that generation is not there. */
+static char *dump_on(const char *dir, const char *base)
+{
+    if (!tu_exists(tu_path(dir, tu_path("snapshot", base))))
+        return NULL;
+    return dump_state(dir, base);
 }
 
 /* Either generation, with the sessions kept beside it, gives `want`. */
