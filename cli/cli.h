@@ -61,6 +61,19 @@ void cli_progress(void *label, uint64_t done, uint64_t total);
 void cli_progress_done(void);
 /* Prints a damage report to stderr (for on_damage; ctx: int *worst exit). */
 void cli_damage(void *ctx, const envlog_damage *d, bool torn);
+/* An output file written whole or not at all: under a temporary name of
+ * its own beside it (PATH.tmp.PID.XXXXXX), synced, renamed over PATH; a
+ * temporary file a killed run left is removed by the next.  With `path`
+ * NULL, standard output. */
+typedef struct cli_out {
+    const char *path;
+    FILE *f;
+    char tmp[4200];
+} cli_out;
+int cli_out_begin(const char *cmd, const char *path, cli_out *o);
+/* `ok`: everything was written; else the file is dropped. */
+int cli_out_end(const char *cmd, cli_out *o, bool ok);
+
 /* "session", "snapshot/current", ... for a damage report. */
 const char *cli_damage_file(const envlog_damage *d);
 /* Parses "SESSION:SEQ" (a session id or prefix) or a time (Unix ns, or

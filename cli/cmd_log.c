@@ -6,6 +6,7 @@
 #include "cli.h"
 
 #include <inttypes.h>
+#include <stdio.h>
 #include <string.h>
 
 static int sessions_run(cli *c)
@@ -73,8 +74,17 @@ static int cat_one(envlog_env *env, const envlog_id128 *id, enum cat_mode mode,
 {
     envlog_reader *r;
     envlog_err e = envlog_reader_open(env, id, &r);
-    if (e)
+    if (e == ENVLOG_NOMEM || e == ENVLOG_IO || e == ENVLOG_NOT_FOUND)
         return cli_fail(e, "opening session");
+    if (e) {
+        /* A session directory that is not one (a link, a file) is damage
+         * to report; the other sessions are read all the same. */
+        envlog_damage d = {.session = *id};
+        snprintf(d.reason, sizeof d.reason, "%.95s", envlog_errmsg());
+        int rc = EXIT_OK;
+        cli_damage(&rc, &d, false);
+        return rc;
+    }
     int rc = EXIT_OK;
     if (heading) {
         char hex[33];
@@ -94,8 +104,7 @@ static int cat_one(envlog_env *env, const envlog_id128 *id, enum cat_mode mode,
         if (mode == CAT_JSON)
             e = envlog_record_json(rec, cli_fwrite, stdout);
         else if (mode == CAT_DIAG)
-            e = envlog_cbor_diag(rec->payload.data, rec->payload.size, cli_fwrite,
-                                 stdout);
+            e = envlog_record_diag(rec, cli_fwrite, stdout);
         else
             e = envlog_record_text(rec, cli_fwrite, stdout);
         if (e) {

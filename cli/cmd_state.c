@@ -214,29 +214,17 @@ static int replay_run(cli *c)
         envlog_env_close(env);
         return cli_fail(e, "replaying");
     }
-    FILE *f = stdout;
-    char tmp[4096];
-    if (out) {
-        snprintf(tmp, sizeof tmp, "%s.tmp", out);
-        if (!(f = fopen(tmp, "wx"))) {
-            envlog_state_close(st);
-            envlog_env_close(env);
-            return cli_error(EXIT_USAGE, "replay: cannot create %s: %m", tmp);
-        }
+    cli_out o_f;
+    if ((rc = cli_out_begin("replay", out, &o_f))) {
+        envlog_state_close(st);
+        envlog_env_close(env);
+        return rc;
     }
-    e = envlog_state_dump(st, cli_fwrite, f);
-    if (out) {
-        bool bad = e || fflush(f) || fsync(fileno(f));
-        if (fclose(f) || bad) {
-            unlink(tmp);
-            rc = cli_error(EXIT_USAGE, "replay: writing %s failed", tmp);
-        } else if (rename(tmp, out)) {
-            unlink(tmp);
-            rc = cli_error(EXIT_USAGE, "replay: cannot rename %s to %s: %m", tmp, out);
-        }
-    } else if (e) {
+    e = envlog_state_dump(st, cli_fwrite, o_f.f);
+    if (e && !out)
         rc = cli_fail(e, "writing the dump");
-    }
+    else
+        rc = cli_out_end("replay", &o_f, !e);
     envlog_state_close(st);
     envlog_env_close(env);
     return rc ? rc : worst;

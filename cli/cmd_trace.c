@@ -162,10 +162,12 @@ static int trace_run(cli *c)
     if (rc)
         return rc;
     trace_ctx t = {.f = stdout, .first_event = true};
-    if (out && !(t.f = fopen(out, "w"))) {
+    cli_out of;
+    if ((rc = cli_out_begin("trace", out, &of))) {
         envlog_env_close(env);
-        return cli_error(EXIT_USAGE, "trace: cannot create %s: %m", out);
+        return rc;
     }
+    t.f = of.f;
     /* The origin is the first session's start: records come in time order,
      * and a session's own record (offset 0) comes first of its records. */
     fputs("{\"displayTimeUnit\":\"ms\",\"traceEvents\":[", t.f);
@@ -175,8 +177,9 @@ static int trace_run(cli *c)
     fputs("\n]}\n", t.f);
     if (e)
         rc = t.err ? cli_error(EXIT_USAGE, "trace: out of memory") : cli_fail(e, "replaying");
-    if (out && fclose(t.f) && !rc)
-        rc = cli_error(EXIT_USAGE, "trace: writing %s failed", out);
+    int wrc = cli_out_end("trace", &of, !rc);
+    if (!rc)
+        rc = wrc;
     if (out && !rc)
         fprintf(stderr, "envlog: wrote %s (%zu sessions); open it in Perfetto "
                 "(ui.perfetto.dev) or chrome://tracing\n", out, t.n_pids);

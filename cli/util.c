@@ -5,8 +5,12 @@
  */
 #include "cli.h"
 
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
+#include <signal.h>
+#include <sys/stat.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -157,4 +161,98 @@ int cli_parse_checksum(const char *opt, const char *arg, uint64_t *out)
     }
     return cli_error(EXIT_USAGE, "%s: '%s' is not a checksum (decimal, or hex "
                      "with 0x, as `envlog why` prints it)", opt, arg);
+}
+
+/* ------------------------------------------------------------ output files */
+
+/* A temporary name of `path`'s own: PATH.tmp.PID.XXXXXX. */
+static int tmp_for(const char *path, char *tmp, size_t size)
+{
+    int n = snprintf(tmp, size, "%s.tmp.%ld.XXXXXX", path, (long)getpid());
+    if (n < 0 || (size_t)n >= size)
+        return -1;
+    return mkstemp(tmp);
+}
+
+/* Removes the temporary files of `path` that a killed run left: made by a
+ * process that no longer runs here, a minute old or more. */
+static void clean_stale(const char *path)
+{
+    char dir[4096];
+    const char *slash = strrchr(path, '/');
+    const char *base = slash ? slash + 1 : path;
+    snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - path) : 1, slash ? path : ".");
+    if (slash == path)
+        snprintf(dir, sizeof dir, "/");
+    DIR *d = opendir(dir);
+    if (!d)
+        return;
+    size_t bl = strlen(base);
+    struct dirent *de;
+    while ((de = readdir(d))) {
+        const char *nm = de->d_name;
+        if (strncmp(nm, base, bl) || strncmp(nm + bl, ".tmp.", 5))
+            continue;
+        char *end;
+        long pid = strtol(nm + bl + 5, &end, 10);
+        if (end == nm + bl + 5 || *end != '.' || strlen(end + 1) != 6 || pid <= 0)
+            continue;
+        if (kill((pid_t)pid, 0) == 0 || errno != ESRCH)
+            continue;
+        struct stat st;
+        if (fstatat(dirfd(d), nm, &st, AT_SYMLINK_NOFOLLOW) || !S_ISREG(st.st_mode) ||
+            time(NULL) - st.st_mtime < 60)
+            continue;
+        unlinkat(dirfd(d), nm, 0);
+    }
+    closedir(d);
+}
+
+int cli_out_begin(const char *cmd, const char *path, cli_out *o)
+{
+    memset(o, 0, sizeof *o);
+    o->path = path;
+    if (!path) {
+        o->f = stdout;
+        return EXIT_OK;
+    }
+    clean_stale(path);
+    int fd = tmp_for(path, o->tmp, sizeof o->tmp);
+    if (fd >= 0) {
+        /* A file made to leave the environment follows the umask. */
+        mode_t m = umask(0);
+        umask(m);
+        if (fchmod(fd, 0666 & ~m)) {
+            close(fd);
+            unlink(o->tmp);
+            fd = -1;
+        }
+    }
+    if (fd < 0 || !(o->f = fdopen(fd, "w"))) {
+        if (fd >= 0) {
+            close(fd);
+            unlink(o->tmp);
+        }
+        return cli_error(EXIT_USAGE, "%s: cannot create a file beside %s: %s", cmd, path,
+                         strerror(errno));
+    }
+    return EXIT_OK;
+}
+
+int cli_out_end(const char *cmd, cli_out *o, bool ok)
+{
+    if (!o->path)
+        return ok && !fflush(stdout) ? EXIT_OK : EXIT_USAGE;
+    bool bad = !ok || fflush(o->f) || fsync(fileno(o->f));
+    if (fclose(o->f) || bad) {
+        unlink(o->tmp);
+        return ok ? cli_error(EXIT_USAGE, "%s: writing %s failed", cmd, o->path) : EXIT_USAGE;
+    }
+    if (rename(o->tmp, o->path)) {
+        int err = errno;
+        unlink(o->tmp);
+        return cli_error(EXIT_USAGE, "%s: cannot rename %s to %s: %s", cmd, o->tmp, o->path,
+                         strerror(err));
+    }
+    return EXIT_OK;
 }

@@ -311,7 +311,17 @@ envlog_err envlog_record_json(const envlog_record *rec, envlog_write_fn fn, void
 
 /* ------------------------------------------------------------ diagnostic */
 
+/* `s`, when not NULL, is the schema of the item when it is a record's map:
+ * a field of it that holds a record inline counts its depth from itself
+ * (the nesting rule of core_int.h). */
+static envlog_err diag_item_s(out *o, envlog_pull *p, int depth, const envlog_schema *s);
+
 static envlog_err diag_item(out *o, envlog_pull *p, int depth)
+{
+    return diag_item_s(o, p, depth, NULL);
+}
+
+static envlog_err diag_item_s(out *o, envlog_pull *p, int depth, const envlog_schema *s)
 {
     envlog_tok t;
     envlog_err e = envlog_pull_next(p, &t);
@@ -360,11 +370,17 @@ static envlog_err diag_item(out *o, envlog_pull *p, int depth)
         for (uint64_t i = 0; i < t.u; i++) {
             if (i)
                 puts_(o, ", ");
+            size_t kpos = p->pos;
             if ((e = diag_item(o, p, depth + 1)))
                 return e;
             if (map) {
                 puts_(o, ": ");
-                if ((e = diag_item(o, p, depth + 1)))
+                const envlog_field *f = NULL;
+                envlog_pull kp = {p->p, p->n, kpos};
+                envlog_tok k;
+                if (s && !envlog_pull_next(&kp, &k) && k.type == ENVLOG_TOK_UINT)
+                    f = envlog_schema_field(s, k.u);
+                if ((e = diag_item(o, p, f && f->type == ENVLOG_F_RECORD ? 0 : depth + 1)))
                     return e;
             }
         }
@@ -373,6 +389,19 @@ static envlog_err diag_item(out *o, envlog_pull *p, int depth)
     }
     }
     return ENVLOG_OK;
+}
+
+envlog_err envlog_record_diag(const envlog_record *rec, envlog_write_fn fn, void *ctx)
+{
+    out o = {fn, ctx, 0};
+    envlog_pull p = {rec->payload.data, rec->payload.size, 0};
+    envlog_err e = diag_item_s(&o, &p, 0, envlog_schema_of(rec->kind));
+    if (!e && p.pos != rec->payload.size)
+        e = envlog__fail(ENVLOG_BAD_DATA, "%zu bytes follow the record",
+                         rec->payload.size - p.pos);
+    if (!e && o.failed)
+        e = envlog__fail(ENVLOG_IO, "writing diagnostic notation");
+    return e;
 }
 
 envlog_err envlog_cbor_diag(const void *data, size_t size, envlog_write_fn fn, void *ctx)

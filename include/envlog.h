@@ -941,6 +941,12 @@ envlog_err envlog_record_text(const envlog_record *rec, envlog_write_fn fn,
 /*! envlog_json_string() : writes `s` as a JSON string literal. */
 envlog_err envlog_json_string(const char *s, envlog_write_fn fn, void *ctx);
 
+/*! envlog_record_diag() : writes the record `rec` as stored, in diagnostic
+ *  notation (as envlog_cbor_diag() does its payload, with the depth of a
+ *  record stored inline in it counted from that record, as its reader
+ *  counts it).  @return as envlog_cbor_diag(). */
+envlog_err envlog_record_diag(const envlog_record *rec, envlog_write_fn fn, void *ctx);
+
 /*! envlog_cbor_diag() : writes the CBOR item in `data` in diagnostic
  *  notation (RFC 8949 section 8).
  *  @return ENVLOG_OK, ENVLOG_BAD_DATA for malformed or trailing data. */

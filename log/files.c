@@ -11,6 +11,7 @@
  */
 #include "log_int.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -147,6 +148,22 @@ envlog_err envlog_tmp_name(char *out, size_t size, const char *base)
     if (n < 0 || (size_t)n >= size)
         return envlog__fail(ENVLOG_TOO_BIG, "a temporary name for %s is too long", base);
     return ENVLOG_OK;
+}
+
+void envlog_tmp_clean(int dirfd, const char *base)
+{
+    int fd = envlog_io_get()->openat(dirfd, ".", O_RDONLY | O_DIRECTORY, 0);
+    DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+    if (!d) {
+        if (fd >= 0)
+            close(fd);
+        return;
+    }
+    struct dirent *de;
+    while ((de = readdir(d)))
+        if (envlog_tmp_is_stale(dirfd, de->d_name, base))
+            envlog_io_get()->unlinkat(dirfd, de->d_name, 0);
+    closedir(d);
 }
 
 bool envlog_tmp_is_stale(int dirfd, const char *name, const char *base)

@@ -202,6 +202,8 @@ envlog_err envlog_tmp_name(char *out, size_t size, const char *base);
  * is gone: a regular file, its process no longer running here, and older
  * than a minute. */
 bool envlog_tmp_is_stale(int dirfd, const char *name, const char *base);
+/* Removes the stale temporary files of `base` under `dirfd`. */
+void envlog_tmp_clean(int dirfd, const char *base);
 /* The environment's reader lock: a flock on a descriptor of its own of the
  * environment directory.  Whoever reads many sessions and the snapshot
  * together (a replay, a listing) holds it shared from before it maps the

@@ -314,6 +314,26 @@ static size_t compress(void *z, size_t cap, const void *p, size_t n, int level)
     return r;
 }
 
+/* A temporary name beside `path`, after removing what killed exports left
+ * there. */
+static envlog_err bundle_tmp(const char *path, char *tmp, size_t size)
+{
+    char dir[4096];
+    const char *slash = strrchr(path, '/');
+    if (!slash)
+        snprintf(dir, sizeof dir, ".");
+    else if (slash == path)
+        snprintf(dir, sizeof dir, "/");
+    else
+        snprintf(dir, sizeof dir, "%.*s", (int)(slash - path), path);
+    int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd >= 0) {
+        envlog_tmp_clean(dfd, slash ? slash + 1 : path);
+        close(dfd);
+    }
+    return envlog_tmp_name(tmp, size, path);
+}
+
 envlog_err envlog_bundle_export(envlog_env *env, const envlog_bundle_opts *opts,
                                 const char *path, envlog_bundle_info **info)
 {
@@ -334,6 +354,14 @@ envlog_err envlog_bundle_export(envlog_env *env, const envlog_bundle_opts *opts,
     envlog_err e = envlog_snapshot_build(env, &bo, &res);
     if (e)
         return e;
+    /* A bundle no reader would take is never written. */
+    if (res.file.len > ENVLOG_BUNDLE_MAX_SIZE) {
+        e = envlog__fail(ENVLOG_TOO_BIG, "the bundle would hold %zu bytes, over the %llu-byte "
+                         "limit readers keep: export fewer namespaces (--namespace)",
+                         res.file.len, (unsigned long long)ENVLOG_BUNDLE_MAX_SIZE);
+        envlog_build_result_free(&res);
+        return e;
+    }
     size_t cap = ZSTD_compressBound(res.file.len);
     uint8_t *z = envlog_malloc(cap);
     if (!z) {
@@ -351,17 +379,26 @@ envlog_err envlog_bundle_export(envlog_env *env, const envlog_bundle_opts *opts,
         envlog_free(z);
         return envlog__fail(ENVLOG_IO, "compressing a bundle: %s", ZSTD_getErrorName(zn));
     }
-    char tmp[4096];
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    io->unlinkat(AT_FDCWD, tmp, 0); /* a leftover of an interrupted export */
-    e = envlog_write_new_file(AT_FDCWD, tmp, z, zn);
-    if (!e && io->renameat(AT_FDCWD, tmp, AT_FDCWD, path)) {
-        e = envlog__fail_errno(errno, "renaming %s to %s", tmp, path);
-        io->unlinkat(AT_FDCWD, tmp, 0);
+    /* What is written is what its readers take: checked before it gets its
+     * name, under a temporary name of its own (a killed export's leftover
+     * never blocks the next, which removes it). */
+    envlog_bundle_info *in = NULL;
+    e = envlog_bundle_inspect_memory(z, zn, &in);
+    char tmp[4200];
+    if (!e)
+        e = bundle_tmp(path, tmp, sizeof tmp);
+    if (!e) {
+        e = envlog_write_new_file(AT_FDCWD, tmp, z, zn);
+        if (!e && io->renameat(AT_FDCWD, tmp, AT_FDCWD, path)) {
+            e = envlog__fail_errno(errno, "renaming %s to %s", tmp, path);
+            io->unlinkat(AT_FDCWD, tmp, 0);
+        }
     }
-    if (!e && info)
-        e = envlog_bundle_inspect_memory(z, zn, info);
     envlog_free(z);
+    if (!e && info)
+        *info = in;
+    else
+        envlog_bundle_info_free(in);
     return e;
 }
 

@@ -79,17 +79,7 @@ static envlog_err clean_leftovers(envlog_env *env, int snapfd)
         if (io->unlinkat(snapfd, tmp[i], 0) && errno != ENOENT && errno != EISDIR)
             return envlog__fail_errno(errno, "removing snapshot/%s", tmp[i]);
     /* Markers of creators killed before they named theirs. */
-    int rfd = dup(env->dirfd);
-    DIR *rd = rfd >= 0 ? fdopendir(rfd) : NULL;
-    if (rd) {
-        struct dirent *de;
-        while ((de = readdir(rd)))
-            if (envlog_tmp_is_stale(env->dirfd, de->d_name, "FORMAT"))
-                io->unlinkat(env->dirfd, de->d_name, 0);
-        closedir(rd);
-    } else if (rfd >= 0) {
-        close(rfd);
-    }
+    envlog_tmp_clean(env->dirfd, "FORMAT");
     int fd = dup(env->sessions_fd);
     DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
     if (!d) {
