@@ -202,10 +202,11 @@ bool envlog_tail_is_seal(const uint8_t *tail, size_t tail_len, uint64_t n, uint6
      * left in the block before): a LAST fragment opening the file's last
      * block and ending the file, after a FIRST that ends the block before. */
     uint64_t cut = (n - 1) / ENVLOG_BLOCK * ENVLOG_BLOCK;
-    if (!cut || cut < base)
+    if (!cut || cut < base || n - cut <= ENVLOG_FRAG_HDR || n - cut > ENVLOG_FRAG_HDR + 64)
         return false;
-    for (size_t last = 1; last <= 64 && cut + ENVLOG_FRAG_HDR + last == n; last++) {
-        const uint8_t *lp = frag_ending_at(tail, base, n, last, ENVLOG_FRAG_LAST, seed);
+    size_t last = (size_t)(n - cut - ENVLOG_FRAG_HDR);
+    const uint8_t *lp = frag_ending_at(tail, base, n, last, ENVLOG_FRAG_LAST, seed);
+    {
         for (size_t first = 0; lp && first + last <= 64; first++) {
             const uint8_t *fp =
                 frag_ending_at(tail, base, cut, first, ENVLOG_FRAG_FIRST, seed);

@@ -53,7 +53,7 @@ struct envlog_snap {
     const envlog_snap_wm **wm_sorted; /* the watermarks by session id */
     /* The last walk from the start to the end (the full check is one):
      * what it found */
-    bool checked, sealed, content_ok;
+    bool checked, sealed, content_ok, index_bad;
     uint64_t read_tunes, read_kernels, read_users, read_evidence;
     /* The walk in progress */
     uint64_t walk_count;
@@ -478,7 +478,7 @@ bool envlog_snap_read_counts(const envlog_snap *s, envlog_snap_counts *c)
     c->content_ok = s->content_ok;
     uint64_t want = s->m.tunes + s->m.kernels + s->m.users, got = c->tunes + c->kernels + c->users;
     c->lost = want > got ? want - got : 0;
-    c->intact = !s->bad && s->sealed && s->content_ok && !c->lost &&
+    c->intact = !s->bad && !s->index_bad && s->sealed && s->content_ok && !c->lost &&
                 c->evidence == s->m.evidence && c->tunes == s->m.tunes &&
                 c->kernels == s->m.kernels && c->users == s->m.users;
     return true;
@@ -757,6 +757,29 @@ static envlog_err index_item(envlog_snap *s, const envlog_snap_item *it,
     return e;
 }
 
+/* Where a record that an INDEX pair points at begins: a pair may point at
+ * the zero bytes that end the block before its first fragment. */
+static uint64_t record_start(uint64_t off)
+{
+    uint64_t left = ENVLOG_BLOCK - off % ENVLOG_BLOCK;
+    return left < ENVLOG_FRAG_HDR ? off + left : off;
+}
+
+/* The stored pairs name exactly the entries read, in the same order. */
+static bool index_agrees(const envlog_buf *stored, uint64_t n_stored, const envlog_buf *read,
+                         uint64_t n_read)
+{
+    if (n_stored != n_read)
+        return false;
+    for (uint64_t i = 0; i < n_read; i++) {
+        const uint8_t *a = stored->p + 16 * i, *b = read->p + 16 * i;
+        if (memcmp(a, b, 8) ||
+            record_start(envlog_get_be64(a + 8)) != envlog_get_be64(b + 8))
+            return false;
+    }
+    return true;
+}
+
 /* Reads every record: checksums, the decode and checks of each item, the
  * total order, the SEAL's count and chain, the content hash. */
 static envlog_err check_all_items(envlog_snap *s)
@@ -765,17 +788,40 @@ static envlog_err check_all_items(envlog_snap *s)
     envlog_snap_rewind(s);
     if (!s->walk_hashing)
         return envlog__fail(ENVLOG_NOMEM, "checking a snapshot");
+    /* The pairs the entries read give, to hold against the INDEX: a pair
+     * that points elsewhere would make a lookup miss an entry that reads. */
+    envlog_buf stored = s->index;
+    uint64_t n_stored = s->n_index;
+    if (!rebuild) {
+        s->index = (envlog_buf){0};
+        s->n_index = 0;
+    }
     envlog_snap_item it;
     envlog_record rec;
     envlog_err e;
     while (!(e = envlog_snap_next(s, &it, &rec)))
-        if (rebuild && it.kind == ENVLOG_KIND_ENTRY &&
-            (e = index_item(s, &it, &rec, s->fr.rec_off)))
+        if (it.kind == ENVLOG_KIND_ENTRY && (e = index_item(s, &it, &rec, s->fr.rec_off)))
             break;
-    if (e != ENVLOG_END)
+    if (e == ENVLOG_END) {
+        e = ENVLOG_OK;
+        if (s->n_index)
+            qsort(s->index.p, (size_t)s->n_index, 16, envlog_snap_pair_cmp);
+        if (!rebuild && !index_agrees(&stored, n_stored, &s->index, s->n_index)) {
+            /* Past the walk's places: counted on its own. */
+            size_t seen = s->bad_seen_to;
+            s->bad_seen_to = 0;
+            note_bad(s, s->items_start, 0, "the INDEX does not match the entries");
+            s->bad_seen_to = seen;
+            s->index_bad = true;
+        }
+    }
+    if (!rebuild) {
+        envlog_buf_free(&s->index);
+        s->index = stored;
+        s->n_index = n_stored;
+    }
+    if (e)
         return e;
-    if (rebuild && s->n_index)
-        qsort(s->index.p, (size_t)s->n_index, 16, envlog_snap_pair_cmp);
     envlog_snap_rewind(s);
     return ENVLOG_OK;
 }

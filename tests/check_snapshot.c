@@ -21,6 +21,8 @@
 #include <unistd.h>
 #include <zstd.h>
 
+#include "check_snapshot.h"
+
 #define NS1 "autotune/rt/1.0/sm_90"
 #define NS2 "autotune/rt/1.0/sm_80"
 #define KNS "nvrtc/13.0/sm_90"
@@ -146,6 +148,10 @@ static void generations_agree(const char *dir, const char *want, const char *whe
         free(got);
     }
 }
+
+/* For the other file of the suite (check_snapshot_trust.c). */
+void sn_populate(envlog_env *env, int round) { populate(env, round); }
+char *sn_dump(const char *dir, const char *base) { return dump_state(dir, base); }
 
 /* Session directories (and leftovers of any kind) under sessions/. */
 static size_t count_sessions(const char *dir)
@@ -1128,5 +1134,6 @@ Suite *suite_snapshot(void)
     tcase_add_test(tc, test_import_rejects_one_entry);
     tcase_add_test(tc, test_sessions_ids);
     suite_add_tcase(s, tc);
+    sn_add_trust_tcases(s);
     return s;
 }
