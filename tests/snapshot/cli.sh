@@ -103,6 +103,62 @@ for bad in junk cut huge; do
         { echo "FAIL hostile-$bad: something was imported"; fail=$((fail + 1)); }
 done
 check inspect-missing 2 "$ENVLOG" bundle inspect "$t/nope"
+
+# A damaged snapshot: every command says so and keeps the whole state (the
+# generation before stands in); compaction refuses; verify names what the
+# damaged one lost and --fix puts the whole one back, keeping the other.
+"$REC" "$t/g" 0 1 && "$ENVLOG" -C "$t/g" compact > /dev/null && "$REC" "$t/g" 2 3 &&
+    "$ENVLOG" -C "$t/g" compact > /dev/null || { echo "FAIL gen setup"; fail=$((fail + 1)); }
+"$ENVLOG" -C "$t/g" replay > "$t/g-want"
+size=$(stat -c %s "$t/g/snapshot/current")
+printf '\377' | dd of="$t/g/snapshot/current" bs=1 seek=$((size - 200)) conv=notrunc status=none
+check damaged-status 1 "$ENVLOG" -C "$t/g" status
+grep -q "the generation before stands in" "$t/out" || { echo "FAIL damaged-status: $(cat "$t/out")"; fail=$((fail + 1)); }
+! grep -q "damage       none" "$t/out" || { echo "FAIL damaged-status: damage none"; fail=$((fail + 1)); }
+check damaged-replay 1 "$ENVLOG" -C "$t/g" replay
+cmp -s "$t/out" "$t/g-want" || { echo "FAIL damaged-replay: the state changed"; fail=$((fail + 1)); }
+grep -q "snapshot/current" "$t/err" || { echo "FAIL damaged-replay: not said"; fail=$((fail + 1)); }
+check damaged-compact 1 "$ENVLOG" -C "$t/g" compact
+check damaged-verify 1 "$ENVLOG" -C "$t/g" verify
+grep -q "snapshot/current   damaged" "$t/out" || { echo "FAIL damaged-verify: $(cat "$t/out")"; fail=$((fail + 1)); }
+check damaged-verify-fix 1 "$ENVLOG" -C "$t/g" verify --fix
+grep -q "the generation before the damaged one is current again" "$t/out" ||
+    { echo "FAIL damaged-verify-fix: $(cat "$t/out")"; fail=$((fail + 1)); }
+[ -f "$t/g/snapshot/current.broken" ] || { echo "FAIL damaged-verify-fix: nothing kept"; fail=$((fail + 1)); }
+check fixed-verify 0 "$ENVLOG" -C "$t/g" verify
+check fixed-replay 0 "$ENVLOG" -C "$t/g" replay
+cmp -s "$t/out" "$t/g-want" || { echo "FAIL fixed-replay: the state changed"; fail=$((fail + 1)); }
+check fixed-compact 0 "$ENVLOG" -C "$t/g" compact
+
+# FIFOs where envlog's files should be: no command waits (each under a
+# timeout), and each says what it found.
+for where in snapshot/current FORMAT; do
+    rm -rf "$t/f"; cp -a "$t/a-copy" "$t/f"
+    "$ENVLOG" -C "$t/f" compact > /dev/null
+    rm -f "$t/f/$where"; mkfifo "$t/f/$where"
+    for cmd in status replay verify compact cat sessions; do
+        timeout 20 "$ENVLOG" -C "$t/f" $cmd > "$t/out" 2> "$t/err"
+        rc=$?
+        if [ $rc = 124 ]; then
+            echo "FAIL fifo $where: $cmd hangs"; fail=$((fail + 1))
+        elif [ $rc = 0 ] && [ $cmd != sessions ] && [ $cmd != cat ]; then
+            echo "FAIL fifo $where: $cmd says nothing"; fail=$((fail + 1))
+        elif ! grep -qi "fifo" "$t/out" "$t/err" && [ $cmd != sessions ] && [ $cmd != cat ]; then
+            echo "FAIL fifo $where: $cmd does not name the FIFO: $(cat "$t/err")"; fail=$((fail + 1))
+        else
+            pass=$((pass + 1))
+        fi
+    done
+done
+
+# A killed replay -o leaves a temporary file of its own: it never blocks the
+# next run, which removes it once it is stale.
+touch -d '2 hours ago' "$t/dump.json.tmp.999999.abcdef" 2>/dev/null ||
+    { printf x > "$t/dump.json.tmp.999999.abcdef"; touch -d '2 hours ago' "$t/dump.json.tmp.999999.abcdef"; }
+check replay-out 0 "$ENVLOG" -C "$t/a" replay -o "$t/dump.json"
+[ -s "$t/dump.json" ] || { echo "FAIL replay-out: no output"; fail=$((fail + 1)); }
+[ ! -e "$t/dump.json.tmp.999999.abcdef" ] || { echo "FAIL replay-out: stale file kept"; fail=$((fail + 1)); }
+[ -z "$(ls "$t" | grep 'dump.json.tmp')" ] || { echo "FAIL replay-out: temporary left"; fail=$((fail + 1)); }
 check bundle-usage 2 "$ENVLOG" bundle frobnicate
 
 echo "snapshot CLI: $pass passed, $fail failed"
