@@ -127,11 +127,13 @@ uninstall:
 
 # Sanitizer builds: the same suite, in their own build directories.
 SAN_FLAGS := -O1 -g -fno-omit-frame-pointer -fno-sanitize-recover=all
+# Check's timeouts stretch with the sanitizers' cost.
 asan:
-	$(MAKE) B=build-asan CFLAGS="$(SAN_FLAGS) -fsanitize=address,undefined" \
+	CK_TIMEOUT_MULTIPLIER=$${CK_TIMEOUT_MULTIPLIER:-4} $(MAKE) B=build-asan \
+	  CFLAGS="$(SAN_FLAGS) -fsanitize=address,undefined" \
 	  LDFLAGS="-fsanitize=address,undefined" check
 ubsan:
-	$(MAKE) B=build-ubsan CFLAGS="$(SAN_FLAGS) -fsanitize=undefined" \
+	CK_TIMEOUT_MULTIPLIER=$${CK_TIMEOUT_MULTIPLIER:-2} $(MAKE) B=build-ubsan CFLAGS="$(SAN_FLAGS) -fsanitize=undefined" \
 	  LDFLAGS="-fsanitize=undefined" check
 
 clean:

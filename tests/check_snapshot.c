@@ -363,7 +363,7 @@ START_TEST(test_index_damage)
     uint8_t *good = tu_read(snap, &n);
     size_t span = n < 40960 ? n : 40960;
     dmg_count c = {0, 0, 0};
-    for (size_t at = 0; at < n; at += at < 4096 ? 1 : at < span ? 13 : 1021) {
+    for (size_t at = 0; at < n; at += at < 600 ? 1 : at < 4096 ? 5 : at < span ? 13 : 1021) {
         uint8_t mask = (uint8_t)(1u << (at % 8));
         flip_at(snap, at, mask);
         probe_damaged(dir, at, &c);
