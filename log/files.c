@@ -106,31 +106,58 @@ envlog_err envlog_read_file(int dirfd, const char *name, uint64_t max,
     return e;
 }
 
-envlog_err envlog_write_new_file(int dirfd, const char *name, const void *data, size_t n)
+envlog_err envlog_out_open(envlog_out *o, int dirfd, const char *name)
+{
+    memset(o, 0, sizeof *o);
+    o->dirfd = dirfd;
+    snprintf(o->name, sizeof o->name, "%s", name);
+    o->fd = envlog_io_get()->openat(dirfd, name, O_WRONLY | O_CREAT | O_EXCL, 0600);
+    if (o->fd < 0)
+        return envlog__fail_errno(errno, "creating %s", name);
+    return ENVLOG_OK;
+}
+
+envlog_err envlog_out_write(envlog_out *o, const void *data, size_t n)
 {
     const envlog_io *io = envlog_io_get();
     const uint8_t *p = data;
-    int fd = io->openat(dirfd, name, O_WRONLY | O_CREAT | O_EXCL, 0600);
-    if (fd < 0)
-        return envlog__fail_errno(errno, "creating %s", name);
-    envlog_err e = ENVLOG_OK;
     size_t done = 0;
     while (done < n) {
-        ssize_t w = io->pwrite(fd, p + done, n - done, (off_t)done);
+        ssize_t w = io->pwrite(o->fd, p + done, n - done, (off_t)(o->off + done));
         if (w < 0 && errno == EINTR)
             continue;
-        if (w <= 0) {
-            e = envlog__fail_errno(w < 0 ? errno : ENOSPC, "writing %s", name);
-            break;
-        }
+        if (w <= 0)
+            return envlog__fail_errno(w < 0 ? errno : ENOSPC, "writing %s", o->name);
         done += (size_t)w;
     }
-    if (!e && io->fsync(fd))
-        e = envlog__fail_errno(errno, "syncing %s", name);
-    io->close(fd);
-    if (e)
-        io->unlinkat(dirfd, name, 0);
+    o->off += n;
+    return ENVLOG_OK;
+}
+
+envlog_err envlog_out_close(envlog_out *o, bool keep)
+{
+    const envlog_io *io = envlog_io_get();
+    envlog_err e = ENVLOG_OK;
+    if (o->fd < 0)
+        return ENVLOG_OK;
+    if (keep && io->fsync(o->fd))
+        e = envlog__fail_errno(errno, "syncing %s", o->name);
+    io->close(o->fd);
+    o->fd = -1;
+    if (!keep || e)
+        io->unlinkat(o->dirfd, o->name, 0);
     return e;
+}
+
+envlog_err envlog_write_new_file(int dirfd, const char *name, const void *data, size_t n)
+{
+    envlog_out o;
+    envlog_err e = envlog_out_open(&o, dirfd, name);
+    if (e)
+        return e;
+    e = envlog_out_write(&o, data, n);
+    envlog_err c = envlog_out_close(&o, !e);
+    return e ? e : c;
 }
 
 /* ------------------------------------------------------- temporary names */

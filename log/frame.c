@@ -13,6 +13,8 @@
 #include <stddef.h>
 #include <stdio.h>
 #include <string.h>
+#define XXH_STATIC_LINKING_ONLY
+#include <xxhash.h>
 
 #define NOPRES SIZE_MAX
 #define HF(k, ty, nm, mem)                                                     \
@@ -120,6 +122,39 @@ void envlog_frame_write(uint8_t *dst, uint64_t *pos, uint64_t seed,
         first = false;
     }
     *pos = at;
+}
+
+uint64_t envlog_frame_chain(uint64_t pos, uint64_t seed, const uint8_t *p, size_t n,
+                           uint64_t chain)
+{
+    bool first = true;
+    while (first || n > 0) {
+        uint64_t left = ENVLOG_BLOCK - pos % ENVLOG_BLOCK;
+        if (left < ENVLOG_FRAG_HDR) {
+            pos += left;
+            continue;
+        }
+        size_t take = n < left - ENVLOG_FRAG_HDR ? n : (size_t)(left - ENVLOG_FRAG_HDR);
+        bool last = take == n;
+        uint8_t h[3];
+        envlog_put_le16(h, (uint16_t)take);
+        h[2] = first && last ? ENVLOG_FRAG_FULL
+               : first       ? ENVLOG_FRAG_FIRST
+               : last        ? ENVLOG_FRAG_LAST
+                             : ENVLOG_FRAG_MIDDLE;
+        /* The checksum of (length, type, payload), as frag_csum() takes it
+         * from a written header. */
+        XXH3_state_t st;
+        XXH3_64bits_reset_withSeed(&st, seed);
+        XXH3_64bits_update(&st, h, 3);
+        XXH3_64bits_update(&st, p, take);
+        chain = envlog_chain_next(chain, (uint32_t)XXH3_64bits_digest(&st));
+        pos += ENVLOG_FRAG_HDR + take;
+        p += take;
+        n -= take;
+        first = false;
+    }
+    return chain;
 }
 
 int envlog_payload_kind(const uint8_t *p, size_t n)

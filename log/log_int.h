@@ -59,6 +59,10 @@ uint64_t envlog_chain_next(uint64_t chain, uint32_t csum);
 /* The kind of an encoded record (its first key), or -1. */
 int envlog_payload_kind(const uint8_t *p, size_t n);
 
+/* The chain value after a record of `n` bytes framed at `pos`, without
+ * framing it (what envlog_frame_write() would leave in *chain). */
+uint64_t envlog_frame_chain(uint64_t pos, uint64_t seed, const uint8_t *p, size_t n,
+                           uint64_t chain);
 /* Frames `n` bytes at `*pos` into `dst` (zeroed beyond what was written
  * before); updates *pos and *chain (when chain is not NULL). */
 void envlog_frame_write(uint8_t *dst, uint64_t *pos, uint64_t seed,
@@ -191,6 +195,18 @@ const char *envlog_file_type_name(mode_t mode);
 /* Reads a whole regular file under `dirfd` of at most `max` bytes. */
 envlog_err envlog_read_file(int dirfd, const char *name, uint64_t max,
                             envlog_buf *out);
+/* A new file written piece by piece: made with O_EXCL (mode 0600), written
+ * in order, then synced and kept, or removed (envlog_out_close(o, false),
+ * or any failure): it is either whole or absent. */
+typedef struct envlog_out {
+    int dirfd;
+    int fd;
+    uint64_t off;
+    char name[4200];
+} envlog_out;
+envlog_err envlog_out_open(envlog_out *o, int dirfd, const char *name);
+envlog_err envlog_out_write(envlog_out *o, const void *p, size_t n);
+envlog_err envlog_out_close(envlog_out *o, bool keep);
 /* Writes `n` bytes to a new file `name` under `dirfd` (AT_FDCWD: a path),
  * syncs it and closes it; on any failure the file is removed again, so it
  * is either whole or absent. */

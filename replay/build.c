@@ -461,8 +461,8 @@ envlog_err envlog_snapshot_build(envlog_env *env, const envlog_build_opts *o,
     if (ic.n)
         qsort(ic.v, ic.n, sizeof *ic.v, item_cmp);
     for (size_t i = 0; i < ic.n; i++)
-        if ((e = envlog_snapw_add(&w, &ic.v[i].item, ic.v[i].indexed && !o->no_index,
-                                  ic.v[i].hash)))
+        if ((e = envlog_snapw_add_ref(&w, &ic.v[i].item, ic.v[i].indexed && !o->no_index,
+                                      ic.v[i].hash)))
             goto out;
     if (ic.n_nss)
         qsort(ic.nss, ic.n_nss, sizeof *ic.nss, str_cmp);
@@ -488,7 +488,8 @@ envlog_err envlog_snapshot_build(envlog_env *env, const envlog_build_opts *o,
     };
     envlog_id128 id;
     if (b.err || (e = envlog_id_new(&id)) ||
-        (e = envlog_snapw_finish(&w, &m, &id, o->content, &res->file)))
+        (e = o->sink ? envlog_snapw_finish_to(&w, &m, &id, o->content, o->sink)
+                     : envlog_snapw_finish(&w, &m, &id, o->content, &res->file)))
         goto out;
     res->entries = n_entries;
     res->evidence = ic.n - n_entries;

@@ -21,6 +21,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include <zstd.h>
+#include <zstd_errors.h>
 
 #define BUNDLE_LEVEL 19
 #define NAME_MAX_LEN 256
@@ -296,22 +297,62 @@ envlog_err envlog_bundle_state(const char *path, envlog_state **st)
 
 /* -------------------------------------------------------------- export */
 
-/* One standard zstd frame (its content size in its header), made on as
- * many threads as there are CPUs (up to 8) where libzstd has them: the
- * high levels a bundle is shipped at are slow on one. */
-static size_t compress(void *z, size_t cap, const void *p, size_t n, int level)
+/* One standard zstd frame (its content size in its header), made as the
+ * snapshot is laid out, on as many threads as there are CPUs (up to 8)
+ * where libzstd has them: the high levels a bundle is shipped at are slow
+ * on one.  Only the compressed bytes are held. */
+typedef struct zsink {
+    ZSTD_CCtx *cc;
+    int level;
+    envlog_buf z;
+    uint64_t size;
+} zsink;
+
+static envlog_err z_begin(void *ctx, uint64_t size)
 {
-    ZSTD_CCtx *cc = ZSTD_createCCtx();
-    if (!cc)
-        return 0; /* no frame is empty: out of memory */
+    zsink *s = ctx;
+    /* A bundle no reader would take is never written. */
+    if (size > ENVLOG_BUNDLE_MAX_SIZE)
+        return envlog__fail(ENVLOG_TOO_BIG, "the bundle would hold %llu bytes, over the "
+                            "%llu-byte limit readers keep: export fewer namespaces "
+                            "(--namespace)", (unsigned long long)size,
+                            (unsigned long long)ENVLOG_BUNDLE_MAX_SIZE);
+    s->size = size;
+    if (!(s->cc = ZSTD_createCCtx()))
+        return envlog__fail(ENVLOG_NOMEM, "compressing a bundle");
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-    size_t r = ZSTD_CCtx_setParameter(cc, ZSTD_c_compressionLevel, level);
-    if (!ZSTD_isError(r) && cpus > 1 && n > (1u << 20))
-        (void)ZSTD_CCtx_setParameter(cc, ZSTD_c_nbWorkers, cpus < 8 ? (int)cpus : 8);
+    size_t r = ZSTD_CCtx_setParameter(s->cc, ZSTD_c_compressionLevel, s->level);
+    if (!ZSTD_isError(r) && cpus > 1 && size > (1u << 20))
+        (void)ZSTD_CCtx_setParameter(s->cc, ZSTD_c_nbWorkers, cpus < 8 ? (int)cpus : 8);
     if (!ZSTD_isError(r))
-        r = ZSTD_compress2(cc, z, cap, p, n);
-    ZSTD_freeCCtx(cc);
-    return r;
+        r = ZSTD_CCtx_setPledgedSrcSize(s->cc, size);
+    if (ZSTD_isError(r))
+        return envlog__fail(ENVLOG_IO, "compressing a bundle: %s", ZSTD_getErrorName(r));
+    return envlog_buf_reserve(&s->z, ZSTD_CStreamOutSize());
+}
+
+static envlog_err z_push(zsink *s, const uint8_t *p, size_t n, ZSTD_EndDirective how)
+{
+    ZSTD_inBuffer in = {p, n, 0};
+    for (;;) {
+        envlog_err e = envlog_buf_reserve(&s->z, ZSTD_CStreamOutSize());
+        if (e)
+            return e;
+        ZSTD_outBuffer out = {s->z.p, s->z.cap, s->z.len};
+        size_t left = ZSTD_compressStream2(s->cc, &out, &in, how);
+        if (ZSTD_isError(left))
+            return envlog__fail(ZSTD_getErrorCode(left) == ZSTD_error_memory_allocation
+                                    ? ENVLOG_NOMEM : ENVLOG_IO,
+                                "compressing a bundle: %s", ZSTD_getErrorName(left));
+        s->z.len = out.pos;
+        if (how == ZSTD_e_end ? left == 0 : in.pos == in.size)
+            return ENVLOG_OK;
+    }
+}
+
+static envlog_err z_write(void *ctx, const uint8_t *p, size_t n)
+{
+    return z_push(ctx, p, n, ZSTD_e_continue);
 }
 
 /* A temporary name beside `path`, after removing what killed exports left
@@ -346,39 +387,24 @@ envlog_err envlog_bundle_export(envlog_env *env, const envlog_bundle_opts *opts,
                             NAME_MAX_LEN);
     if ((unsigned)opts->evidence > ENVLOG_EVIDENCE_ALL || !path)
         return envlog__fail(ENVLOG_INVALID_ARG, "bad bundle options");
+    zsink zs = {NULL, opts->zstd_level ? opts->zstd_level : BUNDLE_LEVEL, {0}, 0};
+    envlog_sink sink = {z_begin, z_write, &zs};
     envlog_build_opts bo = {.evidence = opts->evidence, .name = opts->name,
                             .prefixes = opts->prefixes, .n_prefixes = opts->n_prefixes,
                             .content = "bundle", .no_index = true,
-                            .on_damage = opts->on_damage, .ctx = opts->ctx};
+                            .on_damage = opts->on_damage, .ctx = opts->ctx, .sink = &sink};
     envlog_build_result res;
     envlog_err e = envlog_snapshot_build(env, &bo, &res);
-    if (e)
-        return e;
-    /* A bundle no reader would take is never written. */
-    if (res.file.len > ENVLOG_BUNDLE_MAX_SIZE) {
-        e = envlog__fail(ENVLOG_TOO_BIG, "the bundle would hold %zu bytes, over the %llu-byte "
-                         "limit readers keep: export fewer namespaces (--namespace)",
-                         res.file.len, (unsigned long long)ENVLOG_BUNDLE_MAX_SIZE);
-        envlog_build_result_free(&res);
-        return e;
-    }
-    size_t cap = ZSTD_compressBound(res.file.len);
-    uint8_t *z = envlog_malloc(cap);
-    if (!z) {
-        envlog_build_result_free(&res);
-        return envlog__fail(ENVLOG_NOMEM, "compressing a bundle");
-    }
-    size_t zn = compress(z, cap, res.file.p, res.file.len,
-                         opts->zstd_level ? opts->zstd_level : BUNDLE_LEVEL);
     envlog_build_result_free(&res);
-    if (!zn) {
-        envlog_free(z);
-        return envlog__fail(ENVLOG_NOMEM, "compressing a bundle");
+    if (!e)
+        e = z_push(&zs, NULL, 0, ZSTD_e_end);
+    ZSTD_freeCCtx(zs.cc);
+    if (e) {
+        envlog_buf_free(&zs.z);
+        return e;
     }
-    if (ZSTD_isError(zn)) {
-        envlog_free(z);
-        return envlog__fail(ENVLOG_IO, "compressing a bundle: %s", ZSTD_getErrorName(zn));
-    }
+    uint8_t *z = zs.z.p;
+    size_t zn = zs.z.len;
     /* What is written is what its readers take: checked before it gets its
      * name, under a temporary name of its own (a killed export's leftover
      * never blocks the next, which removes it). */

@@ -128,6 +128,7 @@ envlog_err envlog_snapshot_read_back(envlog_env *env, const envlog_hash128 *want
     envlog_state *st;
     if ((e = envlog_state_from_snap(s, NULL, &st)))
         return e; /* the snapshot went with the state */
+    envlog_state_lean(st); /* the answers, not a second copy of the binaries */
     envlog_hash128 got;
     e = envlog_state_digest(st, &got);
     envlog_state_close(st); /* and the snapshot with it */
@@ -232,6 +233,11 @@ envlog_err envlog_session_discard(envlog_env *env, const envlog_id128 *id)
     return e;
 }
 
+static envlog_err out_write(void *ctx, const uint8_t *p, size_t n)
+{
+    return envlog_out_write(ctx, p, n);
+}
+
 static uint64_t file_size(int dirfd, const char *name)
 {
     struct stat st;
@@ -304,10 +310,18 @@ envlog_err envlog_compact(envlog_env *env, envlog_evidence evidence,
         if (in[i].state == ENVLOG_STATE_SEALED)
             sealed[n_sealed++] = (envlog_build_session){in[i].id, in[i].last_seq, true};
     }
+    /* Streamed into current.tmp as it is laid out: no copy of the file in
+     * memory. */
+    envlog_out tmp;
+    if ((e = envlog_out_open(&tmp, snapfd, "current.tmp")))
+        goto out;
+    envlog_sink sink = {NULL, out_write, &tmp};
     envlog_build_opts bo = {.evidence = evidence, .name = "", .content = "snapshot",
-                            .strict = true, .sealed = sealed, .n_sealed = n_sealed};
-    if ((e = envlog_snapshot_build(env, &bo, &res)) ||
-        (e = envlog_write_new_file(snapfd, "current.tmp", res.file.p, res.file.len)))
+                            .strict = true, .sealed = sealed, .n_sealed = n_sealed,
+                            .sink = &sink};
+    e = envlog_snapshot_build(env, &bo, &res);
+    envlog_err ce = envlog_out_close(&tmp, !e);
+    if (e || (e = ce))
         goto out;
     if ((e = envlog_snapshot_read_back(env, &res.digest)) || (e = rotate(snapfd))) {
         io->unlinkat(snapfd, "current.tmp", 0);
@@ -317,7 +331,7 @@ envlog_err envlog_compact(envlog_env *env, envlog_evidence evidence,
     rep->evidence = res.evidence;
     rep->sessions_folded = res.n_sessions;
     rep->previous_bytes = file_size(snapfd, "previous");
-    rep->bytes_after = res.file.len + rep->previous_bytes;
+    rep->bytes_after = tmp.off + rep->previous_bytes;
     /* Sessions are removed only while no replay or listing runs: one that
      * mapped the old snapshot must still find what the new one covers.
      * Readers that stay leave them for the next compaction.  Only what the

@@ -62,6 +62,14 @@ envlog_err envlog_session_discard(envlog_env *env, const envlog_id128 *id);
 
 /* ------------------------------------------------- building snapshots */
 
+/* Where a snapshot file goes: `begin` hears its size first (before any
+ * byte; may be NULL), `write` then takes it in order. */
+typedef struct envlog_sink {
+    envlog_err (*begin)(void *ctx, uint64_t size);
+    envlog_err (*write)(void *ctx, const uint8_t *p, size_t n);
+    void *ctx;
+} envlog_sink;
+
 typedef struct envlog_build_session {
     envlog_id128 id;
     uint64_t last_seq;
@@ -87,6 +95,9 @@ typedef struct envlog_build_opts {
      * reaches it is complete. */
     const envlog_build_session *sealed;
     size_t n_sealed;
+    /* Where the file goes, piece by piece (r->file stays empty); NULL: into
+     * r->file. */
+    const envlog_sink *sink;
 } envlog_build_opts;
 
 typedef struct envlog_build_result {
@@ -121,6 +132,10 @@ envlog_err envlog_state_digest(envlog_state *st, envlog_hash128 *out);
 void envlog_build_result_free(envlog_build_result *r);
 /* The manifest record as stored. */
 envlog_bytes envlog_snap_manifest_raw(const envlog_snap *s);
+
+/* Makes `st` keep no kernel binary (their sizes and hashes only): for a
+ * state whose answers are compared, never looked up for a binary. */
+void envlog_state_lean(envlog_state *st);
 
 /* Write-locks / unlocks a state. */
 void envlog_state_wrlock(envlog_state *st);
@@ -208,17 +223,35 @@ uint64_t envlog_get_be64(const uint8_t *p);
 /* INDEX pairs compare as 16-byte strings: by key hash, then offset. */
 int envlog_snap_pair_cmp(const void *a, const void *b);
 
-/* Builds a snapshot: items are added in the total order. */
+/* Builds a snapshot: items are added in the total order, then the file is
+ * laid out and handed to a sink piece by piece, so memory stays within a
+ * few records beyond what the items reference. */
+typedef struct envlog_snapw_rec {
+    envlog_snap_item item;   /* item.record: by reference, or in copies */
+    size_t copy_off;         /* SIZE_MAX: by reference */
+    uint32_t len;            /* its encoded ENTRY or EVIDENCE record */
+    bool indexed;
+    uint64_t hash;
+} envlog_snapw_rec;
+
 typedef struct envlog_snapw {
-    envlog_buf items;     /* [u32 LE len][payload] per item */
-    uint64_t *hashes;     /* per item: key hash, or 0 with !indexed */
-    uint8_t *indexed;
+    envlog_snapw_rec *v;
     size_t n, cap;
+    envlog_buf copies;       /* the records of items added with a copy */
+    envlog_buf scratch;      /* one record encoded or framed */
 } envlog_snapw;
 
+/* Adds an item, copying its record. */
 envlog_err envlog_snapw_add(envlog_snapw *w, const envlog_snap_item *it, bool indexed,
                             uint64_t key_hash);
-/* Frames the whole file into `out`; fills m->content_hash. */
+/* Adds an item whose record stays where it is until the file is written. */
+envlog_err envlog_snapw_add_ref(envlog_snapw *w, const envlog_snap_item *it, bool indexed,
+                                uint64_t key_hash);
+/* Lays out the whole file and hands it to `sink`; fills m->content_hash. */
+envlog_err envlog_snapw_finish_to(envlog_snapw *w, envlog_snap_manifest *m,
+                                  const envlog_id128 *id, const char *content,
+                                  const envlog_sink *sink);
+/* The same into `out`. */
 envlog_err envlog_snapw_finish(envlog_snapw *w, envlog_snap_manifest *m,
                                const envlog_id128 *id, const char *content,
                                envlog_buf *out);

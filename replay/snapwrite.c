@@ -5,90 +5,128 @@
  * SEAL, all in the log's block framing with the snapshot's id as the
  * checksum seed.  The INDEX comes before the entries so a reader finds it
  * at once; its size depends only on the number of entries, so the file is
- * laid out in two passes.
+ * laid out in two passes: the first sizes every record (and hashes the
+ * content), the second encodes each again and hands it, framed, to a sink.
+ * No pass holds more than one record besides what the items reference.
  */
 #include "replay_int.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-envlog_err envlog_snapw_add(envlog_snapw *w, const envlog_snap_item *it, bool indexed,
-                            uint64_t key_hash)
+static envlog_err add(envlog_snapw *w, const envlog_snap_item *it, bool indexed,
+                      uint64_t key_hash, bool copy)
 {
     if (w->n == w->cap) {
         size_t cap = w->cap ? 2 * w->cap : 256;
-        uint64_t *h = envlog_realloc(w->hashes, cap * sizeof *h);
-        if (!h)
+        envlog_snapw_rec *v = envlog_realloc(w->v, cap * sizeof *v);
+        if (!v)
             return envlog__fail(ENVLOG_NOMEM, "building a snapshot");
-        w->hashes = h;
-        uint8_t *x = envlog_realloc(w->indexed, cap);
-        if (!x)
-            return envlog__fail(ENVLOG_NOMEM, "building a snapshot");
-        w->indexed = x;
+        w->v = v;
         w->cap = cap;
     }
-    size_t at = w->items.len;
-    envlog_err e = envlog_buf_reserve(&w->items, 4);
+    /* Encoded once now for its size (and its checks), again when written. */
+    w->scratch.len = 0;
+    envlog_err e = envlog_struct_encode(&w->scratch, &envlog_snap_item_schema, it,
+                                        ENVLOG_LEVEL_FULL);
     if (e)
         return e;
-    w->items.len += 4;
-    if ((e = envlog_struct_encode(&w->items, &envlog_snap_item_schema, it, ENVLOG_LEVEL_FULL))) {
-        w->items.len = at;
-        return e;
+    if (w->scratch.len > ENVLOG_RECORD_MAX)
+        return envlog__fail(ENVLOG_TOO_BIG, "a snapshot record of %zu bytes", w->scratch.len);
+    envlog_snapw_rec *r = &w->v[w->n];
+    r->item = *it;
+    r->copy_off = SIZE_MAX;
+    r->len = (uint32_t)w->scratch.len;
+    r->indexed = indexed;
+    r->hash = key_hash;
+    if (copy) {
+        r->copy_off = w->copies.len;
+        if ((e = envlog_buf_append(&w->copies, it->record.data, it->record.size)))
+            return e;
     }
-    size_t len = w->items.len - at - 4;
-    if (len > ENVLOG_RECORD_MAX) {
-        w->items.len = at;
-        return envlog__fail(ENVLOG_TOO_BIG, "a snapshot record of %zu bytes", len);
-    }
-    envlog_put_le32(w->items.p + at, (uint32_t)len);
-    w->hashes[w->n] = key_hash;
-    w->indexed[w->n] = indexed;
     w->n++;
     return ENVLOG_OK;
 }
 
+envlog_err envlog_snapw_add(envlog_snapw *w, const envlog_snap_item *it, bool indexed,
+                            uint64_t key_hash)
+{
+    return add(w, it, indexed, key_hash, true);
+}
+
+envlog_err envlog_snapw_add_ref(envlog_snapw *w, const envlog_snap_item *it, bool indexed,
+                                uint64_t key_hash)
+{
+    return add(w, it, indexed, key_hash, false);
+}
+
 void envlog_snapw_free(envlog_snapw *w)
 {
-    envlog_buf_free(&w->items);
-    envlog_free(w->hashes);
-    envlog_free(w->indexed);
+    envlog_free(w->v);
+    envlog_buf_free(&w->copies);
+    envlog_buf_free(&w->scratch);
     memset(w, 0, sizeof *w);
 }
 
-
-/* Appends a framed record; the chain covers every record but the HEADER and
- * SEAL, as in a session segment. */
-static envlog_err frame_into(envlog_buf *out, uint64_t seed, const uint8_t *p,
-                             size_t n, uint64_t *chain)
+/* Item `i` encoded into the scratch buffer. */
+static envlog_err encode_item(envlog_snapw *w, size_t i, envlog_buf *into)
 {
-    uint64_t sz = envlog_framed_size(out->len, n);
-    envlog_err e = envlog_buf_reserve(out, (size_t)sz);
-    if (e)
-        return e;
-    memset(out->p + out->len, 0, (size_t)sz);
-    uint64_t pos = out->len;
-    envlog_frame_write(out->p, &pos, seed, p, n, chain);
-    out->len = (size_t)pos;
-    return ENVLOG_OK;
+    envlog_snap_item it = w->v[i].item;
+    if (w->v[i].copy_off != SIZE_MAX)
+        it.record.data = w->copies.p + w->v[i].copy_off;
+    into->len = 0;
+    return envlog_struct_encode(into, &envlog_snap_item_schema, &it, ENVLOG_LEVEL_FULL);
 }
 
-envlog_err envlog_snapw_finish(envlog_snapw *w, envlog_snap_manifest *m,
-                               const envlog_id128 *id, const char *content,
-                               envlog_buf *out)
+typedef struct framer {
+    const envlog_sink *sink;
+    envlog_buf fb;      /* one record, framed */
+    uint64_t pos, seed, chain;
+} framer;
+
+/* Frames a record at the file's current end and hands it on; the chain
+ * covers every record but the HEADER and SEAL, as in a session segment. */
+static envlog_err frame_out(framer *f, const uint8_t *p, size_t n, bool chained)
 {
-    envlog_buf hdr = {0}, man = {0}, idx = {0};
+    uint64_t local = f->pos % ENVLOG_BLOCK, start = local;
+    uint64_t sz = envlog_framed_size(f->pos, n);
+    envlog_err e = envlog_buf_reserve(&f->fb, (size_t)(local + sz));
+    if (e)
+        return e;
+    memset(f->fb.p, 0, (size_t)(local + sz));
+    envlog_frame_write(f->fb.p, &local, f->seed, p, n, chained ? &f->chain : NULL);
+    f->pos += sz;
+    return f->sink->write(f->sink->ctx, f->fb.p + start, (size_t)sz);
+}
+
+envlog_err envlog_snapw_finish_to(envlog_snapw *w, envlog_snap_manifest *m,
+                                  const envlog_id128 *id, const char *content,
+                                  const envlog_sink *sink)
+{
+    envlog_buf hdr = {0}, man = {0}, idx = {0}, rec = {0};
     uint8_t *pairs = NULL;
+    envlog_h128 h = {0};
+    framer f = {sink, {0}, 0, envlog_seg_seed(id, 0), 0};
     envlog_err e;
-    uint64_t seed = envlog_seg_seed(id, 0), chain = 0;
     size_t n_index = 0;
     for (size_t i = 0; i < w->n; i++)
-        n_index += w->indexed[i];
+        n_index += w->v[i].indexed;
     m->kind = ENVLOG_KIND_MANIFEST;
-    m->content_hash = envlog_hash128_bytes(w->items.p, w->items.len);
-    envlog_seg_header h = {ENVLOG_KIND_HEADER, ENVLOG_MAGIC, ENVLOG_LOG_VERSION, *id,
-                           0, 0, 0, content};
-    if ((e = envlog_struct_encode(&hdr, &envlog_seg_header_schema, &h, ENVLOG_LEVEL_BASIC)) ||
+    /* The content hash: u32le(len) || record, over every item. */
+    if ((e = envlog_h128_begin(&h)))
+        goto out;
+    for (size_t i = 0; i < w->n; i++) {
+        if ((e = encode_item(w, i, &rec)))
+            goto out;
+        uint8_t len[4];
+        envlog_put_le32(len, (uint32_t)rec.len);
+        envlog_h128_update(&h, len, 4);
+        envlog_h128_update(&h, rec.p, rec.len);
+    }
+    m->content_hash = envlog_h128_end(&h);
+    envlog_seg_header hd = {ENVLOG_KIND_HEADER, ENVLOG_MAGIC, ENVLOG_LOG_VERSION, *id,
+                            0, 0, 0, content};
+    if ((e = envlog_struct_encode(&hdr, &envlog_seg_header_schema, &hd, ENVLOG_LEVEL_BASIC)) ||
         (e = envlog_struct_encode(&man, &envlog_snap_manifest_schema, m, ENVLOG_LEVEL_FULL)))
         goto out;
     if (!(pairs = envlog_calloc(n_index ? n_index : 1, 16))) {
@@ -104,45 +142,79 @@ envlog_err envlog_snapw_finish(envlog_snapw *w, envlog_snap_manifest *m,
     pos += envlog_framed_size(pos, hdr.len);
     pos += envlog_framed_size(pos, man.len);
     pos += envlog_framed_size(pos, idx.len);
-    size_t k = 0, at = 0;
+    size_t k = 0;
     for (size_t i = 0; i < w->n; i++) {
-        uint32_t len = envlog_get_le32(w->items.p + at);
-        if (w->indexed[i]) {
-            envlog_put_be64(pairs + 16 * k, w->hashes[i]);
+        if (w->v[i].indexed) {
+            envlog_put_be64(pairs + 16 * k, w->v[i].hash);
             envlog_put_be64(pairs + 16 * k + 8, pos);
             k++;
         }
-        pos += envlog_framed_size(pos, len);
-        at += 4 + len;
+        pos += envlog_framed_size(pos, w->v[i].len);
     }
     qsort(pairs, n_index, 16, envlog_snap_pair_cmp);
     idx.len = 0;
     if ((e = envlog_struct_encode(&idx, &envlog_snap_index_schema, &ir, ENVLOG_LEVEL_BASIC)))
         goto out;
-    /* Pass 2: frame it all. */
-    out->len = 0;
-    if ((e = frame_into(out, seed, hdr.p, hdr.len, NULL)) ||
-        (e = frame_into(out, seed, man.p, man.len, &chain)) ||
-        (e = frame_into(out, seed, idx.p, idx.len, &chain)))
-        goto out;
-    at = 0;
+    /* The SEAL carries the chain over everything before it, and its size
+     * depends on that value: the chain is worked out first (checksums
+     * only), so the sink knows the exact size of the file before its first
+     * byte (a zstd frame states it). */
+    uint64_t chain = 0, at = envlog_framed_size(0, hdr.len);
+    chain = envlog_frame_chain(at, f.seed, man.p, man.len, chain);
+    at += envlog_framed_size(at, man.len);
+    chain = envlog_frame_chain(at, f.seed, idx.p, idx.len, chain);
+    at += envlog_framed_size(at, idx.len);
     for (size_t i = 0; i < w->n; i++) {
-        uint32_t len = envlog_get_le32(w->items.p + at);
-        if ((e = frame_into(out, seed, w->items.p + at + 4, len, &chain)))
+        if ((e = encode_item(w, i, &rec)))
             goto out;
-        at += 4 + len;
+        chain = envlog_frame_chain(at, f.seed, rec.p, rec.len, chain);
+        at += envlog_framed_size(at, rec.len);
     }
     envlog_seg_seal seal = {ENVLOG_KIND_SEAL, w->n + 2, 0, chain};
     uint8_t sb[64];
     envlog_buf sbuf = {sb, 0, sizeof sb};
     if ((e = envlog_struct_encode(&sbuf, &envlog_seg_seal_schema, &seal, ENVLOG_LEVEL_BASIC)))
         goto out;
-    e = frame_into(out, seed, sbuf.p, sbuf.len, NULL);
+    if (sink->begin && (e = sink->begin(sink->ctx, pos + envlog_framed_size(pos, sbuf.len))))
+        goto out;
+    /* Pass 2: frame it all. */
+    if ((e = frame_out(&f, hdr.p, hdr.len, false)) || (e = frame_out(&f, man.p, man.len, true)) ||
+        (e = frame_out(&f, idx.p, idx.len, true)))
+        goto out;
+    for (size_t i = 0; i < w->n; i++)
+        if ((e = encode_item(w, i, &rec)) || (e = frame_out(&f, rec.p, rec.len, true)))
+            goto out;
+    if (f.chain != chain) /* the two passes framed the same bytes */
+        e = envlog__fail(ENVLOG_IO, "a snapshot record changed while it was written");
+    else
+        e = frame_out(&f, sbuf.p, sbuf.len, false);
 out:
+    envlog_h128_free(&h);
     envlog_buf_free(&hdr);
     envlog_buf_free(&man);
     envlog_buf_free(&idx);
+    envlog_buf_free(&rec);
+    envlog_buf_free(&f.fb);
     envlog_free(pairs);
     return e;
 }
 
+static envlog_err to_buf(void *ctx, const uint8_t *p, size_t n)
+{
+    return envlog_buf_append(ctx, p, n);
+}
+
+static envlog_err size_buf(void *ctx, uint64_t size)
+{
+    envlog_buf *b = ctx;
+    return envlog_buf_reserve(b, (size_t)size);
+}
+
+envlog_err envlog_snapw_finish(envlog_snapw *w, envlog_snap_manifest *m,
+                               const envlog_id128 *id, const char *content,
+                               envlog_buf *out)
+{
+    out->len = 0;
+    envlog_sink s = {size_buf, to_buf, out};
+    return envlog_snapw_finish_to(w, m, id, content, &s);
+}

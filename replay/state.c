@@ -81,6 +81,8 @@ struct envlog_state {
     envlog_id128 last_session;
     bool any_session;
     bool keep_payloads;    /* for compaction and export */
+    bool lean;             /* kernels without their binaries (a read-back
+                              that only compares answers) */
     envlog_snap *snap;     /* the checkpoint under the folded sessions */
     bool snap_loaded;      /* every snapshot entry is in the table */
     int snap_gen;          /* which generation snap is (ENVLOG_GEN_*) */
@@ -170,6 +172,8 @@ void envlog_state_close(envlog_state *st)
     pthread_rwlock_destroy(&st->lock);
     envlog_free(st);
 }
+
+void envlog_state_lean(envlog_state *st) { st->lean = true; }
 
 void envlog_state_wrlock(envlog_state *st) { pthread_rwlock_wrlock(&st->lock); }
 void envlog_state_unlock(envlog_state *st) { pthread_rwlock_unlock(&st->lock); }
@@ -423,7 +427,9 @@ static envlog_err make_kernel(envlog_state *st, const envlog_compile *c,
     bool oom = false;
     const uint8_t *pp = payload ? payload->data : NULL;
     const uint8_t *bp = c->binary.data;
-    if (pp && bp >= pp && bp + c->binary.size <= pp + payload->size) {
+    if (st->lean) {
+        e->k.binary.data = NULL;
+    } else if (pp && bp >= pp && bp + c->binary.size <= pp + payload->size) {
         if (keep_payload(e, payload))
             oom = true;
         else
