@@ -471,7 +471,8 @@ envlog_err envlog_pull_skip_at(envlog_pull *p, const envlog_tok *t, int depth)
                             "CBOR container claims %llu items in %zu bytes",
                             (unsigned long long)items, p->n - p->pos);
     if (t->type == ENVLOG_TOK_MAP) {
-        envlog_keyset ks = {0};
+        envlog_keyset ks;
+        envlog_keyset_init(&ks);
         envlog_err e = ENVLOG_OK;
         for (uint64_t i = 0; !e && i < t->u; i++) {
             envlog_tok k, v;

@@ -713,7 +713,8 @@ static envlog_err dec_field(envlog_pull *p, const envlog_field *f, void *out,
         } else if (!(e = pull(p, &t))) {
             if (t.type != ENVLOG_TOK_MAP)
                 return bad(f, "expected a map");
-            envlog_keyset ks = {0};
+            envlog_keyset ks;
+            envlog_keyset_init(&ks);
             e = dec_pairs(p, t.u, f->sub, item, c, depth + 1, &ks, NULL);
             envlog_keyset_free(&ks);
         }
@@ -821,7 +822,8 @@ envlog_err envlog_struct_decode(envlog_pull *pull, const envlog_tok *t,
     if (t->type != ENVLOG_TOK_MAP)
         return envlog__fail(ENVLOG_BAD_DATA, "%s: expected a map", s->name);
     dec_ctx c = {arena, {0, false}};
-    envlog_keyset ks = {0};
+    envlog_keyset ks;
+    envlog_keyset_init(&ks);
     envlog_err e = dec_pairs(pull, t->u, s, out, &c, 0, &ks, NULL);
     envlog_keyset_free(&ks);
     return e;
@@ -865,7 +867,8 @@ static envlog_err event_decode(const uint8_t *data, size_t n, envlog_record *rec
     if (rec->kind == ENVLOG_KIND_TUNE)
         rec->u.tune.winner = -1;
     dec_ctx c = {arena, {0, false}};
-    envlog_keyset ks = {0};
+    envlog_keyset ks;
+    envlog_keyset_init(&ks);
     ks.small = 1; /* key 0, the kind */
     /* The fold stores only the fields it reads, and of the kinds whose
      * other fields it never looks at; it checks all of them all the same. */

@@ -219,6 +219,16 @@ typedef struct envlog_keyset {
     envlog_key in[ENVLOG_KEYSET_INLINE];
 } envlog_keyset;
 
+/* Makes `ks` empty (without touching its inline room: it is made for every
+ * map a record holds). */
+static inline void envlog_keyset_init(envlog_keyset *ks)
+{
+    ks->small = 0;
+    ks->v = NULL;
+    ks->n = ks->cap = 0;
+    ks->slots = NULL;
+    ks->n_slots = 0;
+}
 /* Adds `k`: ENVLOG_BAD_DATA when the map holds it already, ENVLOG_NOMEM. */
 envlog_err envlog_keyset_add(envlog_keyset *ks, const envlog_key *k);
 void envlog_keyset_free(envlog_keyset *ks);
