@@ -323,6 +323,9 @@ typedef struct envlog_session_opts {
     envlog_sync sync;
     uint64_t segment_size;     /* rotation size, a multiple of 32 KiB;
                                   0 means 16 MiB */
+    int auto_compact;          /* when it ends: 0 as the environment's config
+                                  says, 1 check and compact (whatever the
+                                  config), -1 never */
 } envlog_session_opts;
 
 /*! envlog_session_opts_init() : fills `opts` with the defaults. */
@@ -771,6 +774,10 @@ typedef struct envlog_compact_report {
     uint64_t sessions_stray;   /* kept: something else lies in their
                                   directory (see envlog_session_info.strays) */
     uint64_t previous_bytes;   /* snapshot/previous, the generation kept */
+    uint64_t history_dropped;  /* history records the retention left out */
+    uint64_t evicted;          /* entries evicted to keep under max_size */
+    uint64_t evicted_bytes;
+    uint64_t snapshot_bytes;   /* the new snapshot (with dry_run: would be) */
 } envlog_compact_report;
 
 /*! envlog_compact() : folds the snapshot and every session into a new
@@ -782,6 +789,124 @@ typedef struct envlog_compact_report {
  *  ENVLOG_NOSPACE, ENVLOG_NOMEM (the environment is then as it was). */
 envlog_err envlog_compact(envlog_env *env, envlog_evidence evidence,
                           envlog_compact_report *report);
+
+/* ----------------------------------------------------------- maintenance */
+
+/*
+ * An environment maintains itself (envlog(5), CONFIG and MAINTENANCE): past
+ * a number or a size of sessions not yet compacted it compacts itself when
+ * a session ends, in a process of its own, without holding up the caller;
+ * its snapshot keeps history by a retention policy; and it stays under a
+ * size bound by evicting, least recently set first, what it must.  The
+ * settings live in ENV/config, lines of `key = value`.
+ */
+#define ENVLOG_DEFAULT_COMPACT_SESSIONS 32
+#define ENVLOG_DEFAULT_COMPACT_BYTES ((uint64_t)64 << 20)
+#define ENVLOG_DEFAULT_HISTORY_SESSIONS 1000
+
+typedef struct envlog_config {
+    bool auto_compact;          /* compact by itself (default on) */
+    uint64_t compact_sessions;  /* at this many sessions not compacted (32) */
+    uint64_t compact_bytes;     /* or this many bytes of their segments (64 MiB) */
+    envlog_evidence evidence;   /* what a compaction keeps (winners) */
+    uint64_t history_sessions;  /* history of the newest this many sessions
+                                   only (1000; 0: all) */
+    uint64_t history_age_ns;    /* history younger than this only (0: any) */
+    uint64_t max_size;          /* bytes the environment may take (0: any) */
+} envlog_config;
+
+/*! envlog_config_defaults() : the settings of an environment without a
+ *  config file. */
+void envlog_config_defaults(envlog_config *c);
+
+/*! envlog_config_read() : the settings of `env` (the defaults when it has
+ *  no config file).  The file applies whole or not at all.
+ *  @return ENVLOG_OK; ENVLOG_INVALID_ARG naming the line and key that is
+ *  wrong (an unknown key, a value of the wrong kind or out of range, a key
+ *  given twice); ENVLOG_PERMISSION, ENVLOG_IO. */
+envlog_err envlog_config_read(envlog_env *env, envlog_config *c);
+
+/*! envlog_config_set() : sets the setting named `key` from its text
+ *  `value` ("64MiB", "30d", "on"...), as a config line would.
+ *  @return ENVLOG_OK, or ENVLOG_INVALID_ARG (then `c` is unchanged). */
+envlog_err envlog_config_set(envlog_config *c, const char *key, const char *value);
+
+/*! envlog_config_write() : writes `c` as `env`'s config file (under a
+ *  temporary name, synced, renamed).  @return ENVLOG_OK, ENVLOG_STATE
+ *  (read-only), ENVLOG_IO, ENVLOG_NOSPACE. */
+envlog_err envlog_config_write(envlog_env *env, const envlog_config *c);
+
+/*! envlog_config_text() : writes `c` as the text of a config file. */
+envlog_err envlog_config_text(const envlog_config *c, envlog_write_fn fn, void *ctx);
+
+/* Where an environment stands with its upkeep. */
+typedef struct envlog_upkeep {
+    envlog_config config;       /* its settings (the defaults when the
+                                   file does not apply) */
+    bool config_ok;             /* ENV/config applies (or is absent) */
+    char config_error[160];     /* else why not */
+    uint64_t sessions;          /* session directories */
+    uint64_t pending_sessions;  /* of those, not compacted to their end */
+    uint64_t pending_bytes;     /* and their bytes */
+    uint64_t bytes;             /* the environment's files: sessions and
+                                   both snapshot generations */
+    uint64_t last_compaction_unix_ns; /* when the snapshot was written (0:
+                                         never) */
+    char last_reason[160];      /* and why ("envlog compact", "automatic:
+                                   ...") */
+    bool due;                   /* past a threshold: the next session end
+                                   compacts (auto_compact on) */
+} envlog_upkeep;
+
+/*! envlog_upkeep_get() : where `env` stands with its upkeep (lists the
+ *  session directories and reads the snapshot's head; reads no segment).
+ *  @return ENVLOG_OK (a config that does not apply is in u->config_error),
+ *  ENVLOG_IO, ENVLOG_NOMEM. */
+envlog_err envlog_upkeep_get(envlog_env *env, envlog_upkeep *u);
+
+/* What a compaction with a policy removes (envlog_compact_opts.on_removal). */
+typedef enum envlog_removal_kind {
+    ENVLOG_REMOVED_HISTORY = 0, /* a record of the history (retention) */
+    ENVLOG_REMOVED_EVICTED = 1  /* a standing entry (max_size): a forget
+                                   record says so in the environment */
+} envlog_removal_kind;
+
+typedef struct envlog_removal {
+    envlog_removal_kind kind;
+    envlog_stamp stamp;         /* the record removed, or that set the entry */
+    uint64_t unix_ns;           /* its time */
+    envlog_kind record_kind;    /* history: the kind of the record */
+    envlog_table table;         /* evicted: which table, and */
+    const char *ns;             /* its namespace and key (a kernel's key in */
+    const char *key;            /* hexadecimal) */
+    uint64_t checksum;
+    uint64_t bytes;             /* bytes of the record */
+} envlog_removal;
+
+typedef struct envlog_compact_opts {
+    envlog_evidence evidence;
+    uint64_t history_sessions;  /* retention, as envlog_config: history of */
+    uint64_t history_age_ns;    /* the newest sessions, younger than this */
+    uint64_t max_size;          /* the size bound (0: none) */
+    bool dry_run;               /* report what it would do; change nothing */
+    const char *reason;         /* kept in the snapshot: why it ran */
+    void (*on_removal)(void *ctx, const envlog_removal *r);
+    void *ctx;
+} envlog_compact_opts;
+
+/*! envlog_compact_opts_from() : compaction options from the settings `c`
+ *  (evidence, retention and size bound). */
+void envlog_compact_opts_from(envlog_compact_opts *o, const envlog_config *c);
+
+/*! envlog_compact_x() : envlog_compact() with a policy: history beyond the
+ *  retention is left out of the new snapshot (the standing entries, the
+ *  record that set each and its session's record are always kept), and past
+ *  max_size entries are evicted, least recently set first, each by a forget
+ *  record of a session of its own ("evict"), so `why` says so.  With
+ *  dry_run nothing changes and on_removal hears what would go.
+ *  @return as envlog_compact(). */
+envlog_err envlog_compact_x(envlog_env *env, const envlog_compact_opts *o,
+                            envlog_compact_report *report);
 
 /* What envlog_snapshot_check() found in one snapshot generation. */
 typedef struct envlog_snapshot_file {

@@ -256,6 +256,13 @@ void envlog_session_set_hook(envlog_session *s, envlog_session_hook fn, void *ct
 /* Makes `r` decode only what the fold needs (envlog_event_decode_fold). */
 void envlog_reader_set_fold(envlog_reader *r, bool fold);
 
+/* Ends `s` (what envlog_session_end() does before it looks at the
+ * environment's upkeep, in replay/maintain.c). */
+envlog_err envlog_session_close(envlog_session *s);
+/* The session's auto_compact option, and the process that began it. */
+int envlog_session_auto_compact(const envlog_session *s);
+pid_t envlog_session_pid(const envlog_session *s);
+
 /* The environment a session records into. */
 envlog_env *envlog_session_env(const envlog_session *s);
 

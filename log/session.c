@@ -60,6 +60,7 @@ struct envlog_session {
     envlog_session_stats st;
     envlog_session_hook hook;
     void *hook_ctx;
+    int auto_compact;      /* the option: -1 never, 0 per config, 1 check */
     /* the process's list of sessions, for fork handling */
     struct envlog_session *next_live, *prev_live;
 };
@@ -222,6 +223,9 @@ envlog_err envlog_session_begin(envlog_env *env, const envlog_session_opts *opts
                             (unsigned long long)seg);
     if (opts->n_devices && !opts->devices)
         return envlog__fail(ENVLOG_INVALID_ARG, "n_devices without devices");
+    if (opts->auto_compact < -1 || opts->auto_compact > 1)
+        return envlog__fail(ENVLOG_INVALID_ARG, "auto_compact is -1, 0 or 1, not %d",
+                            opts->auto_compact);
     envlog_session *s = envlog_calloc(1, sizeof *s);
     if (!s)
         return envlog__fail(ENVLOG_NOMEM, "beginning a session");
@@ -231,6 +235,7 @@ envlog_err envlog_session_begin(envlog_env *env, const envlog_session_opts *opts
     s->budget = opts->pending_budget ? opts->pending_budget : BUDGET_DEFAULT;
     s->sync = opts->sync;
     s->seg_size = seg;
+    s->auto_compact = opts->auto_compact;
     s->seg.fd = -1;
     if ((e = dup_opt(&s->label, opts->label, "label")) ||
         (e = dup_opt(&s->runtime, opts->runtime, "runtime")) ||
@@ -296,7 +301,17 @@ static envlog_err close_disk(envlog_session *s)
     return e;
 }
 
-envlog_err envlog_session_end(envlog_session *s)
+int envlog_session_auto_compact(const envlog_session *s)
+{
+    return s->auto_compact;
+}
+
+pid_t envlog_session_pid(const envlog_session *s)
+{
+    return s->pid;
+}
+
+envlog_err envlog_session_close(envlog_session *s)
 {
     if (!s)
         return ENVLOG_OK;

@@ -159,8 +159,9 @@ static int build_visit(void *ctx, const envlog_replay_rec *r, const envlog_snap_
     if (session)
         note_session(b, &rec->u.session);
     const char *ns = record_ns(rec);
-    bool keep = session || (b->o->evidence == ENVLOG_EVIDENCE_ALL &&
-                            (!ns || ns_taken(b->o, ns)));
+    /* A tombstone explains an absence: it is history at every level. */
+    bool keep = session || (rec->kind == ENVLOG_KIND_FORGET && (!ns || ns_taken(b->o, ns))) ||
+                (b->o->evidence == ENVLOG_EVIDENCE_ALL && (!ns || ns_taken(b->o, ns)));
     if (!keep)
         return b->err != ENVLOG_OK;
     if ((b->err = grow((void **)&b->h, &b->cap_h, b->n_h, sizeof *b->h)))
@@ -390,6 +391,130 @@ static void mark_complete(build_ctx *b, const envlog_build_opts *o)
                 b->ss[i].complete = true;
 }
 
+/* ------------------------------------------------------------ retention */
+
+/* Which sessions keep their history: the newest history_sessions of those
+ * the snapshot knows, younger than history_age_ns (each when set); and the
+ * sessions that set a standing entry keep their own session record. */
+typedef struct retention {
+    bool all;                 /* no retention: everything stays */
+    bool none;                /* max_size: no history but the setters' */
+    envlog_id128 *young;      /* sorted */
+    size_t n_young;
+    const envlog_stamp *setters; /* the entries' stamps, sorted by session */
+    size_t n_setters;
+    const envlog_build_opts *o;
+} retention;
+
+static int id_cmp(const void *a, const void *b)
+{
+    return memcmp(a, b, 16);
+}
+
+static uint64_t id_unix_ns(const envlog_id128 *id)
+{
+    uint64_t ms = 0;
+    for (int i = 0; i < 6; i++)
+        ms = ms << 8 | id->b[i];
+    return ms * 1000000u;
+}
+
+static envlog_err retention_begin(retention *rt, const build_ctx *b, const envlog_build_opts *o,
+                                  const envlog_stamp *setters, size_t n_setters,
+                                  bool drop_history)
+{
+    memset(rt, 0, sizeof *rt);
+    rt->o = o;
+    rt->setters = setters;
+    rt->n_setters = n_setters;
+    rt->none = drop_history;
+    rt->all = !drop_history && !o->history_sessions && !o->history_age_ns;
+    if (rt->all || rt->none || !b->n_ss)
+        return ENVLOG_OK;
+    if (!(rt->young = envlog_malloc(b->n_ss * sizeof *rt->young)))
+        return envlog__fail(ENVLOG_NOMEM, "building a snapshot");
+    for (size_t i = 0; i < b->n_ss; i++)
+        rt->young[i] = b->ss[i].id;
+    qsort(rt->young, b->n_ss, sizeof *rt->young, id_cmp);
+    /* Ids sort by creation: the newest are at the end. */
+    size_t from = 0;
+    if (o->history_sessions && b->n_ss > o->history_sessions)
+        from = b->n_ss - (size_t)o->history_sessions;
+    uint64_t now = envlog_clock_unix_ns();
+    if (o->history_age_ns)
+        while (from < b->n_ss && now > o->history_age_ns &&
+               id_unix_ns(&rt->young[from]) < now - o->history_age_ns)
+            from++;
+    memmove(rt->young, rt->young + from, (b->n_ss - from) * sizeof *rt->young);
+    rt->n_young = b->n_ss - from;
+    return ENVLOG_OK;
+}
+
+static bool is_young(const retention *rt, const envlog_id128 *id)
+{
+    if (rt->all)
+        return true;
+    return !rt->none && rt->n_young &&
+           bsearch(id, rt->young, rt->n_young, sizeof *rt->young, id_cmp);
+}
+
+static bool is_setter(const retention *rt, const envlog_id128 *id)
+{
+    for (size_t lo = 0, hi = rt->n_setters; lo < hi;) {
+        size_t mid = lo + (hi - lo) / 2;
+        int c = memcmp(rt->setters[mid].session.b, id->b, 16);
+        if (!c)
+            return true;
+        if (c < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return false;
+}
+
+static bool retention_keeps(const retention *rt, const hist_rec *h)
+{
+    const envlog_id128 *id = &h->item.stamp.session;
+    return is_young(rt, id) || (h->is_session && is_setter(rt, id));
+}
+
+/* A watermark goes with its session's history once its directory is gone
+ * (nothing is left to fold twice); while the directory is there it stays. */
+static bool retention_keeps_watermark(const retention *rt, const envlog_id128 *id)
+{
+    if (rt->all || is_young(rt, id) || is_setter(rt, id))
+        return true;
+    return rt->o->n_present &&
+           bsearch(id, rt->o->present, rt->o->n_present, sizeof *rt->o->present, id_cmp);
+}
+
+/* The size bound: history goes first, then entries, least recently set
+ * first, until the new snapshot takes half of max_size. */
+static envlog_err keep_under(envlog_env *env, const envlog_build_opts *o, build_ctx *b,
+                             envlog_build_result *res, bool *drop_history)
+{
+    uint64_t budget = o->max_size / 2;
+    uint64_t entries = envlog_state_bytes(b->st);
+    if (entries + b->data.len <= budget)
+        return ENVLOG_OK;
+    *drop_history = true;
+    envlog_evict_result r;
+    envlog_err e = envlog_evict(env, b->st, budget, 0, o, &r);
+    if (e)
+        return e;
+    res->evicted = r.evicted;
+    res->evicted_bytes = r.bytes;
+    if (r.wrote) {
+        /* The evict session is folded whole: its watermark is complete. */
+        envlog_stamp st = {r.session, r.last_seq, 0};
+        if ((e = track_seq(b, &st)))
+            return e;
+        b->ss[b->last_ss].complete = true;
+    }
+    return ENVLOG_OK;
+}
+
 void envlog_build_result_free(envlog_build_result *r)
 {
     envlog_buf_free(&r->file);
@@ -406,6 +531,7 @@ envlog_err envlog_snapshot_build(envlog_env *env, const envlog_build_opts *o,
     items_ctx ic = {.b = &b};
     envlog_snapw w = {0};
     envlog_stamp *entry_stamps = NULL;
+    retention rt = {0};
     envlog_err e = envlog_state_new_x(true, &b.st);
     if (e)
         return e;
@@ -426,6 +552,9 @@ envlog_err envlog_snapshot_build(envlog_env *env, const envlog_build_opts *o,
         e = b.err;
     if (!e)
         mark_complete(&b, o);
+    bool drop_history = false;
+    if (!e && o->max_size)
+        e = keep_under(env, o, &b, res, &drop_history);
     if (!e && !o->n_prefixes)
         e = envlog_state_digest(b.st, &res->digest);
 
@@ -446,11 +575,24 @@ envlog_err envlog_snapshot_build(envlog_env *env, const envlog_build_opts *o,
     if (ic.n) /* qsort of NULL is undefined, even of nothing */
         qsort(entry_stamps, ic.n, sizeof *entry_stamps, stamp_cmp);
     size_t n_entries = ic.n;
+    if ((e = retention_begin(&rt, &b, o, entry_stamps, n_entries, drop_history)))
+        goto out;
     for (size_t i = 0; i < b.n_h; i++) {
         hist_rec *h = &b.h[i];
         if (ic.n && bsearch(&h->item.stamp, entry_stamps, n_entries, sizeof *entry_stamps,
                             stamp_cmp))
             continue;
+        if (!retention_keeps(&rt, h)) {
+            res->history_dropped++;
+            if (o->on_removal) {
+                int kind = envlog_payload_kind(b.data.p + h->off, h->item.record.size);
+                envlog_removal rm = {ENVLOG_REMOVED_HISTORY, h->item.stamp, h->item.unix_ns,
+                                     (envlog_kind)kind, 0, NULL, NULL, 0,
+                                     h->item.record.size};
+                o->on_removal(o->ctx_removal, &rm);
+            }
+            continue;
+        }
         if ((e = grow((void **)&ic.v, &ic.cap, ic.n, sizeof *ic.v)))
             goto out;
         item_ref *r = &ic.v[ic.n++];
@@ -471,8 +613,10 @@ envlog_err envlog_snapshot_build(envlog_env *env, const envlog_build_opts *o,
         e = envlog__fail(ENVLOG_NOMEM, "building a snapshot");
         goto out;
     }
+    size_t n_wms = 0;
     for (size_t i = 0; i < b.n_ss; i++)
-        wms[i] = (envlog_snap_wm){b.ss[i].id, b.ss[i].last_seq, b.ss[i].complete};
+        if (retention_keeps_watermark(&rt, &b.ss[i].id))
+            wms[n_wms++] = (envlog_snap_wm){b.ss[i].id, b.ss[i].last_seq, b.ss[i].complete};
     envlog_snap_manifest m = {
         .schema = ENVLOG_BUNDLE_SCHEMA,
         .name = o->name ? o->name : "",
@@ -480,11 +624,12 @@ envlog_err envlog_snapshot_build(envlog_env *env, const envlog_build_opts *o,
         .created_unix_ns = envlog_clock_unix_ns(),
         .runtimes = b.runtimes, .n_runtimes = b.n_runtimes,
         .envs = b.envs, .n_envs = b.n_envs,
-        .wms = wms, .n_wms = b.n_ss,
+        .wms = wms, .n_wms = n_wms,
         .tunes = ic.tunes, .kernels = ic.kernels, .users = ic.users,
         .evidence = ic.n - n_entries,
         .evidence_level = (int)o->evidence,
         .namespaces = ic.nss, .n_namespaces = ic.n_nss,
+        .compacted_by = o->reason,
     };
     envlog_id128 id;
     if (b.err || (e = envlog_id_new(&id)) ||
@@ -498,6 +643,7 @@ envlog_err envlog_snapshot_build(envlog_env *env, const envlog_build_opts *o,
     res->damage = b.damage;
     b.ss = NULL;
 out:
+    envlog_free(rt.young);
     if (!e && b.err)
         e = b.err;
     for (size_t i = 0; i < ic.n; i++)

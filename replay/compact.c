@@ -24,6 +24,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
@@ -267,8 +268,46 @@ void envlog_compact_unlock(int lockfd)
         envlog_io_get()->close(lockfd); /* releases the lock */
 }
 
+void envlog_compact_opts_from(envlog_compact_opts *o, const envlog_config *c)
+{
+    memset(o, 0, sizeof *o);
+    o->evidence = c->evidence;
+    o->history_sessions = c->history_sessions;
+    o->history_age_ns = c->history_age_ns;
+    o->max_size = c->max_size;
+}
+
 envlog_err envlog_compact(envlog_env *env, envlog_evidence evidence,
                           envlog_compact_report *rep)
+{
+    envlog_config c;
+    envlog_compact_opts o;
+    envlog_err e;
+    if (!env)
+        return envlog__fail(ENVLOG_STATE, "compaction needs a writable environment");
+    /* The environment's own retention and bound apply. */
+    if ((e = envlog_config_read(env, &c)))
+        return e;
+    envlog_compact_opts_from(&o, &c);
+    o.evidence = evidence;
+    o.reason = "envlog_compact()";
+    return envlog_compact_x(env, &o, rep);
+}
+
+static envlog_err count_only(void *ctx, const uint8_t *p, size_t n)
+{
+    (void)p;
+    *(uint64_t *)ctx += n;
+    return ENVLOG_OK;
+}
+
+static int id_cmp(const void *a, const void *b)
+{
+    return memcmp(a, b, 16);
+}
+
+envlog_err envlog_compact_x(envlog_env *env, const envlog_compact_opts *opts,
+                            envlog_compact_report *rep)
 {
     const envlog_io *io = envlog_io_get();
     envlog_compact_report local;
@@ -277,6 +316,9 @@ envlog_err envlog_compact(envlog_env *env, envlog_evidence evidence,
     memset(rep, 0, sizeof *rep);
     if (!env || env->readonly || env->sessions_fd < 0)
         return envlog__fail(ENVLOG_STATE, "compaction needs a writable environment");
+    if (!opts)
+        return envlog__fail(ENVLOG_INVALID_ARG, "no compaction options");
+    envlog_evidence evidence = opts->evidence;
     if ((unsigned)evidence > ENVLOG_EVIDENCE_ALL)
         return envlog__fail(ENVLOG_INVALID_ARG, "unknown evidence level %d", (int)evidence);
     int lockfd;
@@ -288,6 +330,7 @@ envlog_err envlog_compact(envlog_env *env, envlog_evidence evidence,
     size_t n = 0;
     envlog_build_result res = {0};
     envlog_build_session *sealed = NULL;
+    envlog_id128 *present = NULL;
     if (io->mkdirat(env->dirfd, "snapshot", 0700) && errno != EEXIST) {
         e = envlog__fail_errno(errno, "creating %s/snapshot", env->path);
         goto out;
@@ -301,35 +344,50 @@ envlog_err envlog_compact(envlog_env *env, envlog_evidence evidence,
         goto out;
     rep->bytes_before = file_size(snapfd, "current") + file_size(snapfd, "previous");
     size_t n_sealed = 0;
-    if (n && !(sealed = envlog_calloc(n, sizeof *sealed))) {
+    if (n && (!(sealed = envlog_calloc(n, sizeof *sealed)) ||
+              !(present = envlog_calloc(n, sizeof *present)))) {
         e = envlog__fail(ENVLOG_NOMEM, "compacting");
         goto out;
     }
     for (size_t i = 0; i < n; i++) {
         rep->bytes_before += in[i].bytes;
+        present[i] = in[i].id;
         if (in[i].state == ENVLOG_STATE_SEALED)
             sealed[n_sealed++] = (envlog_build_session){in[i].id, in[i].last_seq, true};
     }
+    if (n)
+        qsort(present, n, sizeof *present, id_cmp);
     /* Streamed into current.tmp as it is laid out: no copy of the file in
-     * memory. */
-    envlog_out tmp;
-    if ((e = envlog_out_open(&tmp, snapfd, "current.tmp")))
+     * memory.  A dry run only counts its bytes. */
+    envlog_out tmp = {.fd = -1};
+    uint64_t counted = 0;
+    if (!opts->dry_run && (e = envlog_out_open(&tmp, snapfd, "current.tmp")))
         goto out;
-    envlog_sink sink = {NULL, out_write, &tmp};
+    envlog_sink sink = {NULL, opts->dry_run ? count_only : out_write,
+                        opts->dry_run ? (void *)&counted : (void *)&tmp};
     envlog_build_opts bo = {.evidence = evidence, .name = "", .content = "snapshot",
                             .strict = true, .sealed = sealed, .n_sealed = n_sealed,
-                            .sink = &sink};
+                            .sink = &sink, .history_sessions = opts->history_sessions,
+                            .history_age_ns = opts->history_age_ns, .present = present,
+                            .n_present = n, .max_size = opts->max_size,
+                            .dry_run = opts->dry_run, .on_removal = opts->on_removal,
+                            .ctx_removal = opts->ctx,
+                            .reason = opts->reason ? opts->reason : "envlog_compact_x()"};
     e = envlog_snapshot_build(env, &bo, &res);
     envlog_err ce = envlog_out_close(&tmp, !e);
-    if (e || (e = ce))
+    rep->history_dropped = res.history_dropped;
+    rep->evicted = res.evicted;
+    rep->evicted_bytes = res.evicted_bytes;
+    rep->snapshot_bytes = opts->dry_run ? counted : tmp.off;
+    rep->entries = res.entries;
+    rep->evidence = res.evidence;
+    rep->sessions_folded = res.n_sessions;
+    if (e || (e = ce) || opts->dry_run)
         goto out;
     if ((e = envlog_snapshot_read_back(env, &res.digest)) || (e = rotate(snapfd))) {
         io->unlinkat(snapfd, "current.tmp", 0);
         goto out;
     }
-    rep->entries = res.entries;
-    rep->evidence = res.evidence;
-    rep->sessions_folded = res.n_sessions;
     rep->previous_bytes = file_size(snapfd, "previous");
     rep->bytes_after = tmp.off + rep->previous_bytes;
     /* Sessions are removed only while no replay or listing runs: one that
@@ -368,6 +426,7 @@ envlog_err envlog_compact(envlog_env *env, envlog_evidence evidence,
         e = envlog_dir_sync(env->sessions_fd, "sessions");
 out:
     envlog_free(sealed);
+    envlog_free(present);
     envlog_build_result_free(&res);
     envlog_sessions_free(in, n);
     if (snapfd >= 0)

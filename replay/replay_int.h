@@ -98,6 +98,19 @@ typedef struct envlog_build_opts {
     /* Where the file goes, piece by piece (r->file stays empty); NULL: into
      * r->file. */
     const envlog_sink *sink;
+    /* Retention: history of the newest history_sessions sessions (0: all)
+     * younger than history_age_ns (0: any); sessions whose directories are
+     * there (present, sorted) keep their watermarks whatever it says. */
+    uint64_t history_sessions, history_age_ns;
+    const envlog_id128 *present;
+    size_t n_present;
+    /* The size bound: entries are evicted until the new snapshot takes at
+     * most half of it (two generations are kept). */
+    uint64_t max_size;
+    bool dry_run;            /* evict nothing: only say what would go */
+    void (*on_removal)(void *ctx, const envlog_removal *r);
+    void *ctx_removal;
+    const char *reason;      /* the MANIFEST's compacted_by */
 } envlog_build_opts;
 
 typedef struct envlog_build_result {
@@ -110,6 +123,8 @@ typedef struct envlog_build_result {
     envlog_id128 base_id;          /* and that snapshot's id */
     envlog_build_session *base_wms; /* and its watermarks */
     size_t n_base_wms;
+    uint64_t history_dropped;      /* history records the retention left out */
+    uint64_t evicted, evicted_bytes;
     bool damage;                   /* damage was met (and reported) */
 } envlog_build_result;
 
@@ -118,6 +133,15 @@ typedef struct envlog_build_result {
 envlog_err envlog_snapshot_build(envlog_env *env, const envlog_build_opts *o,
                                  envlog_build_result *r);
 
+/* ------------------------------------------------ config (replay/config.c) */
+
+/* "64MiB", "10G" (binary units) and "30d", "12h" (s, m, h, d, w; no unit:
+ * seconds): ENVLOG_INVALID_ARG otherwise. */
+envlog_err envlog_parse_size(const char *s, uint64_t *out);
+envlog_err envlog_parse_age(const char *s, uint64_t *ns);
+/* Parses the text of a config file into `out` (whole or not at all). */
+envlog_err envlog_config_parse(const char *text, size_t n, envlog_config *out);
+
 /* Takes the compaction lock (ENV/LOCK, a regular file made if missing):
  * ENVLOG_BUSY when another compaction holds it. */
 envlog_err envlog_compact_lock(envlog_env *env, int *lockfd);
@@ -125,6 +149,25 @@ void envlog_compact_unlock(int lockfd);
 /* Reads snapshot/current.tmp back whole and folds it: ENVLOG_CORRUPT
  * unless it reads completely and its envlog_state_digest() is `want`. */
 envlog_err envlog_snapshot_read_back(envlog_env *env, const envlog_hash128 *want);
+
+/* ------------------------------------------------ eviction (evict.c) */
+
+typedef struct envlog_evict_result {
+    uint64_t evicted, bytes;
+    bool wrote;              /* an evict session was recorded: */
+    envlog_id128 session;    /* its id and last seq */
+    uint64_t last_seq;
+} envlog_evict_result;
+
+/* The bytes the standing entries and user records of `st` would take in a
+ * snapshot (their records, and a little for each). */
+uint64_t envlog_state_bytes(envlog_state *st);
+/* Evicts, least recently set first, the entries of `st` (which keeps
+ * payloads) until they and `fixed` bytes fit in `budget`: each forgotten by
+ * a record of an "evict" session of `env` (not with o->dry_run) and folded
+ * into `st`; o->on_removal hears each. */
+envlog_err envlog_evict(envlog_env *env, envlog_state *st, uint64_t budget, uint64_t fixed,
+                        const envlog_build_opts *o, envlog_evict_result *r);
 
 /* A digest of what a state answers: its canonical dump and, for every
  * standing entry, the rule that made it stand (what `why` says). */
@@ -193,6 +236,7 @@ typedef struct envlog_snap_manifest {
     int evidence_level;   /* envlog_evidence */
     const char *const *namespaces;
     size_t n_namespaces;
+    const char *compacted_by;  /* why it was written (absent in a bundle) */
 } envlog_snap_manifest;
 
 /* An ENTRY or EVIDENCE record: a record of the history, with where it came

@@ -61,6 +61,7 @@ static const envlog_field manifest_f[] = {
     ENUMF(16, "evidence_level", envlog_snap_manifest, evidence_level, evidence_names),
     ARRF(17, ENVLOG_F_TEXTS, "namespaces", envlog_snap_manifest, namespaces,
          n_namespaces, NULL),
+    FLD(18, ENVLOG_F_TEXT, "compacted_by", envlog_snap_manifest, compacted_by),
 };
 PUB_SCHEMA(envlog_snap_manifest_schema, "manifest", envlog_snap_manifest, manifest_f);
 

@@ -1,0 +1,199 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * maintain.c - an environment that maintains itself (envlog(5),
+ * MAINTENANCE): when a session that wrote something ends, the environment
+ * looks at how much is not compacted yet and, past the thresholds of its
+ * config, compacts itself in a process of its own, so the call that ends
+ * the session is held up only by a directory listing and a fork.
+ *
+ * The compacting process is detached (its parent is gone at once), so a
+ * program that ends its session and exits does not stop it; it takes the
+ * compaction lock without waiting, so two that start together do the work
+ * once; a crash of it at any step leaves the state as it was (compact.c).
+ */
+#include "replay_int.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+/* Bytes of the regular files of a directory. */
+static uint64_t dir_bytes(int dirfd)
+{
+    int fd = envlog_io_get()->openat(dirfd, ".", O_RDONLY | O_DIRECTORY, 0);
+    DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+    if (!d) {
+        if (fd >= 0)
+            close(fd);
+        return 0;
+    }
+    uint64_t n = 0;
+    struct dirent *de;
+    while ((de = readdir(d))) {
+        struct stat st;
+        if (de->d_name[0] != '.' && !fstatat(fd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) &&
+            S_ISREG(st.st_mode))
+            n += (uint64_t)st.st_size;
+    }
+    closedir(d);
+    return n;
+}
+
+envlog_err envlog_upkeep_get(envlog_env *env, envlog_upkeep *u)
+{
+    memset(u, 0, sizeof *u);
+    envlog_err e = envlog_config_read(env, &u->config);
+    if (e) {
+        u->config_ok = false;
+        snprintf(u->config_error, sizeof u->config_error, "%s", envlog_errmsg());
+        envlog_config_defaults(&u->config);
+    } else {
+        u->config_ok = true;
+    }
+    /* The snapshot readers use now, read as a lookup reads it. */
+    envlog_snap *snap = NULL;
+    int gen;
+    if ((e = envlog_snap_pick(env, false, NULL, NULL, &snap, &gen)))
+        return e;
+    if (snap) {
+        const envlog_snap_manifest *m = envlog_snap_manifest_get(snap);
+        u->last_compaction_unix_ns = m->created_unix_ns;
+        snprintf(u->last_reason, sizeof u->last_reason, "%s",
+                 m->compacted_by ? m->compacted_by : "");
+        u->bytes += envlog_snap_size(snap);
+    }
+    int sfd;
+    if (!envlog_open_dir(env->dirfd, "snapshot", &sfd)) {
+        struct stat st;
+        if (!fstatat(sfd, "previous", &st, AT_SYMLINK_NOFOLLOW) && S_ISREG(st.st_mode))
+            u->bytes += (uint64_t)st.st_size;
+        close(sfd);
+    }
+    envlog_id128 *ids = NULL;
+    size_t n = 0;
+    if ((e = envlog_session_ids(env, &ids, &n))) {
+        envlog_snap_unmap(snap);
+        return e;
+    }
+    for (size_t i = 0; i < n; i++) {
+        char hex[33];
+        envlog_id_format(&ids[i], hex);
+        int fd;
+        if (envlog_open_dir(env->sessions_fd, hex, &fd))
+            continue;
+        uint64_t b = dir_bytes(fd);
+        close(fd);
+        u->sessions++;
+        u->bytes += b;
+        uint64_t wm;
+        bool complete = false;
+        if (!snap || !envlog_snap_watermark_x(snap, &ids[i], &wm, &complete) || !complete) {
+            u->pending_sessions++;
+            u->pending_bytes += b;
+        }
+    }
+    envlog_free(ids);
+    envlog_snap_unmap(snap);
+    const envlog_config *c = &u->config;
+    u->due = u->pending_sessions >= c->compact_sessions || u->pending_bytes >= c->compact_bytes ||
+             (c->max_size && u->bytes > c->max_size);
+    return ENVLOG_OK;
+}
+
+/* The compaction of a detached process: its own handle on the same
+ * directory, the config's settings, and nothing printed. */
+static void compact_here(const char *path, const char *why)
+{
+    envlog_env *env;
+    if (envlog_env_open(path, 0, &env))
+        return;
+    envlog_config c;
+    if (!envlog_config_read(env, &c)) {
+        envlog_compact_opts o;
+        envlog_compact_opts_from(&o, &c);
+        o.reason = why;
+        (void)envlog_compact_x(env, &o, NULL);
+    }
+    envlog_env_close(env);
+}
+
+static envlog_err maybe_compact(envlog_env *env, int want)
+{
+    if (!env || env->readonly || want < 0)
+        return ENVLOG_OK;
+    envlog_upkeep u;
+    envlog_err e = envlog_upkeep_get(env, &u);
+    if (e || !u.config_ok || !u.due || (!u.config.auto_compact && want == 0))
+        return e;
+    /* Another compaction runs: it will find what this one would. */
+    int lk = envlog_io_get()->openat(env->dirfd, "LOCK", O_RDONLY, 0);
+    if (lk >= 0) {
+        bool busy = flock(lk, LOCK_EX | LOCK_NB) != 0;
+        if (!busy)
+            flock(lk, LOCK_UN);
+        close(lk);
+        if (busy)
+            return ENVLOG_OK;
+    }
+    char why[160];
+    snprintf(why, sizeof why,
+             "automatic: %" PRIu64 " sessions and %" PRIu64 " bytes not compacted, %" PRIu64
+             " bytes in all", u.pending_sessions, u.pending_bytes, u.bytes);
+    pid_t pid = fork();
+    if (pid < 0)
+        return ENVLOG_OK; /* the next session end tries again */
+    if (pid == 0) {
+        /* The middle process: its child is the compactor, adopted by init
+         * as soon as this one exits. */
+        pid_t c = fork();
+        if (c != 0)
+            _exit(0);
+        setsid();
+        /* Nothing of the program's but the environment's path: its
+         * descriptors (sockets, pipes) close here, so the compactor never
+         * keeps them open behind its back. */
+        long max = sysconf(_SC_OPEN_MAX);
+        for (int fd = 3; fd < (max > 0 && max < 65536 ? max : 65536); fd++)
+            close(fd);
+        int null = open("/dev/null", O_RDWR);
+        if (null >= 0) {
+            dup2(null, 0);
+            dup2(null, 1);
+            dup2(null, 2);
+            if (null > 2)
+                close(null);
+        }
+        compact_here(env->path, why);
+        _exit(0);
+    }
+    /* The middle process exits at once; reaping it keeps no zombie. */
+    while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
+        ;
+    return ENVLOG_OK;
+}
+
+envlog_err envlog_session_end(envlog_session *s)
+{
+    if (!s)
+        return ENVLOG_OK;
+    envlog_env *env = envlog_session_env(s);
+    envlog_session_stats st;
+    envlog_session_stats_get(s, &st);
+    int want = envlog_session_auto_compact(s);
+    bool own = getpid() == envlog_session_pid(s);
+    envlog_err e = envlog_session_close(s);
+    /* Only a session that wrote, in the process that began it, looks at
+     * the environment's upkeep: observing costs nothing. */
+    if (st.on_disk && own)
+        (void)maybe_compact(env, want);
+    return e;
+}
