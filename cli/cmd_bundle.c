@@ -26,15 +26,18 @@ static int parse_evidence(const char *s, envlog_evidence *ev)
 static int compact_run(cli *c)
 {
     envlog_evidence ev = ENVLOG_EVIDENCE_WINNERS;
+    bool ev_given = false;
     for (int i = 1; i < c->argc; i++) {
         const char *a = c->argv[i];
         int rc;
         if (!strcmp(a, "--evidence") && i + 1 < c->argc) {
             if ((rc = parse_evidence(c->argv[++i], &ev)))
                 return rc;
+            ev_given = true;
         } else if (!strncmp(a, "--evidence=", 11)) {
             if ((rc = parse_evidence(a + 11, &ev)))
                 return rc;
+            ev_given = true;
         } else if (!strcmp(a, "--json")) {
             c->json = true;
         } else {
@@ -46,7 +49,18 @@ static int compact_run(cli *c)
     if (rc)
         return rc;
     envlog_compact_report r;
-    envlog_err e = envlog_compact(env, ev, &r);
+    envlog_config cfg;
+    envlog_err e = envlog_config_read(env, &cfg);
+    if (e) {
+        envlog_env_close(env);
+        return cli_fail(e, "reading the config");
+    }
+    envlog_compact_opts o;
+    envlog_compact_opts_from(&o, &cfg);
+    if (ev_given)
+        o.evidence = ev;
+    o.reason = "envlog compact";
+    e = envlog_compact_x(env, &o, &r);
     envlog_env_close(env);
     if (e)
         return cli_fail(e, "compacting");
@@ -332,11 +346,13 @@ const cli_cmd cli_cmd_compact = {
     "usage: envlog [-C DIR] compact [--evidence none|winners|all] [--json]\n"
     "\n"
     "Folds the snapshot and every session into a new snapshot (written to\n"
-    "snapshot/current.tmp, synced, renamed over snapshot/current), then removes\n"
-    "the session directories it fully covers; a live session or a damaged one is\n"
-    "never removed.  --evidence: none keeps the entries only, winners (default)\n"
+    "snapshot/current.tmp, synced, read back and checked, renamed over\n"
+    "snapshot/current; the one before kept as snapshot/previous), then removes\n"
+    "the session directories snapshot/previous covers; a live session or a\n"
+    "damaged one is never removed.  The config's retention and max_size apply.\n"
+    "--evidence: none keeps the entries only, winners (the config's default)\n"
     "keeps the tune record behind each entry, all keeps every record.\n"
-    "Exit status 1 when damaged sessions were kept.\n",
+    "Exit status 1 when damaged sessions were kept or the snapshot is damaged.\n",
     compact_run,
 };
 

@@ -44,6 +44,70 @@ static int count_entry(void *ctx, const envlog_entry *e)
     return 0;
 }
 
+static void size_text(uint64_t b, char out[32])
+{
+    if (b >= (1u << 30) && !(b % (1u << 20)))
+        snprintf(out, 32, "%.1f GiB", (double)b / (1u << 30));
+    else if (b >= (1u << 20))
+        snprintf(out, 32, "%.1f MiB", (double)b / (1u << 20));
+    else if (b >= 1024)
+        snprintf(out, 32, "%.1f KiB", (double)b / 1024);
+    else
+        snprintf(out, 32, "%" PRIu64 " bytes", b);
+}
+
+static void print_upkeep(const envlog_upkeep *u)
+{
+    const envlog_config *c = &u->config;
+    char a[32], b[32], t[32];
+    if (!u->config_ok)
+        printf("config       not applied (the defaults are shown): %s\n", u->config_error);
+    size_text(c->compact_bytes, a);
+    size_text(u->pending_bytes, b);
+    printf("upkeep       automatic compaction %s: at %" PRIu64 " sessions or %s not "
+           "compacted (now %" PRIu64 ", %s)%s\n", c->auto_compact ? "on" : "off",
+           c->compact_sessions, a, u->pending_sessions, b,
+           u->due ? "; due at the next session end" : "");
+    char age[48] = "";
+    if (c->history_age_ns)
+        snprintf(age, sizeof age, ", younger than %" PRIu64 " s", c->history_age_ns / 1000000000u);
+    if (c->history_sessions)
+        printf("             history of the newest %" PRIu64 " sessions%s; ", c->history_sessions,
+               age);
+    else
+        printf("             history of every session%s; ", age);
+    if (c->max_size) {
+        size_text(c->max_size, a);
+        size_text(u->bytes, b);
+        printf("max size %s (now %s)\n", a, b);
+    } else {
+        printf("no size bound\n");
+    }
+    if (u->last_compaction_unix_ns) {
+        cli_time(u->last_compaction_unix_ns, t);
+        printf("compacted    %s (%s)\n", t, u->last_reason[0] ? u->last_reason : "-");
+    } else {
+        printf("compacted    never\n");
+    }
+}
+
+static void print_upkeep_json(const envlog_upkeep *u)
+{
+    const envlog_config *c = &u->config;
+    printf(",\"upkeep\":{\"config_ok\":%s,\"config_error\":", u->config_ok ? "true" : "false");
+    cli_jstr(u->config_error);
+    printf(",\"auto_compact\":%s,\"compact_sessions\":%" PRIu64 ",\"compact_bytes\":%" PRIu64
+           ",\"history_sessions\":%" PRIu64 ",\"history_age_ns\":%" PRIu64
+           ",\"max_size\":%" PRIu64 ",\"pending_sessions\":%" PRIu64 ",\"pending_bytes\":%"
+           PRIu64 ",\"bytes\":%" PRIu64 ",\"due\":%s,\"last_compaction_unix_ns\":%" PRIu64
+           ",\"last_reason\":", c->auto_compact ? "true" : "false", c->compact_sessions,
+           c->compact_bytes, c->history_sessions, c->history_age_ns, c->max_size,
+           u->pending_sessions, u->pending_bytes, u->bytes, u->due ? "true" : "false",
+           u->last_compaction_unix_ns);
+    cli_jstr(u->last_reason);
+    printf("}");
+}
+
 static int status_run(cli *c)
 {
     for (int i = 1; i < c->argc; i++) {
@@ -87,6 +151,11 @@ static int status_run(cli *c)
         rc = cli_error(EXIT_USAGE, "status: out of memory");
         goto done;
     }
+    envlog_upkeep up;
+    if ((e = envlog_upkeep_get(env, &up))) {
+        rc = cli_fail(e, "reading the environment's upkeep");
+        goto done;
+    }
     /* The counts below are read after every entry was (status reads the
      * snapshot whole), so they add up whatever was damaged. */
     envlog_state_stats_get(st, &ss);
@@ -123,8 +192,10 @@ static int status_run(cli *c)
                    cc.v[i].bytes);
         }
         printf("],\"last_change_unix_ns\":%" PRIu64 ",\"last_change\":\"%s\""
-               ",\"damaged_regions\":%" PRIu64 ",\"damaged_bytes\":%" PRIu64 "}\n",
+               ",\"damaged_regions\":%" PRIu64 ",\"damaged_bytes\":%" PRIu64,
                ss.last_change_unix_ns, last, ss.damaged, damaged_bytes);
+        print_upkeep_json(&up);
+        printf("}\n");
     } else {
         printf("environment  %s (format %d)\n", envlog_env_path(env), ENVLOG_FORMAT_VERSION);
         printf("sessions     %zu", n);
@@ -150,6 +221,7 @@ static int status_run(cli *c)
                    cc.v[i].table == ENVLOG_TABLE_TUNE ? "tune" : "kernel", cc.v[i].n,
                    cc.v[i].ns);
         printf("last change  %s\n", last);
+        print_upkeep(&up);
         if (damage) {
             printf("damage       %" PRIu64 " region(s), %" PRIu64
                    " bytes: run `envlog verify` for details\n", ss.damaged, damaged_bytes);
@@ -169,6 +241,8 @@ static int status_run(cli *c)
     }
     if (damage)
         worst = EXIT_DAMAGE;
+    if (!up.config_ok)
+        worst = EXIT_INPUT;
 done:
     free(cc.v);
     envlog_state_close(st);
