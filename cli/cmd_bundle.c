@@ -69,10 +69,12 @@ static int compact_run(cli *c)
                ",\"sessions_removed\":%" PRIu64 ",\"sessions_live\":%" PRIu64
                ",\"sessions_damaged\":%" PRIu64 ",\"sessions_kept\":%" PRIu64
                ",\"sessions_stray\":%" PRIu64 ",\"bytes_before\":%" PRIu64
-               ",\"bytes_after\":%" PRIu64 ",\"previous_bytes\":%" PRIu64 "}\n", r.entries,
+               ",\"bytes_after\":%" PRIu64 ",\"previous_bytes\":%" PRIu64
+               ",\"history_dropped\":%" PRIu64 ",\"evicted\":%" PRIu64
+               ",\"evicted_bytes\":%" PRIu64 "}\n", r.entries,
                r.evidence, r.sessions_folded, r.sessions_removed, r.sessions_live,
                r.sessions_damaged, r.sessions_kept, r.sessions_stray, r.bytes_before,
-               r.bytes_after, r.previous_bytes);
+               r.bytes_after, r.previous_bytes, r.history_dropped, r.evicted, r.evicted_bytes);
     else {
         printf("compacted %" PRIu64 " sessions into a snapshot of %" PRIu64 " entries (%" PRIu64
                " evidence records)\nremoved %" PRIu64 " session directories; kept %" PRIu64
@@ -81,6 +83,12 @@ static int compact_run(cli *c)
         if (r.sessions_kept)
             printf("kept %" PRIu64 " more until the next compaction: snapshot/previous, the "
                    "generation kept, does not cover them yet\n", r.sessions_kept);
+        if (r.history_dropped)
+            printf("dropped %" PRIu64 " record%s of history (retention: see `envlog config`)\n",
+                   r.history_dropped, r.history_dropped == 1 ? "" : "s");
+        if (r.evicted)
+            printf("evicted %" PRIu64 " entr%s, %" PRIu64 " bytes (max_size: see `envlog gc`)\n",
+                   r.evicted, r.evicted == 1 ? "y" : "ies", r.evicted_bytes);
         if (r.sessions_stray)
             printf("kept %" PRIu64 " with stray entries in their directories (see `envlog "
                    "verify`)\n", r.sessions_stray);

@@ -11,6 +11,12 @@
 #include <string.h>
 #include <sys/stat.h>
 
+/* A forget in a side's history, to say why an entry is missing there. */
+typedef struct gone {
+    envlog_forget f; /* strings owned */
+    uint64_t unix_ns;
+} gone;
+
 typedef struct side {
     const char *path;
     envlog_env *env;
@@ -21,6 +27,8 @@ typedef struct side {
     uint64_t sessions;
     char **runtimes, **devices;
     size_t n_runtimes, n_devices;
+    gone *gone;
+    size_t n_gone;
 } side;
 
 static int add_unique(char ***v, size_t *n, const char *s)
@@ -50,9 +58,61 @@ static int collect(void *ctx, const envlog_entry *e)
     return 0;
 }
 
+static char *dup_or_null(const char *s, bool *oom)
+{
+    char *d = s ? strdup(s) : NULL;
+    if (s && !d)
+        *oom = true;
+    return d;
+}
+
+static int keep_forget(side *s, const envlog_forget *f, uint64_t unix_ns)
+{
+    gone *p = realloc(s->gone, (s->n_gone + 1) * sizeof *p);
+    if (!p)
+        return 1;
+    s->gone = p;
+    bool oom = false;
+    gone *g = &p[s->n_gone++];
+    g->f = (envlog_forget){f->table, dup_or_null(f->ns, &oom), dup_or_null(f->key, &oom),
+                           f->checksum, dup_or_null(f->reason, &oom),
+                           dup_or_null(f->under, &oom)};
+    g->unix_ns = unix_ns;
+    return oom;
+}
+
+static void free_gone(gone *g)
+{
+    free((void *)(uintptr_t)g->f.ns);
+    free((void *)(uintptr_t)g->f.key);
+    free((void *)(uintptr_t)g->f.reason);
+    free((void *)(uintptr_t)g->f.under);
+}
+
+/* The last forget of side `s` that removed an entry with e's key. */
+static const gone *forgotten(const side *s, const envlog_entry *e)
+{
+    const char *ns = e->tune ? e->tune->ns : e->kernel->ns;
+    char hex[33] = "";
+    if (e->kernel)
+        envlog_id_format(&e->kernel->kernel_key, hex);
+    for (size_t i = s->n_gone; i-- > 0;) {
+        const envlog_forget *f = &s->gone[i].f;
+        if (f->under ? envlog_ns_under(ns, f->under)
+                     : f->table == e->table && f->ns && f->key && !strcmp(f->ns, ns) &&
+                           (e->tune ? !strcmp(f->key, e->tune->key) &&
+                                          f->checksum == e->tune->checksum
+                                    : !strcmp(f->key, hex)))
+            return &s->gone[i];
+    }
+    return NULL;
+}
+
 static int history_visit(void *ctx, const envlog_replay_rec *r)
 {
     side *s = ctx;
+    if (r->rec->kind == ENVLOG_KIND_FORGET)
+        return keep_forget(s, &r->rec->u.forget, r->unix_ns);
     if (r->rec->kind != ENVLOG_KIND_SESSION)
         return 0;
     const envlog_session_rec *x = &r->rec->u.session;
@@ -109,6 +169,9 @@ static void close_side(side *s)
         free(s->devices[i]);
     free(s->runtimes);
     free(s->devices);
+    for (size_t i = 0; i < s->n_gone; i++)
+        free_gone(&s->gone[i]);
+    free(s->gone);
     free(s->v);
     envlog_state_close(s->st);
     envlog_env_close(s->env);
@@ -159,8 +222,14 @@ static void json_key(const envlog_entry *e)
     }
 }
 
-static void only(const cli *c, const char *which, const envlog_entry *e)
+/* An entry side `which` has and `other` lacks, with the forget that removed
+ * it from `other` when its history holds one. */
+static void only(const cli *c, const char *which, const envlog_entry *e, const side *other)
 {
+    const gone *g = forgotten(other, e);
+    char t[32] = "";
+    if (g)
+        cli_time(g->unix_ns, t);
     if (c->json) {
         printf("{\"diff\":\"only_in_%s\",", which);
         json_key(e);
@@ -168,11 +237,25 @@ static void only(const cli *c, const char *which, const envlog_entry *e)
             printf(",\"winner\":");
             cli_jstr(e->tune->winner);
         }
+        if (g) {
+            printf(",\"forgotten_in_other\":{\"time\":\"%s\",\"reason\":", t);
+            cli_jstr(g->f.reason);
+            if (g->f.under) {
+                printf(",\"under\":");
+                cli_jstr(g->f.under);
+            }
+            printf("}");
+        }
         printf("}\n");
     } else {
         printf("only in %s: ", which);
         describe(e);
         putchar('\n');
+        if (g)
+            printf("  %s: forgotten %s%s%s%s%s%s\n", which[0] == 'A' ? "B" : "A", t,
+                   g->f.under ? " (everything under " : "", g->f.under ? g->f.under : "",
+                   g->f.under ? ")" : "", g->f.reason ? ": " : "",
+                   g->f.reason ? g->f.reason : "");
     }
 }
 
@@ -273,10 +356,10 @@ static int diff_run(cli *c)
     while (i < a.n || k < b.n) {
         int cmp = i == a.n ? 1 : k == b.n ? -1 : key_cmp(&a.v[i], &b.v[k]);
         if (cmp < 0) {
-            only(c, "A", &a.v[i++]);
+            only(c, "A", &a.v[i++], &b);
             differ++;
         } else if (cmp > 0) {
-            only(c, "B", &b.v[k++]);
+            only(c, "B", &b.v[k++], &a);
             differ++;
         } else {
             differ += (size_t)compare(c, &a.v[i++], &b.v[k++]);

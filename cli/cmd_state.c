@@ -307,7 +307,7 @@ static int replay_run(cli *c)
 /* ---------------------------------------------------------------- forget */
 
 typedef struct forget_ctx {
-    const char *key, *ns;
+    const char *key, *ns; /* no key: every entry under ns */
     bool kernel, has_checksum;
     uint64_t checksum;
     envlog_forget *v;
@@ -319,19 +319,32 @@ static int match_forget(void *ctx, const envlog_entry *e)
     forget_ctx *f = ctx;
     envlog_forget g = {0};
     char hex[33];
-    if (e->tune && !f->kernel) {
+    if (!f->key) {
+        const char *ns = e->tune ? e->tune->ns : e->kernel->ns;
+        if (!envlog_ns_under(ns, f->ns))
+            return 0;
+        if (e->tune)
+            g = (envlog_forget){ENVLOG_TABLE_TUNE, ns, e->tune->key, e->tune->checksum,
+                                NULL, NULL};
+        else {
+            envlog_id_format(&e->kernel->kernel_key, hex);
+            g = (envlog_forget){ENVLOG_TABLE_KERNEL, ns, strdup(hex), 0, NULL, NULL};
+            if (!g.key)
+                return 1;
+        }
+    } else if (e->tune && !f->kernel) {
         if (strcmp(e->tune->key, f->key) || (f->ns && strcmp(e->tune->ns, f->ns)) ||
             (f->has_checksum && e->tune->checksum != f->checksum))
             return 0;
         g = (envlog_forget){ENVLOG_TABLE_TUNE, e->tune->ns, e->tune->key,
-                            e->tune->checksum, "envlog forget"};
+                            e->tune->checksum, "envlog forget", NULL};
     } else if (e->kernel && f->kernel) {
         envlog_id_format(&e->kernel->kernel_key, hex);
         if ((strcmp(hex, f->key) && (!e->kernel->name || strcmp(e->kernel->name, f->key))) ||
             (f->ns && strcmp(e->kernel->ns, f->ns)))
             return 0;
         g = (envlog_forget){ENVLOG_TABLE_KERNEL, e->kernel->ns, strdup(hex), 0,
-                            "envlog forget"};
+                            "envlog forget", NULL};
         if (!g.key)
             return 1;
     } else {
@@ -348,10 +361,72 @@ static int match_forget(void *ctx, const envlog_entry *e)
     return 0;
 }
 
+/* One entry forgotten (stamp: its tombstone) or, for a dry run, that would
+ * be (stamp NULL). */
+static void print_forget(const cli *c, const envlog_forget *f, const envlog_stamp *stamp)
+{
+    char id[33] = "";
+    if (stamp)
+        envlog_id_format(&stamp->session, id);
+    const char *table = f->table == ENVLOG_TABLE_TUNE ? "tune" : "kernel";
+    if (c->json) {
+        printf("{\"%s\":{\"table\":\"%s\",\"namespace\":", stamp ? "forgot" : "would_forget",
+               table);
+        cli_jstr(f->ns);
+        printf(",\"key\":");
+        cli_jstr(f->key);
+        printf(",\"checksum\":%" PRIu64 "}", f->checksum);
+        if (stamp)
+            printf(",\"session\":\"%s\",\"seq\":%" PRIu64, id, stamp->seq);
+        printf("}\n");
+    } else if (stamp) {
+        printf("forgot %s %s in %s (tombstone %s:%" PRIu64 ")\n", table, f->key, f->ns, id,
+               stamp->seq);
+    } else {
+        printf("would forget %s %s in %s\n", table, f->key, f->ns);
+    }
+}
+
+/* The tombstones, in a session of their own. */
+static int record_forgets(cli *c, envlog_env *env, const forget_ctx *f, const char *under)
+{
+    envlog_session_opts so;
+    envlog_session_opts_init(&so);
+    so.label = "forget";
+    so.runtime = "envlog";
+    so.runtime_version = ENVLOG_VERSION_STRING;
+    envlog_session *s;
+    envlog_err e = envlog_session_begin(env, &so, &s);
+    if (e)
+        return cli_fail(e, "beginning a session");
+    int rc = EXIT_OK;
+    envlog_stamp stamp;
+    if (under) {
+        envlog_forget g = {ENVLOG_TABLE_TUNE, NULL, NULL, 0, "envlog forget --namespace", under};
+        if ((e = envlog_record_forget(s, &g, &stamp)))
+            rc = cli_fail(e, "recording the tombstone");
+        for (size_t i = 0; i < f->n && !rc; i++)
+            print_forget(c, &f->v[i], &stamp);
+        if (!rc && !c->json)
+            printf("%zu entr%s under %s, one tombstone\n", f->n, f->n == 1 ? "y" : "ies",
+                   under);
+    }
+    for (size_t i = 0; i < f->n && !rc && !under; i++) {
+        if ((e = envlog_record_forget(s, &f->v[i], &stamp)))
+            rc = cli_fail(e, "recording the tombstone");
+        else
+            print_forget(c, &f->v[i], &stamp);
+    }
+    envlog_err end = envlog_session_end(s);
+    if (end && !rc)
+        rc = cli_fail(end, "ending the session");
+    return rc;
+}
+
 static int forget_run(cli *c)
 {
     forget_ctx f = {0};
-    bool all = false;
+    bool all = false, dry = false;
     for (int i = 1; i < c->argc; i++) {
         const char *a = c->argv[i];
         if ((!strcmp(a, "--namespace") || !strcmp(a, "-n")) && i + 1 < c->argc)
@@ -364,6 +439,8 @@ static int forget_run(cli *c)
             f.kernel = true;
         else if (!strcmp(a, "--all"))
             all = true;
+        else if (!strcmp(a, "--dry-run"))
+            dry = true;
         else if (!strcmp(a, "--json"))
             c->json = true;
         else if (a[0] == '-')
@@ -373,10 +450,17 @@ static int forget_run(cli *c)
         else
             return cli_error(EXIT_USAGE, "forget: one KEY at a time");
     }
-    if (!f.key)
-        return cli_error(EXIT_USAGE, "forget: which KEY? (see envlog forget --help)");
+    if (!f.key && !f.ns)
+        return cli_error(EXIT_USAGE, "forget: which KEY, or --namespace PREFIX? (see envlog "
+                         "forget --help)");
+    if (!f.key && (f.kernel || f.has_checksum || all))
+        return cli_error(EXIT_USAGE, "forget --namespace PREFIX takes every entry under it: "
+                         "--kernel, --checksum and --all need a KEY");
+    const char *bad = f.key ? NULL : envlog_ns_prefix_problem(f.ns);
+    if (bad)
+        return cli_error(EXIT_USAGE, "forget --namespace '%s': %s", f.ns, bad);
     envlog_env *env;
-    int rc = cli_open_env(c, CLI_WRITE, &env);
+    int rc = cli_open_env(c, dry ? CLI_READ : CLI_WRITE, &env);
     if (rc)
         return rc;
     envlog_state *st;
@@ -390,11 +474,14 @@ static int forget_run(cli *c)
         goto done;
     }
     if (f.n == 0) {
-        rc = cli_error(EXIT_DAMAGE, "forget: no standing entry matches '%s'%s%s", f.key,
-                       f.ns ? " in " : "", f.ns ? f.ns : "");
+        if (f.key)
+            rc = cli_error(EXIT_DAMAGE, "forget: no standing entry matches '%s'%s%s", f.key,
+                           f.ns ? " in " : "", f.ns ? f.ns : "");
+        else
+            rc = cli_error(EXIT_DAMAGE, "forget: no standing entry under %s", f.ns);
         goto done;
     }
-    if (f.n > 1 && !all) {
+    if (f.key && f.n > 1 && !all) {
         cli_error(EXIT_USAGE, "forget: %zu entries match '%s'; name one with --namespace "
                   "(and --checksum), or give --all:", f.n, f.key);
         for (size_t i = 0; i < f.n; i++)
@@ -403,41 +490,15 @@ static int forget_run(cli *c)
         rc = EXIT_USAGE;
         goto done;
     }
-    envlog_session_opts so;
-    envlog_session_opts_init(&so);
-    so.label = "forget";
-    so.runtime = "envlog";
-    so.runtime_version = ENVLOG_VERSION_STRING;
-    envlog_session *s;
-    if ((e = envlog_session_begin(env, &so, &s))) {
-        rc = cli_fail(e, "beginning a session");
-        goto done;
+    if (dry) {
+        for (size_t i = 0; i < f.n; i++)
+            print_forget(c, &f.v[i], NULL);
+        if (!c->json)
+            printf("%zu entr%s would be forgotten%s%s (dry run: nothing recorded)\n", f.n,
+                   f.n == 1 ? "y" : "ies", f.key ? "" : " under ", f.key ? "" : f.ns);
+    } else {
+        rc = record_forgets(c, env, &f, f.key ? NULL : f.ns);
     }
-    for (size_t i = 0; i < f.n && !rc; i++) {
-        envlog_stamp stamp;
-        if ((e = envlog_record_forget(s, &f.v[i], &stamp))) {
-            rc = cli_fail(e, "recording the tombstone");
-            break;
-        }
-        char id[33];
-        envlog_id_format(&stamp.session, id);
-        if (c->json) {
-            printf("{\"forgot\":{\"table\":\"%s\",\"namespace\":",
-                   f.v[i].table == ENVLOG_TABLE_TUNE ? "tune" : "kernel");
-            cli_jstr(f.v[i].ns);
-            printf(",\"key\":");
-            cli_jstr(f.v[i].key);
-            printf(",\"checksum\":%" PRIu64 "},\"session\":\"%s\",\"seq\":%" PRIu64 "}\n",
-                   f.v[i].checksum, id, stamp.seq);
-        } else {
-            printf("forgot %s %s in %s (tombstone %s:%" PRIu64 ")\n",
-                   f.v[i].table == ENVLOG_TABLE_TUNE ? "tune" : "kernel", f.v[i].key,
-                   f.v[i].ns, id, stamp.seq);
-        }
-    }
-    envlog_err end = envlog_session_end(s);
-    if (end && !rc)
-        rc = cli_fail(end, "ending the session");
 done:
     for (size_t i = 0; i < f.n; i++)
         if (f.v[i].table == ENVLOG_TABLE_KERNEL)
@@ -478,10 +539,16 @@ const cli_cmd cli_cmd_replay = {
 const cli_cmd cli_cmd_forget = {
     "forget", "record a tombstone for an entry in a new session",
     "usage: envlog [-C DIR] forget KEY [--namespace NS] [--checksum N] [--kernel] [--all]\n"
+    "                              [--dry-run] [--json]\n"
+    "       envlog [-C DIR] forget --namespace PREFIX [--dry-run] [--json]\n"
     "\n"
     "Removes the standing tune entry for KEY (or, with --kernel, the kernel\n"
     "whose key in hex or whose name is KEY) by recording a forget record in a\n"
     "new session; the history stays.  When several entries match, name one with\n"
-    "--namespace and --checksum, or give --all.  Exit status 1 when none matches.\n",
+    "--namespace and --checksum, or give --all.  Without KEY, one tombstone\n"
+    "retires every entry, tune or kernel, whose namespace is PREFIX or lies\n"
+    "under it (whole '/'-separated components: nvrtc/12.4 is not nvrtc/12.40).\n"
+    "--dry-run lists what would go and records nothing.  Exit status 1 when\n"
+    "nothing matches.\n",
     forget_run,
 };

@@ -271,8 +271,9 @@ const cli_cmd cli_cmd_gc = {
     "\n"
     "Compacts so that the new snapshot takes at most half of SIZE (64MiB, 10GiB;\n"
     "default: max_size of the config; two generations are kept): first the\n"
-    "history goes, then entries are evicted, least recently set first, each by\n"
-    "a forget record of an \"evict\" session, so `why` says when and why.\n"
-    "Prints each entry evicted; --dry-run changes nothing.\n",
+    "history of the oldest sessions goes, then, if the entries alone do not fit,\n"
+    "entries are evicted, least recently set first, each by a forget record of\n"
+    "an \"evict\" session, so `why` says when and why.  Prints each entry\n"
+    "evicted; --dry-run changes nothing.\n",
     gc_run,
 };

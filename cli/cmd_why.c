@@ -98,21 +98,28 @@ static void print_trials(const envlog_tune *t)
     }
 }
 
-static int why_visit(void *ctx, const envlog_replay_rec *r)
+/* A forget of the key's entry, or of a namespace prefix holding groups of
+ * the key: each group it covers stops standing. */
+static int why_forget(why_ctx *w, const envlog_record *rec, const char *sid, const char *t)
 {
-    why_ctx *w = ctx;
-    const envlog_record *rec = r->rec;
-    char sid[33], t[32];
-    envlog_id_format(&rec->stamp.session, sid);
-    cli_time(r->unix_ns, t);
-    if (rec->kind == ENVLOG_KIND_FORGET) {
-        const envlog_forget *f = &rec->u.forget;
-        if (f->table != ENVLOG_TABLE_TUNE || !f->key || strcmp(f->key, w->key) ||
+    const envlog_forget *f = &rec->u.forget;
+    size_t from = 0, to = 0;
+    if (f->under) {
+        to = w->n;
+    } else {
+        if (f->table != ENVLOG_TABLE_TUNE || !f->key || !f->ns || strcmp(f->key, w->key) ||
             (w->ns && strcmp(f->ns, w->ns)))
             return 0;
         group *g = group_of(w, f->ns, f->checksum);
         if (!g)
             return w->err = 1;
+        from = (size_t)(g - w->g);
+        to = from + 1;
+    }
+    for (size_t i = from; i < to; i++) {
+        group *g = &w->g[i];
+        if (f->under && !envlog_ns_under(g->ns, f->under))
+            continue;
         bool had = g->standing;
         g->standing = false;
         if (had)
@@ -121,16 +128,41 @@ static int why_visit(void *ctx, const envlog_replay_rec *r)
         if (w->c->json) {
             printf("{\"event\":\"forget\",\"time\":\"%s\",\"session\":\"%s\",\"seq\":%" PRIu64
                    ",\"namespace\":", t, sid, rec->stamp.seq);
-            cli_jstr(f->ns);
-            printf(",\"checksum\":%" PRIu64 ",\"removed\":%s}\n", f->checksum,
+            cli_jstr(g->ns);
+            printf(",\"checksum\":%" PRIu64 ",\"removed\":%s", g->checksum,
                    had ? "true" : "false");
+            if (f->under) {
+                printf(",\"under\":");
+                cli_jstr(f->under);
+            }
+            if (f->reason) {
+                printf(",\"reason\":");
+                cli_jstr(f->reason);
+            }
+            printf("}\n");
         } else {
             printf("forget  %s  session %s seq %" PRIu64 "\n  %s checksum 0x%016" PRIx64
-                   ": %s\n\n", t, sid, rec->stamp.seq, f->ns, f->checksum,
+                   ": %s", t, sid, rec->stamp.seq, g->ns, g->checksum,
                    had ? "entry removed" : "nothing was standing");
+            if (f->under)
+                printf(" (everything under %s)", f->under);
+            if (f->reason)
+                printf(": %s", f->reason);
+            printf("\n\n");
         }
-        return 0;
     }
+    return 0;
+}
+
+static int why_visit(void *ctx, const envlog_replay_rec *r)
+{
+    why_ctx *w = ctx;
+    const envlog_record *rec = r->rec;
+    char sid[33], t[32];
+    envlog_id_format(&rec->stamp.session, sid);
+    cli_time(r->unix_ns, t);
+    if (rec->kind == ENVLOG_KIND_FORGET)
+        return why_forget(w, rec, sid, t);
     if (rec->kind != ENVLOG_KIND_TUNE)
         return 0;
     const envlog_tune *tu = &rec->u.tune;

@@ -514,6 +514,11 @@ envlog_err envlog_record_text(const envlog_record *rec, envlog_write_fn fn, void
              rec->u.import.taken, rec->u.import.skipped, rec->u.import.rejected);
         break;
     case ENVLOG_KIND_FORGET:
+        if (rec->u.forget.under) {
+            puts_(&o, "under ");
+            put_str(&o, rec->u.forget.under);
+            break;
+        }
         putf(&o, "%s ", rec->u.forget.table == ENVLOG_TABLE_KERNEL ? "kernel" : "tune");
         put_str(&o, rec->u.forget.ns);
         puts_(&o, " ");

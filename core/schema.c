@@ -11,6 +11,7 @@
 #include "core_int.h"
 
 #include <stddef.h>
+#include <string.h>
 
 #define NOPRES SIZE_MAX
 #define F(k, ty, nm, st, mem)                                                  \
@@ -159,6 +160,7 @@ static const envlog_field forget_f[] = {
     F(6, ENVLOG_F_TEXT, "key", envlog_forget, key),
     F(7, ENVLOG_F_U64, "checksum", envlog_forget, checksum),
     F(8, ENVLOG_F_TEXT, "reason", envlog_forget, reason),
+    F(9, ENVLOG_F_TEXT, "under", envlog_forget, under),
 };
 static SCHEMA(forget_s, "forget", envlog_forget, forget_f);
 
@@ -220,6 +222,26 @@ envlog_effect envlog_effect_of(envlog_kind kind, const void *body)
     }
 }
 
+bool envlog_ns_under(const char *ns, const char *prefix)
+{
+    if (!ns || !prefix)
+        return false;
+    size_t n = strlen(prefix);
+    return !strncmp(ns, prefix, n) && (ns[n] == '\0' || ns[n] == '/');
+}
+
+const char *envlog_ns_prefix_problem(const char *prefix)
+{
+    if (!prefix || !*prefix)
+        return "the namespace prefix is empty";
+    size_t n = strlen(prefix);
+    if (prefix[0] == '/' || prefix[n - 1] == '/')
+        return "the namespace prefix begins or ends with '/'";
+    if (strstr(prefix, "//"))
+        return "the namespace prefix has an empty component";
+    return NULL;
+}
+
 const char *envlog_record_problem(envlog_kind kind, envlog_effect effect,
                                   const void *body, int64_t max_index)
 {
@@ -240,6 +262,13 @@ const char *envlog_record_problem(envlog_kind kind, envlog_effect effect,
         }
         if (max_index >= 0 && (uint64_t)max_index >= t->n_candidates)
             return "a trial names a candidate the tune does not have";
+    }
+    if (kind == ENVLOG_KIND_FORGET) {
+        const envlog_forget *f = body;
+        if (f->under && (f->ns || f->key))
+            return "a forget of a namespace prefix names a namespace or a key";
+        if (f->under && envlog_ns_prefix_problem(f->under))
+            return envlog_ns_prefix_problem(f->under);
     }
     if (kind != ENVLOG_KIND_USER && effect != envlog_effect_of(kind, body))
         return "its effect is not the one its kind and fields give";

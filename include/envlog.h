@@ -235,14 +235,25 @@ typedef enum envlog_table {
     ENVLOG_TABLE_KERNEL = 1
 } envlog_table;
 
-/* A tombstone for one entry. */
+/* A tombstone for one entry, or, with `under`, for every entry of either
+ * table whose namespace lies under a prefix (envlog_ns_under()); such a
+ * forget names no namespace and no key, and its table is not read. */
 typedef struct envlog_forget {
     envlog_table table;
     const char *ns;
     const char *key;          /* tune key; hex kernel key for kernels */
     uint64_t checksum;        /* tune-set checksum; 0 for kernels */
     const char *reason;
+    const char *under;        /* NULL: one entry; else a namespace prefix */
 } envlog_forget;
+
+/*! envlog_ns_under() : whether namespace `ns` is `prefix` or lies below it,
+ *  comparing whole `/`-separated components ("nvrtc/12.4" covers
+ *  "nvrtc/12.4/sm_90", not "nvrtc/12.40").
+ *  envlog_ns_prefix_problem() : NULL when `prefix` can name namespaces (not
+ *  empty, no empty component, no `/` at either end), else what is wrong. */
+bool envlog_ns_under(const char *ns, const char *prefix);
+const char *envlog_ns_prefix_problem(const char *prefix);
 
 /* A record of a caller-defined kind: a name and one CBOR item. */
 typedef struct envlog_user {
@@ -821,14 +832,14 @@ void envlog_config_defaults(envlog_config *c);
 
 /*! envlog_config_read() : the settings of `env` (the defaults when it has
  *  no config file).  The file applies whole or not at all.
- *  @return ENVLOG_OK; ENVLOG_INVALID_ARG naming the line and key that is
+ *  @return ENVLOG_OK; ENVLOG_BAD_DATA naming the line and key that is
  *  wrong (an unknown key, a value of the wrong kind or out of range, a key
- *  given twice); ENVLOG_PERMISSION, ENVLOG_IO. */
+ *  given twice, a file over 64 KiB); ENVLOG_PERMISSION, ENVLOG_IO. */
 envlog_err envlog_config_read(envlog_env *env, envlog_config *c);
 
 /*! envlog_config_set() : sets the setting named `key` from its text
  *  `value` ("64MiB", "30d", "on"...), as a config line would.
- *  @return ENVLOG_OK, or ENVLOG_INVALID_ARG (then `c` is unchanged). */
+ *  @return ENVLOG_OK, or ENVLOG_BAD_DATA (then `c` is unchanged). */
 envlog_err envlog_config_set(envlog_config *c, const char *key, const char *value);
 
 /*! envlog_config_write() : writes `c` as `env`'s config file (under a

@@ -703,8 +703,16 @@ envlog_err envlog_record_import(envlog_session *s, const envlog_import *im,
 envlog_err envlog_record_forget(envlog_session *s, const envlog_forget *f,
                                 envlog_stamp *stamp)
 {
-    if (!f || !f->ns || !f->key)
+    if (f && f->under) {
+        const char *why = envlog_ns_prefix_problem(f->under);
+        if (why)
+            return envlog__fail(ENVLOG_INVALID_ARG, "forget under '%s': %s", f->under, why);
+        if (f->ns || f->key)
+            return envlog__fail(ENVLOG_INVALID_ARG,
+                                "a forget under a prefix names no namespace and no key");
+    } else if (!f || !f->ns || !f->key) {
         return envlog__fail(ENVLOG_INVALID_ARG, "a forget needs a namespace and a key");
+    }
     return submit(s, ENVLOG_KIND_FORGET, f, ENVLOG_CHANGED, stamp);
 }
 

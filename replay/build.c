@@ -143,7 +143,7 @@ static const char *record_ns(const envlog_record *rec)
     switch (rec->kind) {
     case ENVLOG_KIND_TUNE: return rec->u.tune.ns;
     case ENVLOG_KIND_COMPILE: return rec->u.compile.ns;
-    case ENVLOG_KIND_FORGET: return rec->u.forget.ns;
+    case ENVLOG_KIND_FORGET: return rec->u.forget.under ? rec->u.forget.under : rec->u.forget.ns;
     default: return NULL;
     }
 }
@@ -399,6 +399,8 @@ static void mark_complete(build_ctx *b, const envlog_build_opts *o)
 typedef struct retention {
     bool all;                 /* no retention: everything stays */
     bool none;                /* max_size: no history but the setters' */
+    bool cut;                 /* max_size: no history of sessions before */
+    envlog_id128 cut_at;      /* this one */
     envlog_id128 *young;      /* sorted */
     size_t n_young;
     const envlog_stamp *setters; /* the entries' stamps, sorted by session */
@@ -419,16 +421,25 @@ static uint64_t id_unix_ns(const envlog_id128 *id)
     return ms * 1000000u;
 }
 
+/* What the size bound takes of the history (keep_under). */
+typedef struct history_cut {
+    bool all;                 /* every session's */
+    bool some;                /* or that of the sessions before `at` */
+    envlog_id128 at;
+} history_cut;
+
 static envlog_err retention_begin(retention *rt, const build_ctx *b, const envlog_build_opts *o,
                                   const envlog_stamp *setters, size_t n_setters,
-                                  bool drop_history)
+                                  const history_cut *cut)
 {
     memset(rt, 0, sizeof *rt);
     rt->o = o;
     rt->setters = setters;
     rt->n_setters = n_setters;
-    rt->none = drop_history;
-    rt->all = !drop_history && !o->history_sessions && !o->history_age_ns;
+    rt->none = cut->all;
+    rt->cut = cut->some;
+    rt->cut_at = cut->at;
+    rt->all = !rt->none && !rt->cut && !o->history_sessions && !o->history_age_ns;
     if (rt->all || rt->none || !b->n_ss)
         return ENVLOG_OK;
     if (!(rt->young = envlog_malloc(b->n_ss * sizeof *rt->young)))
@@ -445,6 +456,8 @@ static envlog_err retention_begin(retention *rt, const build_ctx *b, const envlo
         while (from < b->n_ss && now > o->history_age_ns &&
                id_unix_ns(&rt->young[from]) < now - o->history_age_ns)
             from++;
+    while (rt->cut && from < b->n_ss && memcmp(rt->young[from].b, rt->cut_at.b, 16) < 0)
+        from++;
     memmove(rt->young, rt->young + from, (b->n_ss - from) * sizeof *rt->young);
     rt->n_young = b->n_ss - from;
     return ENVLOG_OK;
@@ -489,19 +502,66 @@ static bool retention_keeps_watermark(const retention *rt, const envlog_id128 *i
            bsearch(id, rt->o->present, rt->o->n_present, sizeof *rt->o->present, id_cmp);
 }
 
-/* The size bound: history goes first, then entries, least recently set
- * first, until the new snapshot takes half of max_size. */
+/* A session's share of the history (keep_under). */
+typedef struct session_bytes {
+    envlog_id128 id;
+    uint64_t bytes;
+} session_bytes;
+
+static int sb_cmp(const void *a, const void *b)
+{
+    return memcmp(((const session_bytes *)a)->id.b, ((const session_bytes *)b)->id.b, 16);
+}
+
+/* How much history must go for `entries` bytes of entries and the history
+ * to fit in `budget`: that of the oldest sessions first (by id, which sorts
+ * by when a session began), as few as will do. */
+static envlog_err cut_history(const build_ctx *b, uint64_t entries, uint64_t budget,
+                              history_cut *cut)
+{
+    uint64_t hist = b->data.len;
+    if (entries + hist <= budget)
+        return ENVLOG_OK;
+    if (entries >= budget || !b->n_h) {
+        cut->all = true;
+        return ENVLOG_OK;
+    }
+    session_bytes *v = envlog_malloc(b->n_h * sizeof *v);
+    if (!v)
+        return envlog__fail(ENVLOG_NOMEM, "keeping the snapshot under max_size");
+    for (size_t i = 0; i < b->n_h; i++)
+        v[i] = (session_bytes){b->h[i].item.stamp.session, b->h[i].item.record.size};
+    qsort(v, b->n_h, sizeof *v, sb_cmp);
+    size_t i = 0;
+    while (i < b->n_h && entries + hist > budget) {
+        envlog_id128 id = v[i].id;
+        for (; i < b->n_h && !memcmp(v[i].id.b, id.b, 16); i++)
+            hist -= v[i].bytes;
+    }
+    if (i == b->n_h)
+        cut->all = true;
+    else {
+        cut->some = true;
+        cut->at = v[i].id;
+    }
+    envlog_free(v);
+    return ENVLOG_OK;
+}
+
+/* The size bound: the history of the oldest sessions goes first, then, if
+ * the entries alone do not fit, all history and entries, least recently set
+ * first, until the new snapshot takes half of max_size (two generations are
+ * kept). */
 static envlog_err keep_under(envlog_env *env, const envlog_build_opts *o, build_ctx *b,
-                             envlog_build_result *res, bool *drop_history)
+                             envlog_build_result *res, history_cut *cut)
 {
     uint64_t budget = o->max_size / 2;
     uint64_t entries = envlog_state_bytes(b->st);
-    if (entries + b->data.len <= budget)
-        return ENVLOG_OK;
-    *drop_history = true;
+    envlog_err e = cut_history(b, entries, budget, cut);
+    if (e || !cut->all || entries <= budget)
+        return e;
     envlog_evict_result r;
-    envlog_err e = envlog_evict(env, b->st, budget, 0, o, &r);
-    if (e)
+    if ((e = envlog_evict(env, b->st, budget, 0, o, &r)))
         return e;
     res->evicted = r.evicted;
     res->evicted_bytes = r.bytes;
@@ -552,9 +612,9 @@ envlog_err envlog_snapshot_build(envlog_env *env, const envlog_build_opts *o,
         e = b.err;
     if (!e)
         mark_complete(&b, o);
-    bool drop_history = false;
+    history_cut cut = {0};
     if (!e && o->max_size)
-        e = keep_under(env, o, &b, res, &drop_history);
+        e = keep_under(env, o, &b, res, &cut);
     if (!e && !o->n_prefixes)
         e = envlog_state_digest(b.st, &res->digest);
 
@@ -575,7 +635,7 @@ envlog_err envlog_snapshot_build(envlog_env *env, const envlog_build_opts *o,
     if (ic.n) /* qsort of NULL is undefined, even of nothing */
         qsort(entry_stamps, ic.n, sizeof *entry_stamps, stamp_cmp);
     size_t n_entries = ic.n;
-    if ((e = retention_begin(&rt, &b, o, entry_stamps, n_entries, drop_history)))
+    if ((e = retention_begin(&rt, &b, o, entry_stamps, n_entries, &cut)))
         goto out;
     for (size_t i = 0; i < b.n_h; i++) {
         hist_rec *h = &b.h[i];

@@ -109,7 +109,8 @@ envlog_err envlog_parse_age(const char *s, uint64_t *ns)
     return ENVLOG_INVALID_ARG;
 }
 
-/* Sets `key` to `value` in `c`: ENVLOG_INVALID_ARG naming what is wrong. */
+/* Sets `key` to `value` in `c`: ENVLOG_BAD_DATA naming what is wrong, after
+ * `where` (a line of the file and ": ", or nothing). */
 static envlog_err set_key(envlog_config *c, const char *key, const char *value,
                           const char *where, bool *seen)
 {
@@ -119,7 +120,7 @@ static envlog_err set_key(envlog_config *c, const char *key, const char *value,
             continue;
         if (seen) {
             if (seen[i])
-                return envlog__fail(ENVLOG_INVALID_ARG, "%s: %s is given twice", where, key);
+                return envlog__fail(ENVLOG_BAD_DATA, "%s%s is given twice", where, key);
             seen[i] = true;
         }
         void *field = (char *)c + k->off;
@@ -132,7 +133,7 @@ static envlog_err set_key(envlog_config *c, const char *key, const char *value,
             else if (!strcmp(value, "off") || !strcmp(value, "false") || !strcmp(value, "no"))
                 *(bool *)field = false;
             else
-                return envlog__fail(ENVLOG_INVALID_ARG, "%s: %s takes on or off, not '%s'",
+                return envlog__fail(ENVLOG_BAD_DATA, "%s%s takes on or off, not '%s'",
                                     where, key, value);
             return ENVLOG_OK;
         case K_EVIDENCE:
@@ -141,15 +142,15 @@ static envlog_err set_key(envlog_config *c, const char *key, const char *value,
                     *(int *)field = x;
                     return ENVLOG_OK;
                 }
-            return envlog__fail(ENVLOG_INVALID_ARG,
-                                "%s: %s takes none, winners or all, not '%s'", where, key,
+            return envlog__fail(ENVLOG_BAD_DATA,
+                                "%s%s takes none, winners or all, not '%s'", where, key,
                                 value);
         case K_COUNT: {
             char *end;
             errno = 0;
             unsigned long long n = strtoull(value, &end, 10);
             if (!isdigit((unsigned char)*value) || *end || errno)
-                e = ENVLOG_INVALID_ARG;
+                e = ENVLOG_BAD_DATA;
             v = n;
             break;
         }
@@ -157,13 +158,13 @@ static envlog_err set_key(envlog_config *c, const char *key, const char *value,
         case K_AGE: e = envlog_parse_age(value, &v); break;
         }
         if (e)
-            return envlog__fail(ENVLOG_INVALID_ARG, "%s: %s takes %s, not '%s'", where, key,
+            return envlog__fail(ENVLOG_BAD_DATA, "%s%s takes %s, not '%s'", where, key,
                                 k->type == K_COUNT  ? "a whole number"
                                 : k->type == K_SIZE ? "a size (such as 64MiB)"
                                                     : "an age (such as 30d)",
                                 value);
         if (v < k->min)
-            return envlog__fail(ENVLOG_INVALID_ARG, "%s: %s is at least %" PRIu64 ", not '%s'",
+            return envlog__fail(ENVLOG_BAD_DATA, "%s%s is at least %" PRIu64 ", not '%s'",
                                 where, key, k->min, value);
         *(uint64_t *)field = v;
         return ENVLOG_OK;
@@ -180,7 +181,7 @@ static envlog_err set_key(envlog_config *c, const char *key, const char *value,
             best = keys[i].name;
         }
     }
-    return envlog__fail(ENVLOG_INVALID_ARG, "%s: unknown setting '%s'%s%s%s", where, key,
+    return envlog__fail(ENVLOG_BAD_DATA, "%sunknown setting '%s'%s%s%s", where, key,
                         best && best_common >= 3 ? " (did you mean " : "",
                         best && best_common >= 3 ? best : "",
                         best && best_common >= 3 ? "?)" : "");
@@ -189,7 +190,7 @@ static envlog_err set_key(envlog_config *c, const char *key, const char *value,
 envlog_err envlog_config_set(envlog_config *c, const char *key, const char *value)
 {
     envlog_config tmp = *c;
-    envlog_err e = set_key(&tmp, key, value, "config", NULL);
+    envlog_err e = set_key(&tmp, key, value, "", NULL);
     if (!e)
         *c = tmp;
     return e;
@@ -213,7 +214,7 @@ envlog_err envlog_config_parse(const char *text, size_t n, envlog_config *out)
     if (n > CONFIG_MAX)
         return envlog__fail(ENVLOG_TOO_BIG, "config: over %d bytes", CONFIG_MAX);
     if (memchr(text, 0, n) || !envlog_utf8_valid(text, n))
-        return envlog__fail(ENVLOG_INVALID_ARG, "config: not UTF-8 text");
+        return envlog__fail(ENVLOG_BAD_DATA, "config: not UTF-8 text");
     char *copy = envlog_malloc(n + 1);
     if (!copy)
         return envlog__fail(ENVLOG_NOMEM, "reading the config");
@@ -233,10 +234,10 @@ envlog_err envlog_config_parse(const char *text, size_t n, envlog_config *out)
         if (!*s)
             continue;
         char where[32];
-        snprintf(where, sizeof where, "config line %d", line);
+        snprintf(where, sizeof where, "config line %d: ", line);
         char *eq = strchr(s, '=');
         if (!eq) {
-            e = envlog__fail(ENVLOG_INVALID_ARG, "%s: not 'key = value': %.60s", where, s);
+            e = envlog__fail(ENVLOG_BAD_DATA, "%snot 'key = value': %.60s", where, s);
             break;
         }
         *eq = 0;
@@ -258,7 +259,7 @@ envlog_err envlog_config_read(envlog_env *env, envlog_config *out)
     if (!e)
         e = envlog_config_parse((const char *)b.p, b.len, out);
     else
-        e = envlog__fail(e == ENVLOG_TOO_BIG ? ENVLOG_INVALID_ARG : e, "%s/%s", env->path,
+        e = envlog__fail(e == ENVLOG_TOO_BIG ? ENVLOG_BAD_DATA : e, "%s/%s", env->path,
                          envlog_errmsg());
     envlog_buf_free(&b);
     return e;
@@ -268,8 +269,8 @@ static envlog_err config_format(const envlog_config *c, envlog_buf *out)
 {
     char line[256];
     out->len = 0;
-    envlog_err e = envlog_buf_append(out, "# envlog environment settings: see envlog(5), "
-                                     "CONFIG\n", 47);
+    static const char head[] = "# envlog environment settings: see envlog(5), CONFIG\n";
+    envlog_err e = envlog_buf_append(out, head, sizeof head - 1);
     for (size_t i = 0; !e && i < N_KEYS; i++) {
         const struct key *k = &keys[i];
         const void *field = (const char *)c + k->off;

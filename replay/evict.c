@@ -20,7 +20,7 @@ typedef struct candidate {
     uint64_t bytes;
     envlog_table table;
     char *ns;
-    char key[4200];    /* the tune key, or the kernel key in hex */
+    char *key;         /* the tune key, or the kernel key in hex */
     uint64_t checksum;
 } candidate;
 
@@ -63,20 +63,33 @@ static int take(void *ctx, const envlog_state_item *it)
     x->bytes = it->payload.size + 64;
     x->table = (envlog_table)it->table;
     x->ns = envlog_strdup(it->ns);
+    char hex[33];
     if (it->table == ENVLOG_TABLE_TUNE) {
-        snprintf(x->key, sizeof x->key, "%s", rec.u.tune.key);
+        x->key = envlog_strdup(rec.u.tune.key ? rec.u.tune.key : "");
         x->checksum = rec.u.tune.checksum;
     } else {
-        envlog_id_format(&rec.u.compile.kernel_key, x->key);
+        envlog_id_format(&rec.u.compile.kernel_key, hex);
+        x->key = envlog_strdup(hex);
     }
     envlog_arena_free(&a);
-    if (!x->ns) {
+    if (!x->ns || !x->key) {
+        envlog_free(x->ns);
+        envlog_free(x->key);
         c->err = envlog__fail(ENVLOG_NOMEM, "choosing what to evict");
         return 1;
     }
     c->bytes += x->bytes;
     c->n++;
     return 0;
+}
+
+static void free_candidates(collect *c)
+{
+    for (size_t i = 0; i < c->n; i++) {
+        envlog_free(c->v[i].ns);
+        envlog_free(c->v[i].key);
+    }
+    envlog_free(c->v);
 }
 
 /* Least recently set first; ties in the total order. */
@@ -91,9 +104,7 @@ uint64_t envlog_state_bytes(envlog_state *st)
 {
     collect c = {0};
     envlog_state_items(st, take, &c);
-    for (size_t i = 0; i < c.n; i++)
-        envlog_free(c.v[i].ns);
-    envlog_free(c.v);
+    free_candidates(&c);
     return c.bytes;
 }
 
@@ -136,7 +147,7 @@ envlog_err envlog_evict(envlog_env *env, envlog_state *st, uint64_t budget, uint
             if ((e = envlog_session_begin(env, &so, &s)))
                 goto out;
         }
-        envlog_forget f = {x->table, x->ns, x->key, x->checksum, reason};
+        envlog_forget f = {x->table, x->ns, x->key, x->checksum, reason, NULL};
         envlog_stamp stamp;
         if ((e = envlog_record_forget(s, &f, &stamp)))
             goto out;
@@ -159,8 +170,6 @@ out:
         if (!e)
             e = end;
     }
-    for (size_t i = 0; i < c.n; i++)
-        envlog_free(c.v[i].ns);
-    envlog_free(c.v);
+    free_candidates(&c);
     return e;
 }

@@ -583,11 +583,35 @@ static envlog_err fold_compile(envlog_state *st, const envlog_record *rec,
     return install(st, e, old, false);
 }
 
+static envlog_err load_all(envlog_state *st);
+
+static const char *entry_ns(const entry *e)
+{
+    return e->table == ENVLOG_TABLE_TUNE ? e->t.ns : e->k.ns;
+}
+
+/* A forget of a prefix: every standing entry under it, in both tables,
+ * becomes a tombstone (the snapshot's too: they are brought in first). */
+static envlog_err forget_under(envlog_state *st, const char *prefix)
+{
+    envlog_err e = load_all(st);
+    if (e)
+        return e;
+    for (size_t i = 0; i < st->n_slots; i++) {
+        entry *x = st->slots[i].e;
+        if (x && x->live && envlog_ns_under(entry_ns(x), prefix))
+            kill_entry(st, x);
+    }
+    return ENVLOG_OK;
+}
+
 static envlog_err fold_forget(envlog_state *st, const envlog_forget *f)
 {
     entry *old = NULL;
     envlog_hash128 k;
     envlog_err e = ENVLOG_OK;
+    if (f->under)
+        return forget_under(st, f->under);
     if (!f->ns || !f->key)
         return ENVLOG_OK;
     if (f->table == ENVLOG_TABLE_TUNE)
