@@ -61,7 +61,7 @@ check-crash: $(BIN) $(CRASH_WRITER) $(CRASH_DRIVER)
 	@$(CRASH_DRIVER) -e $(BIN) -w $(CRASH_WRITER) -n $(CRASH_KILLS)
 
 check-conc: $(CRASH_CONC)
-	@echo "== concurrency: 16 writers, compaction and reader loops ($(CONC_SECONDS) s)"
+	@echo "== concurrency: 16 writers, compaction and reader loops, automatic compactions killed at random ($(CONC_SECONDS) s)"
 	@$(CRASH_CONC) -t $(CONC_SECONDS) -w 16
 
 check-hostile: $(BIN) $(CRASH_MAXRSS)

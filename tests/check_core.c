@@ -947,7 +947,7 @@ START_TEST(test_json_golden)
         "\"dropped\":4}");
     free(j);
 
-    envlog_forget f = {ENVLOG_TABLE_KERNEL, "ns", "key", 0, NULL};
+    envlog_forget f = {ENVLOG_TABLE_KERNEL, "ns", "key", 0, NULL, NULL};
     j = render_json(ENVLOG_KIND_FORGET, &f, ENVLOG_CHANGED, ENVLOG_LEVEL_BASIC);
     ck_assert_str_eq(j, "{\"session\":\"" SID "\",\"kind\":\"forget\",\"seq\":3,"
         "\"offset_ns\":7,\"effect\":\"changed\",\"table\":\"kernel\",\"namespace\":\"ns\","

@@ -713,7 +713,7 @@ static void history(const char *dir, uint64_t seed, int sessions, unsigned per)
             ck_assert_ok(crash_record(s, &r, NULL));
             if (k == sessions - 1 && i == per / 2 && r.kind == ENVLOG_KIND_TUNE) {
                 envlog_forget f = {ENVLOG_TABLE_TUNE, r.tune.ns, r.tune.key,
-                                   r.tune.checksum, "test"};
+                                   r.tune.checksum, "test", NULL};
                 ck_assert_ok(envlog_record_forget(s, &f, NULL));
             }
             crash_rec_free(&r);

@@ -118,7 +118,7 @@ envlog_stamp rp_rcompile(envlog_session *s, const char *ns, uint8_t key,
 envlog_stamp rp_rforget(envlog_session *s, envlog_table table, const char *ns,
                         const char *key, uint64_t checksum)
 {
-    envlog_forget f = {table, ns, key, checksum, "test"};
+    envlog_forget f = {table, ns, key, checksum, "test", NULL};
     envlog_stamp st;
     ck_assert_ok(envlog_record_forget(s, &f, &st));
     return st;

@@ -15,6 +15,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
@@ -71,7 +72,7 @@ static void compile(envlog_session *s, const char *name, uint8_t tag)
 
 static void forget_tune(envlog_session *s, const char *ns, const char *key)
 {
-    envlog_forget f = {ENVLOG_TABLE_TUNE, ns, key, envlog_tune_checksum(CANDS, 3), "test"};
+    envlog_forget f = {ENVLOG_TABLE_TUNE, ns, key, envlog_tune_checksum(CANDS, 3), "test", NULL};
     ck_assert_ok(envlog_record_forget(s, &f, NULL));
 }
 
@@ -491,13 +492,14 @@ END_TEST
  * the environment left behind replays to the same state, and the next
  * compaction cleans up what the dead one left. */
 static long crash_at, crash_calls;
+static pid_t crash_spared; /* a process whose calls do not count */
 static envlog_io crash_io;
 
 #define CRASHY(name, ret, params, args)                                        \
     static ret crash_##name params                                             \
     {                                                                          \
         ret r = envlog_io_posix()->name args;                                  \
-        if (++crash_calls == crash_at)                                         \
+        if (getpid() != crash_spared && ++crash_calls == crash_at)             \
             _exit(42);                                                         \
         return r;                                                              \
     }
@@ -511,16 +513,8 @@ CRASHY(linkat, int, (int a, const char *b, int c, const char *d), (a, b, c, d))
 CRASHY(mkdirat, int, (int d, const char *p, mode_t m), (d, p, m))
 CRASHY(flock, int, (int fd, int op), (fd, op))
 
-START_TEST(test_compact_crash_every_step)
+static void crash_io_init(void)
 {
-    char *dir = tu_mkdtemp("crash");
-    envlog_env *env = tu_env(dir);
-    populate(env, 0);
-    ck_assert_ok(envlog_compact(env, ENVLOG_EVIDENCE_WINNERS, NULL));
-    populate(env, 1);
-    populate(env, 2);
-    envlog_env_close(env);
-    char *want = dump_dir(dir);
     crash_io = *envlog_io_posix();
     crash_io.openat = crash_openat;
     crash_io.close = crash_close;
@@ -531,6 +525,19 @@ START_TEST(test_compact_crash_every_step)
     crash_io.linkat = crash_linkat;
     crash_io.mkdirat = crash_mkdirat;
     crash_io.flock = crash_flock;
+}
+
+START_TEST(test_compact_crash_every_step)
+{
+    char *dir = tu_mkdtemp("crash");
+    envlog_env *env = tu_env(dir);
+    populate(env, 0);
+    ck_assert_ok(envlog_compact(env, ENVLOG_EVIDENCE_WINNERS, NULL));
+    populate(env, 1);
+    populate(env, 2);
+    envlog_env_close(env);
+    char *want = dump_dir(dir);
+    crash_io_init();
     long n;
     for (n = 1; n < 10000; n++) {
         char *copy = tu_mkdtemp("crash-copy");
@@ -571,6 +578,93 @@ START_TEST(test_compact_crash_every_step)
          * already put its snapshot in place. */
         size_t left = count_sessions(copy);
         ck_assert_msg(left == 0 || left == 2, "%zu sessions left", left);
+        free(got);
+        tu_rmrf(copy);
+        free(copy);
+        if (code == 0)
+            break;
+    }
+    ck_assert_int_gt(n, 5);
+    free(want);
+    free(dir);
+}
+END_TEST
+
+/* The same, on the automatic path: a session end starts the compaction in
+ * a detached process (this one is its subreaper, so it can wait for it),
+ * and that process dies after its N-th I/O call, for every N. */
+START_TEST(test_auto_compact_crash_every_step)
+{
+    char *dir = tu_mkdtemp("autocrash");
+    envlog_env *env = tu_env(dir);
+    populate(env, 0);
+    ck_assert_ok(envlog_compact(env, ENVLOG_EVIDENCE_WINNERS, NULL));
+    populate(env, 1);
+    populate(env, 2);
+    envlog_config cfg;
+    envlog_config_defaults(&cfg);
+    cfg.compact_sessions = 1;
+    ck_assert_ok(envlog_config_write(env, &cfg));
+    envlog_env_close(env);
+    char *want = dump_dir(dir);
+    crash_io_init();
+    ck_assert_int_eq(prctl(PR_SET_CHILD_SUBREAPER, 1), 0);
+    long n;
+    for (n = 1; n < 10000; n++) {
+        char *copy = tu_mkdtemp("autocrash-copy");
+        tu_rmrf(copy);
+        tu_copytree(dir, copy);
+        pid_t pid = fork();
+        ck_assert_int_ge(pid, 0);
+        if (pid == 0) {
+            envlog_env *e2;
+            if (envlog_env_open(copy, 0, &e2))
+                _exit(3);
+            /* A session that changes nothing the state shows: a forget of
+             * what does not stand. */
+            envlog_session *s;
+            envlog_session_opts o = tu_opts("trigger", 0);
+            if (envlog_session_begin(e2, &o, &s))
+                _exit(4);
+            envlog_forget f = {ENVLOG_TABLE_TUNE, NS1, "no-such-key", 1, "test", NULL};
+            if (envlog_record_forget(s, &f, NULL))
+                _exit(5);
+            crash_spared = getpid();
+            crash_at = n;
+            crash_calls = 0;
+            envlog_io_set(&crash_io);
+            _exit(envlog_session_end(s) ? 6 : 0);
+        }
+        int status;
+        ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+        ck_assert_msg(WIFEXITED(status) && !WEXITSTATUS(status), "session child: %d", status);
+        /* The compactor, adopted here. */
+        int code = -1, reaped = 0;
+        for (pid_t c; (c = waitpid(-1, &status, 0)) > 0 || errno == EINTR;)
+            if (c > 0) {
+                reaped++;
+                ck_assert(WIFEXITED(status));
+                code = WEXITSTATUS(status);
+            }
+        ck_assert_int_eq(reaped, 1);
+        ck_assert_msg(code == 42 || code == 0, "compactor exited %d", code);
+        char *got = dump_dir(copy);
+        ck_assert_msg(!strcmp(want, got), "state changed after a crash at call %ld", n);
+        free(got);
+        char when[64];
+        snprintf(when, sizeof when, "after a crash at call %ld", n);
+        generations_agree(copy, want, when);
+        envlog_env *e3 = tu_env(copy);
+        envlog_upkeep u;
+        ck_assert_ok(envlog_upkeep_get(e3, &u));
+        if (code == 0)
+            ck_assert_msg(!strncmp(u.last_reason, "automatic: ", 11), "reason '%s'",
+                          u.last_reason);
+        ck_assert_ok(envlog_compact(e3, ENVLOG_EVIDENCE_WINNERS, NULL));
+        envlog_env_close(e3);
+        got = dump_dir(copy);
+        ck_assert_msg(!strcmp(want, got), "state changed after recovering from call %ld", n);
+        generations_agree(copy, want, "after recovering");
         free(got);
         tu_rmrf(copy);
         free(copy);
@@ -1115,6 +1209,7 @@ Suite *suite_snapshot(void)
     tcase_add_test(tc, test_compact_beside_live_writer);
     tcase_add_test(tc, test_compact_fault_every_call);
     tcase_add_test(tc, test_compact_crash_every_step);
+    tcase_add_test(tc, test_auto_compact_crash_every_step);
     suite_add_tcase(s, tc);
     tc = tcase_create("bundles");
     tcase_set_timeout(tc, 120);

@@ -198,7 +198,7 @@ static void gen_basic(const char *root)
     envlog_import im = {"h100-linux", hash_of("h100-linux bundle"), body(&b, "h100-linux"),
                         12, 1, 0};
     gen_put(&g, ENVLOG_KIND_IMPORT, 7, ENVLOG_CHANGED, ENVLOG_LEVEL_BASIC, &im);
-    envlog_forget f = {ENVLOG_TABLE_TUNE, NS_TUNE, "conv/3x3", 42, "stale after a driver update"};
+    envlog_forget f = {ENVLOG_TABLE_TUNE, NS_TUNE, "conv/3x3", 42, "stale after a driver update", NULL};
     gen_put(&g, ENVLOG_KIND_FORGET, 8, ENVLOG_CHANGED, ENVLOG_LEVEL_BASIC, &f);
     envlog_user u = {"profiler-sample", body(&b, "sample")};
     gen_put(&g, ENVLOG_KIND_USER, 9, ENVLOG_OBSERVED, ENVLOG_LEVEL_BASIC, &u);

@@ -310,7 +310,7 @@ static void gen_main(void)
 
     envlog_session *e = begin(env, "cleanup", "envlog", ENVLOG_VERSION_STRING, NULL, 0);
     envlog_forget f = {ENVLOG_TABLE_TUNE, NS90, "layernorm_32",
-                       envlog_tune_checksum(LN, 2), "stale after a driver update"};
+                       envlog_tune_checksum(LN, 2), "stale after a driver update", NULL};
     ok(envlog_record_forget(e, &f, NULL), "recording a forget");
     tick();
     end(e);

@@ -96,7 +96,7 @@ static void session(envlog_env *env, envlog_level level, const char *label)
                                 {manifest, sizeof manifest}, 5, 1, 2};
             check(envlog_record_import(s, &im, NULL), "import");
             envlog_forget f = {ENVLOG_TABLE_KERNEL, "nvrtc/12.4/sm_90",
-                               "00112233445566778899aabbccddeeff", 0, "bad binary"};
+                               "00112233445566778899aabbccddeeff", 0, "bad binary", NULL};
             check(envlog_record_forget(s, &f, NULL), "forget");
             check(envlog_record_user(s, "profiler", manifest, sizeof manifest,
                                      ENVLOG_OBSERVED, NULL), "user");

@@ -7,8 +7,11 @@
  * On one environment, for SECONDS (default 10): WRITERS processes (default
  * 16) recording session after session (generated records, some of them
  * shared between writers, so which one stands depends on the total order),
- * a compaction loop (all evidence kept) and a reader loop folding the
- * environment again and again.  Then, with nothing running:
+ * a compaction loop (all evidence kept), a reader loop folding the
+ * environment again and again, and the automatic compactions the writers'
+ * session ends start (every 4 sessions here), which a killer loop kills
+ * with SIGKILL at random moments (this process is their subreaper, so it
+ * sees and reaps them).  Then, with nothing running:
  *  - every acknowledged record is there, field for field (verify.c);
  *  - the fold of the environment (its snapshot and what is left of the
  *    sessions) is byte for byte the fold of the acknowledged records
@@ -25,6 +28,8 @@
 #include <ftw.h>
 #include <poll.h>
 #include <signal.h>
+#include <dirent.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -176,6 +181,66 @@ static int compactor(const char *dir, uint64_t seed, uint64_t deadline)
     printf("crash-conc: %d compactions, %llu sessions retired\n", done,
            (unsigned long long)removed);
     return bad ? 1 : 0;
+}
+
+/* --------------------------------------------------------- killer loop */
+
+/* The automatic compactors: children of `parent` (their subreaper) that are
+ * none of the processes it started. */
+static size_t find_compactors(pid_t parent, const pid_t *known, int n_known, pid_t *out,
+                              size_t cap)
+{
+    DIR *d = opendir("/proc");
+    size_t n = 0;
+    struct dirent *de;
+    while (d && (de = readdir(d)) && n < cap) {
+        pid_t pid = (pid_t)atoi(de->d_name);
+        if (pid <= 0)
+            continue;
+        char path[64], buf[512];
+        snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+        FILE *f = fopen(path, "r");
+        if (!f)
+            continue;
+        size_t len = fread(buf, 1, sizeof buf - 1, f);
+        fclose(f);
+        buf[len] = 0;
+        /* pid (comm) state ppid ...: comm may hold spaces, so from its ')'. */
+        char *rp = strrchr(buf, ')');
+        char state;
+        int ppid;
+        if (!rp || sscanf(rp + 1, " %c %d", &state, &ppid) != 2 || ppid != (int)parent ||
+            state == 'Z')
+            continue;
+        bool mine = pid == getpid();
+        for (int i = 0; i < n_known && !mine; i++)
+            mine = known[i] == pid;
+        if (!mine)
+            out[n++] = pid;
+    }
+    if (d)
+        closedir(d);
+    return n;
+}
+
+static int killer(pid_t parent, const pid_t *known, int n_known, uint64_t seed,
+                  uint64_t deadline)
+{
+    uint64_t rng = seed ^ 0xdead;
+    unsigned kills = 0;
+    while (now_ns() < deadline) {
+        pid_t v[64];
+        size_t n = find_compactors(parent, known, n_known, v, 64);
+        /* Some run to the end, some die at a random moment of their work. */
+        if (n && crash_mix(&rng) % 2) {
+            sleep_us(crash_mix(&rng) % 30000);
+            if (!kill(v[crash_mix(&rng) % n], SIGKILL))
+                kills++;
+        }
+        sleep_us(2000 + crash_mix(&rng) % 20000);
+    }
+    printf("crash-conc: %u automatic compactions killed\n", kills);
+    return 0;
 }
 
 /* --------------------------------------------------------- reader loop */
@@ -388,27 +453,37 @@ int main(int argc, char **argv)
         return 2;
     }
     /* Every record must read back: the compactions the writers start on
-     * their own (at 32 sessions by default) keep all of the history too. */
+     * their own (at 4 sessions here) keep all of the history too. */
     envlog_config cfg;
     envlog_config_defaults(&cfg);
     cfg.evidence = ENVLOG_EVIDENCE_ALL;
     cfg.history_sessions = 0;
+    cfg.compact_sessions = 4;
     if (envlog_config_write(env, &cfg)) {
         fprintf(stderr, "crash-conc: %s\n", envlog_errmsg());
         return 2;
     }
     envlog_env_close(env);
-    printf("crash-conc: %d writers, a compaction loop and a reader loop for %.0f s, seed %llu\n",
-           writers, seconds, (unsigned long long)seed);
+    printf("crash-conc: %d writers, a compaction loop, a reader loop and automatic compactions "
+           "killed at random for %.0f s, seed %llu\n", writers, seconds,
+           (unsigned long long)seed);
     fflush(stdout);
     signal(SIGPIPE, SIG_IGN);
+    /* The writers' automatic compactors are detached: orphaned, they come
+     * to this process, which the killer loop looks under and which reaps
+     * them at the end. */
+    if (prctl(PR_SET_CHILD_SUBREAPER, 1)) {
+        perror("crash-conc: prctl");
+        return 2;
+    }
+    pid_t self = getpid();
     int p[2];
     if (pipe(p))
         return 2;
     uint64_t deadline = now_ns() + (uint64_t)(seconds * 1e9);
-    pid_t pids[258];
+    pid_t pids[259];
     int np = 0;
-    for (int i = 0; i < writers + 2 && i < 258; i++) {
+    for (int i = 0; i < writers + 3 && i < 259; i++) {
         pid_t pid = fork();
         if (pid < 0) {
             perror("crash-conc: fork");
@@ -417,9 +492,10 @@ int main(int argc, char **argv)
         if (pid == 0) {
             close(p[0]);
             alarm((unsigned)seconds + 120);
-            int rc = i < writers ? writer(dir, i, seed, deadline, p[1])
-                     : i == writers ? compactor(dir, seed, deadline)
-                                    : reader(dir, deadline);
+            int rc = i < writers       ? writer(dir, i, seed, deadline, p[1])
+                     : i == writers     ? compactor(dir, seed, deadline)
+                     : i == writers + 1 ? reader(dir, deadline)
+                                        : killer(self, pids, np, seed, deadline);
             fflush(stdout);
             _exit(rc);
         }
@@ -460,12 +536,19 @@ int main(int argc, char **argv)
             ;
         if (!WIFEXITED(st) || WEXITSTATUS(st)) {
             fprintf(stderr, "crash-conc: %s %d ended with status %d\n",
-                    i < writers ? "writer" : i == writers ? "the compaction loop"
-                                                          : "the reader loop",
+                    i < writers         ? "writer"
+                    : i == writers      ? "the compaction loop"
+                    : i == writers + 1  ? "the reader loop"
+                                        : "the killer loop",
                     i, st);
             failures++;
         }
     }
+    /* The automatic compactions still running finish (or were killed). */
+    unsigned autos = 0;
+    for (int st; waitpid(-1, &st, 0) > 0 || errno == EINTR;)
+        autos++;
+    printf("crash-conc: %u automatic compactions started\n", autos);
     /* Held records of sessions that never reached the disk leave nothing:
      * those acknowledgements promise nothing and have no start time. */
     crash_acks kept = {0};
