@@ -875,7 +875,8 @@ typedef struct envlog_upkeep {
  *  ENVLOG_IO, ENVLOG_NOMEM. */
 envlog_err envlog_upkeep_get(envlog_env *env, envlog_upkeep *u);
 
-/* What a compaction with a policy removes (envlog_compact_opts.on_removal). */
+/* What a compaction with a policy removes (envlog_compact_opts.on_removal);
+ * its strings are valid during the call only. */
 typedef enum envlog_removal_kind {
     ENVLOG_REMOVED_HISTORY = 0, /* a record of the history (retention) */
     ENVLOG_REMOVED_EVICTED = 1  /* a standing entry (max_size): a forget

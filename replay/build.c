@@ -513,16 +513,22 @@ static int sb_cmp(const void *a, const void *b)
     return memcmp(((const session_bytes *)a)->id.b, ((const session_bytes *)b)->id.b, 16);
 }
 
-/* How much history must go for `entries` bytes of entries and the history
- * to fit in `budget`: that of the oldest sessions first (by id, which sorts
- * by when a session began), as few as will do. */
-static envlog_err cut_history(const build_ctx *b, uint64_t entries, uint64_t budget,
+/* What a record of history weighs in a snapshot: its payload, its EVIDENCE
+ * wrapper and framing, rounded up (envlog(5), MAINTENANCE). */
+#define HISTORY_WEIGHT(size) ((uint64_t)(size) + 64)
+
+/* How much history must go for `fixed` bytes (the entries and the head) and
+ * the history to fit in `budget`: that of the oldest sessions first (by id,
+ * which sorts by when a session began), as few as will do. */
+static envlog_err cut_history(const build_ctx *b, uint64_t fixed, uint64_t budget,
                               history_cut *cut)
 {
-    uint64_t hist = b->data.len;
-    if (entries + hist <= budget)
+    uint64_t hist = 0;
+    for (size_t i = 0; i < b->n_h; i++)
+        hist += HISTORY_WEIGHT(b->h[i].item.record.size);
+    if (fixed + hist <= budget)
         return ENVLOG_OK;
-    if (entries >= budget || !b->n_h) {
+    if (fixed >= budget || !b->n_h) {
         cut->all = true;
         return ENVLOG_OK;
     }
@@ -530,10 +536,11 @@ static envlog_err cut_history(const build_ctx *b, uint64_t entries, uint64_t bud
     if (!v)
         return envlog__fail(ENVLOG_NOMEM, "keeping the snapshot under max_size");
     for (size_t i = 0; i < b->n_h; i++)
-        v[i] = (session_bytes){b->h[i].item.stamp.session, b->h[i].item.record.size};
+        v[i] = (session_bytes){b->h[i].item.stamp.session,
+                               HISTORY_WEIGHT(b->h[i].item.record.size)};
     qsort(v, b->n_h, sizeof *v, sb_cmp);
     size_t i = 0;
-    while (i < b->n_h && entries + hist > budget) {
+    while (i < b->n_h && fixed + hist > budget) {
         envlog_id128 id = v[i].id;
         for (; i < b->n_h && !memcmp(v[i].id.b, id.b, 16); i++)
             hist -= v[i].bytes;
@@ -551,17 +558,23 @@ static envlog_err cut_history(const build_ctx *b, uint64_t entries, uint64_t bud
 /* The size bound: the history of the oldest sessions goes first, then, if
  * the entries alone do not fit, all history and entries, least recently set
  * first, until the new snapshot takes half of max_size (two generations are
- * kept). */
+ * kept).  Sizes are estimated from above: each entry and record of history
+ * as its payload and a wrapper, the head as 8 KiB and a watermark per
+ * session; the session records of every session are counted as kept. */
 static envlog_err keep_under(envlog_env *env, const envlog_build_opts *o, build_ctx *b,
                              envlog_build_result *res, history_cut *cut)
 {
     uint64_t budget = o->max_size / 2;
+    uint64_t head = 8192 + 48 * (uint64_t)b->n_ss, sessions = 0;
+    for (size_t i = 0; i < b->n_h; i++)
+        if (b->h[i].is_session)
+            sessions += HISTORY_WEIGHT(b->h[i].item.record.size);
     uint64_t entries = envlog_state_bytes(b->st);
-    envlog_err e = cut_history(b, entries, budget, cut);
-    if (e || !cut->all || entries <= budget)
+    envlog_err e = cut_history(b, entries + head, budget, cut);
+    if (e || !cut->all || entries + head + sessions <= budget)
         return e;
     envlog_evict_result r;
-    if ((e = envlog_evict(env, b->st, budget, 0, o, &r)))
+    if ((e = envlog_evict(env, b->st, budget, head + sessions, o, &r)))
         return e;
     res->evicted = r.evicted;
     res->evicted_bytes = r.bytes;

@@ -169,11 +169,17 @@ static envlog_err rotate(int snapfd)
         if (errno != ENOENT)
             return envlog__fail_errno(errno, "keeping snapshot/current as the generation "
                                       "before the new one");
-        if ((e = write_empty(snapfd, "previous.tmp")))
+        if ((e = write_empty(snapfd, "previous.tmp"))) {
+            io->unlinkat(snapfd, "previous.tmp", 0);
             return e;
+        }
     }
-    if (io->renameat(snapfd, "current.tmp", snapfd, "current"))
-        return envlog__fail_errno(errno, "renaming snapshot/current.tmp to current");
+    if (io->renameat(snapfd, "current.tmp", snapfd, "current")) {
+        /* Nothing changed: the second name goes, as the caller's tmp does. */
+        e = envlog__fail_errno(errno, "renaming snapshot/current.tmp to current");
+        io->unlinkat(snapfd, "previous.tmp", 0);
+        return e;
+    }
     /* From here on readers use the new snapshot; previous.tmp, if a crash
      * stops us now, is cleaned up by the next compaction. */
     if (io->renameat(snapfd, "previous.tmp", snapfd, "previous"))
@@ -321,8 +327,14 @@ envlog_err envlog_compact_x(envlog_env *env, const envlog_compact_opts *opts,
     envlog_evidence evidence = opts->evidence;
     if ((unsigned)evidence > ENVLOG_EVIDENCE_ALL)
         return envlog__fail(ENVLOG_INVALID_ARG, "unknown evidence level %d", (int)evidence);
-    int lockfd;
-    envlog_err e = envlog_compact_lock(env, &lockfd);
+    /* A dry run changes no file: it creates neither LOCK nor snapshot/
+     * (without them no compaction runs, and there is no snapshot), and
+     * leaves what an interrupted compaction left to the next real one. */
+    bool dry = opts->dry_run;
+    int lockfd = -1;
+    envlog_err e = dry && faccessat(env->dirfd, "LOCK", F_OK, AT_SYMLINK_NOFOLLOW)
+                       ? ENVLOG_OK
+                       : envlog_compact_lock(env, &lockfd);
     if (e)
         return e;
     int snapfd = -1;
@@ -331,18 +343,21 @@ envlog_err envlog_compact_x(envlog_env *env, const envlog_compact_opts *opts,
     envlog_build_result res = {0};
     envlog_build_session *sealed = NULL;
     envlog_id128 *present = NULL;
-    if (io->mkdirat(env->dirfd, "snapshot", 0700) && errno != EEXIST) {
+    if (!dry && io->mkdirat(env->dirfd, "snapshot", 0700) && errno != EEXIST) {
         e = envlog__fail_errno(errno, "creating %s/snapshot", env->path);
         goto out;
     }
-    if ((e = envlog_open_dir(env->dirfd, "snapshot", &snapfd))) {
+    if ((!dry || !faccessat(env->dirfd, "snapshot", F_OK, AT_SYMLINK_NOFOLLOW)) &&
+        (e = envlog_open_dir(env->dirfd, "snapshot", &snapfd))) {
         if (e == ENVLOG_BAD_DATA)
             e = envlog__fail(ENVLOG_CORRUPT, "%s/%s", env->path, envlog_errmsg());
         goto out;
     }
-    if ((e = clean_leftovers(env, snapfd)) || (e = envlog_sessions_list(env, &in, &n)))
+    if ((!dry && (e = clean_leftovers(env, snapfd))) ||
+        (e = envlog_sessions_list(env, &in, &n)))
         goto out;
-    rep->bytes_before = file_size(snapfd, "current") + file_size(snapfd, "previous");
+    if (snapfd >= 0)
+        rep->bytes_before = file_size(snapfd, "current") + file_size(snapfd, "previous");
     size_t n_sealed = 0;
     if (n && (!(sealed = envlog_calloc(n, sizeof *sealed)) ||
               !(present = envlog_calloc(n, sizeof *present)))) {

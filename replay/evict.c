@@ -14,6 +14,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* What an entry weighs beyond its record: its ENTRY wrapper, framing and
+ * INDEX pair, rounded up (envlog(5), MAINTENANCE). */
+#define ENTRY_WEIGHT 96
+
 typedef struct candidate {
     uint64_t unix_ns;
     envlog_stamp stamp;
@@ -35,7 +39,7 @@ static int take(void *ctx, const envlog_state_item *it)
 {
     collect *c = ctx;
     if (it->table == ENVLOG_TABLE_USER) {
-        c->bytes += it->payload.size + 64;
+        c->bytes += it->payload.size + ENTRY_WEIGHT;
         return 0;
     }
     if (c->n == c->cap) {
@@ -60,7 +64,7 @@ static int take(void *ctx, const envlog_state_item *it)
     memset(x, 0, sizeof *x);
     x->unix_ns = it->unix_ns;
     x->stamp = it->stamp;
-    x->bytes = it->payload.size + 64;
+    x->bytes = it->payload.size + ENTRY_WEIGHT;
     x->table = (envlog_table)it->table;
     x->ns = envlog_strdup(it->ns);
     char hex[33];
@@ -135,8 +139,19 @@ envlog_err envlog_evict(envlog_env *env, envlog_state *st, uint64_t budget, uint
         total -= x->bytes;
         r->evicted++;
         r->bytes += x->bytes;
-        if (o->dry_run)
+        envlog_forget f = {x->table, x->ns, x->key, x->checksum, reason, NULL};
+        envlog_record rec;
+        memset(&rec, 0, sizeof rec);
+        rec.kind = ENVLOG_KIND_FORGET;
+        rec.effect = ENVLOG_CHANGED;
+        rec.u.forget = f;
+        if (o->dry_run) {
+            /* Folded all the same, so the rest of the run (what history
+             * goes with the entries) is what the real one would do. */
+            if ((e = envlog_state_fold(st, &rec, envlog_clock_unix_ns())))
+                goto out;
             continue;
+        }
         if (!s) {
             envlog_session_opts so;
             envlog_session_opts_init(&so);
@@ -147,17 +162,11 @@ envlog_err envlog_evict(envlog_env *env, envlog_state *st, uint64_t budget, uint
             if ((e = envlog_session_begin(env, &so, &s)))
                 goto out;
         }
-        envlog_forget f = {x->table, x->ns, x->key, x->checksum, reason, NULL};
         envlog_stamp stamp;
         if ((e = envlog_record_forget(s, &f, &stamp)))
             goto out;
         /* The fold the new snapshot is made of takes it too. */
-        envlog_record rec;
-        memset(&rec, 0, sizeof rec);
-        rec.kind = ENVLOG_KIND_FORGET;
-        rec.effect = ENVLOG_CHANGED;
         rec.stamp = stamp;
-        rec.u.forget = f;
         if ((e = envlog_state_fold(st, &rec, envlog_clock_unix_ns())))
             goto out;
         r->session = stamp.session;

@@ -22,6 +22,7 @@ static const struct {
     {"session", suite_session},
     {"replay", suite_replay},
     {"snapshot", suite_snapshot},
+    {"upkeep", suite_upkeep},
     {"cuda", suite_cuda},
     {"reliability", suite_reliability},
 };

@@ -15,6 +15,8 @@ Suite *suite_session(void); /* check_session.c: recorder, effects, faults,
 Suite *suite_replay(void);  /* check_replay.c: order, fold rules, state, damage */
 
 Suite *suite_snapshot(void); /* check_snapshot.c: compaction, bundles, hostile input */
+Suite *suite_upkeep(void);   /* check_upkeep.c: config, automatic compaction,
+                                retention, forget by prefix, size bound */
 Suite *suite_cuda(void);     /* check_cuda*.c: NVRTC, modes, statistics, tuner, GPU */
 Suite *suite_reliability(void); /* check_reliability.c: power loss, faults, full
                                    disk, security */

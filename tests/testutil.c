@@ -224,17 +224,24 @@ const char *const tu_call_names[TU_N_CALLS] = {
     "flock", "fstat", "writeback", "linkat",
 };
 
-static struct {
+typedef struct fault_state {
     tu_call which;
     long nth;
     int err;
     long calls[TU_N_CALLS + 1];
     bool fired;
-} fault;
+} fault_state;
+
+static fault_state fault_here, *F = &fault_here;
+#define fault (*F)
+
+static pid_t fault_spared; /* its calls neither count nor fail */
 
 /* True when this call of `c` is the one to fail. */
 static bool hit(tu_call c)
 {
+    if (fault_spared && getpid() == fault_spared)
+        return false;
     long k = ++fault.calls[c];
     long any = ++fault.calls[TU_ANY];
     if (fault.fired || fault.nth <= 0)
@@ -361,16 +368,32 @@ static const envlog_io failing_io = {
 
 void tu_fault_arm(tu_call which, long nth, int err)
 {
-    memset(&fault, 0, sizeof fault);
+    memset(F, 0, sizeof *F);
     fault.which = which;
     fault.nth = nth;
     fault.err = err;
     envlog_io_set(&failing_io);
 }
 
+void tu_fault_share(void)
+{
+    if (F != &fault_here)
+        return;
+    void *p = mmap(NULL, sizeof *F, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    ck_assert_ptr_ne(p, MAP_FAILED);
+    memcpy(p, F, sizeof *F);
+    F = p;
+}
+
+void tu_fault_spare(pid_t pid)
+{
+    fault_spared = pid;
+}
+
 bool tu_fault_disarm(void)
 {
     envlog_io_set(NULL);
+    fault_spared = 0;
     return fault.fired;
 }
 

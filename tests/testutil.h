@@ -56,6 +56,14 @@ extern const char *const tu_call_names[TU_N_CALLS];
  * call, TU_ANY) with `err`, once; nth 0 fails nothing and only counts.
  * Counters start at 0.  Its fsync succeeds without syncing. */
 void tu_fault_arm(tu_call which, long nth, int err);
+/* From here on the table's counters live in memory this process shares
+ * with the processes it forks, so calls they make count and a fault they
+ * meet shows in tu_fault_disarm() here. */
+void tu_fault_share(void);
+/* Calls made by process `pid` neither count nor fail (0: none spared): a
+ * process that starts another (an automatic compaction) arms the table for
+ * that one alone. */
+void tu_fault_spare(pid_t pid);
 /* Restores the POSIX table; @return true when the fault was injected. */
 bool tu_fault_disarm(void);
 /* Calls of `which` made since arming (TU_ANY: all). */
