@@ -130,7 +130,7 @@ SAN_FLAGS := -O1 -g -fno-omit-frame-pointer -fno-sanitize-recover=all
 # Check's timeouts stretch with the sanitizers' cost.
 asan:
 	CK_TIMEOUT_MULTIPLIER=$${CK_TIMEOUT_MULTIPLIER:-4} $(MAKE) B=build-asan \
-	  CFLAGS="$(SAN_FLAGS) -fsanitize=address,undefined" \
+	  CFLAGS="$(SAN_FLAGS) -fsanitize=address,undefined" UPKEEP_SESSIONS=1000 \
 	  LDFLAGS="-fsanitize=address,undefined" check
 ubsan:
 	CK_TIMEOUT_MULTIPLIER=$${CK_TIMEOUT_MULTIPLIER:-2} $(MAKE) B=build-ubsan CFLAGS="$(SAN_FLAGS) -fsanitize=undefined" \

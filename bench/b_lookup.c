@@ -134,6 +134,62 @@ void bench_cache_make(bench_cache *c, const char *tag, uint64_t n)
     bench_expect(rows == n, "the SQLite file holds %" PRIu64 " entries of %" PRIu64, rows, n);
 }
 
+/* The winner of `rec`'s tune, "?" when it has none. */
+static const char *rec_winner(const envlog_record *rec)
+{
+    const envlog_tune *t = &rec->u.tune;
+    return t->winner >= 0 && (size_t)t->winner < t->n_candidates ? t->candidates[t->winner]
+                                                                 : "?";
+}
+
+uint64_t bench_first_lookup(const char *path, const bench_tune *bt, const char *want)
+{
+    envlog_env *env;
+    envlog_state *st;
+    envlog_tune_entry te;
+    uint64_t t0 = bench_now_ns();
+    bench_check(envlog_env_open(path, ENVLOG_OPEN_READONLY, &env), "opening the environment");
+    bench_check(envlog_state_open(env, NULL, &st), "opening the state");
+    bench_check(envlog_state_winner(st, bt->t.ns, bt->t.key, bt->t.checksum, &te),
+                "looking a key up");
+    uint64_t ns = bench_now_ns() - t0;
+    bench_expect(!want || !strcmp(te.winner, want), "envlog: %s won %s, not %s", bt->t.key,
+                 te.winner, want);
+    envlog_state_close(st);
+    envlog_env_close(env);
+    return ns;
+}
+
+uint64_t bench_first_select(const char *db_path, const bench_tune *bt, const char *want)
+{
+    sqlite3 *db;
+    sqlite3_stmt *sel;
+    char key[256];
+    envlog_record rec;
+    envlog_arena arena = {0};
+    sql_key(key, sizeof key, bt->t.key, bt->t.checksum);
+    uint64_t t0 = bench_now_ns();
+    sql_ok(NULL, sqlite3_open_v2(db_path, &db, SQLITE_OPEN_READONLY, NULL), "open");
+    sql_ok(db, sqlite3_prepare_v2(db, "SELECT value, origin FROM entries "
+                                      "WHERE namespace = ?1 AND key = ?2",
+                                  -1, &sel, NULL),
+           "prepare select");
+    sqlite3_bind_text(sel, 1, bt->t.ns, -1, SQLITE_STATIC);
+    sqlite3_bind_text(sel, 2, key, -1, SQLITE_STATIC);
+    int rc = sqlite3_step(sel);
+    bench_expect(rc == SQLITE_ROW, "sqlite: no entry for %s", key);
+    bench_check(envlog_event_decode_fold(sqlite3_column_blob(sel, 0),
+                                         (size_t)sqlite3_column_bytes(sel, 0), &rec, &arena),
+                "decoding an entry");
+    const char *got = rec_winner(&rec);
+    uint64_t ns = bench_now_ns() - t0;
+    bench_expect(!want || !strcmp(got, want), "sqlite: %s won %s, not %s", key, got, want);
+    sqlite3_finalize(sel);
+    sqlite3_close(db);
+    envlog_arena_free(&arena);
+    return ns;
+}
+
 static void run_lookup(void *vctx, double scale, bench_run *out)
 {
     lk_ctx *c = vctx;
@@ -147,62 +203,22 @@ static void run_lookup(void *vctx, double scale, bench_run *out)
         uint64_t pick = next_draw(&c->draw) % c->entries;
         bench_tune_fill(&bt, pick);
         const char *want = bt.t.candidates[bt.t.winner];
-        uint64_t t0 = bench_now_ns(), t1;
         if (c->side == LK_ENVLOG) {
-            envlog_env *env;
-            envlog_state *st;
-            envlog_tune_entry te;
-            bench_check(envlog_env_open(c->env, ENVLOG_OPEN_READONLY, &env),
-                        "opening the environment");
-            bench_check(envlog_state_open(env, NULL, &st), "opening the state");
-            bench_check(envlog_state_winner(st, bt.t.ns, bt.t.key, bt.t.checksum, &te),
-                        "looking a key up");
-            t1 = bench_now_ns();
-            bench_expect(!strcmp(te.winner, want), "envlog: %s won %s, not %s", bt.t.key,
-                         te.winner, want);
-            envlog_state_close(st);
-            envlog_env_close(env);
+            secs += (double)bench_first_lookup(c->env, &bt, want) / 1e9;
         } else if (c->side == LK_SQLITE) {
-            sqlite3 *db;
-            sqlite3_stmt *sel;
-            char key[256];
-            envlog_record rec;
-            envlog_arena arena = {0};
-            sql_key(key, sizeof key, bt.t.key, bt.t.checksum);
-            sql_ok(NULL, sqlite3_open_v2(c->db, &db, SQLITE_OPEN_READONLY, NULL), "open");
-            sql_ok(db, sqlite3_prepare_v2(db, "SELECT value, origin FROM entries "
-                                              "WHERE namespace = ?1 AND key = ?2",
-                                          -1, &sel, NULL),
-                   "prepare select");
-            sqlite3_bind_text(sel, 1, bt.t.ns, -1, SQLITE_STATIC);
-            sqlite3_bind_text(sel, 2, key, -1, SQLITE_STATIC);
-            int rc = sqlite3_step(sel);
-            bench_expect(rc == SQLITE_ROW, "sqlite: no entry for %s", key);
-            bench_check(envlog_event_decode_fold(sqlite3_column_blob(sel, 0),
-                                                 (size_t)sqlite3_column_bytes(sel, 0),
-                                                 &rec, &arena),
-                        "decoding an entry");
-            const char *got = rec.u.tune.winner >= 0 &&
-                                      (size_t)rec.u.tune.winner < rec.u.tune.n_candidates
-                                  ? rec.u.tune.candidates[rec.u.tune.winner]
-                                  : "?";
-            t1 = bench_now_ns();
-            bench_expect(!strcmp(got, want), "sqlite: %s won %s, not %s", key, got, want);
-            sqlite3_finalize(sel);
-            sqlite3_close(db);
-            envlog_arena_free(&arena);
+            secs += (double)bench_first_select(c->db, &bt, want) / 1e9;
         } else {
             static uint8_t page[4096];
+            uint64_t t0 = bench_now_ns();
             int fd = open(c->snap, O_RDONLY);
             if (fd < 0)
                 bench_die("opening %s: %s", c->snap, strerror(errno));
             off_t at = (off_t)(pick % (uint64_t)(c->snap_size / 4096 + 1)) * 4096;
             if (pread(fd, page, sizeof page, at) < 0)
                 bench_die("reading %s: %s", c->snap, strerror(errno));
-            t1 = bench_now_ns();
+            secs += (double)(bench_now_ns() - t0) / 1e9;
             close(fd);
         }
-        secs += (double)(t1 - t0) / 1e9;
     }
     *out = (bench_run){secs, (double)ops, 0, 0};
 }

@@ -246,6 +246,13 @@ void bench_cache_make(bench_cache *c, const char *tag, uint64_t n);
  * key)): value is the snapshot ENTRY's record, key a tune key with its
  * checksum ("key#<16 hex digits>") or a kernel key in hex.  Sets *count. */
 void bench_entries_db(envlog_env *env, const char *path, uint64_t *count);
+/* A runtime's start, timed (ns): a fresh read-only open of the environment
+ * at `path` and the lookup of `bt`'s key; or of the SQLite file of
+ * bench_entries_db() and an indexed select of it, decoded.  A key that is
+ * not there stops the run, and so does a winner other than `want` (NULL:
+ * any). */
+uint64_t bench_first_lookup(const char *path, const bench_tune *bt, const char *want);
+uint64_t bench_first_select(const char *db_path, const bench_tune *bt, const char *want);
 /* The database's files' bytes (main file plus any WAL left). */
 uint64_t bench_sql_du(const char *path);
 /* Removes a database and its -wal, -shm and -journal files. */
@@ -258,6 +265,7 @@ void bench_section_record_tune(void);
 void bench_section_record_compile(void);
 void bench_section_replay(void);
 void bench_section_lookup(void);
+void bench_section_upkeep(void);
 void bench_section_bundle(void);
 void bench_section_scale(void);
 

@@ -32,6 +32,8 @@ static const section sections[] = {
     {"replay", bench_section_replay,
      "reading and folding everything back, envlog vs SQLite scan"},
     {"lookup", bench_section_lookup, "cold open plus first lookup at 1k, 100k and 1M entries"},
+    {"upkeep", bench_section_upkeep,
+     "first lookup after 1 to 10,000 sessions, self-maintained vs compacted by hand"},
     {"bundle", bench_section_bundle, "bundle export and import time and size vs a SQLite file"},
     {"scale", bench_section_scale, "recording and reading 1k to 10M events"},
 };

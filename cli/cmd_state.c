@@ -308,6 +308,7 @@ static int replay_run(cli *c)
 
 typedef struct forget_ctx {
     const char *key, *ns; /* no key: every entry under ns */
+    const char *reason;   /* what the tombstones say */
     bool kernel, has_checksum;
     uint64_t checksum;
     envlog_forget *v;
@@ -325,10 +326,10 @@ static int match_forget(void *ctx, const envlog_entry *e)
             return 0;
         if (e->tune)
             g = (envlog_forget){ENVLOG_TABLE_TUNE, ns, e->tune->key, e->tune->checksum,
-                                NULL, NULL};
+                                f->reason, NULL};
         else {
             envlog_id_format(&e->kernel->kernel_key, hex);
-            g = (envlog_forget){ENVLOG_TABLE_KERNEL, ns, strdup(hex), 0, NULL, NULL};
+            g = (envlog_forget){ENVLOG_TABLE_KERNEL, ns, strdup(hex), 0, f->reason, NULL};
             if (!g.key)
                 return 1;
         }
@@ -337,14 +338,14 @@ static int match_forget(void *ctx, const envlog_entry *e)
             (f->has_checksum && e->tune->checksum != f->checksum))
             return 0;
         g = (envlog_forget){ENVLOG_TABLE_TUNE, e->tune->ns, e->tune->key,
-                            e->tune->checksum, "envlog forget", NULL};
+                            e->tune->checksum, f->reason, NULL};
     } else if (e->kernel && f->kernel) {
         envlog_id_format(&e->kernel->kernel_key, hex);
         if ((strcmp(hex, f->key) && (!e->kernel->name || strcmp(e->kernel->name, f->key))) ||
             (f->ns && strcmp(e->kernel->ns, f->ns)))
             return 0;
-        g = (envlog_forget){ENVLOG_TABLE_KERNEL, e->kernel->ns, strdup(hex), 0,
-                            "envlog forget", NULL};
+        g = (envlog_forget){ENVLOG_TABLE_KERNEL, e->kernel->ns, strdup(hex), 0, f->reason,
+                            NULL};
         if (!g.key)
             return 1;
     } else {
@@ -402,7 +403,7 @@ static int record_forgets(cli *c, envlog_env *env, const forget_ctx *f, const ch
     int rc = EXIT_OK;
     envlog_stamp stamp;
     if (under) {
-        envlog_forget g = {ENVLOG_TABLE_TUNE, NULL, NULL, 0, "envlog forget --namespace", under};
+        envlog_forget g = {ENVLOG_TABLE_TUNE, NULL, NULL, 0, f->reason, under};
         if ((e = envlog_record_forget(s, &g, &stamp)))
             rc = cli_fail(e, "recording the tombstone");
         for (size_t i = 0; i < f->n && !rc; i++)
@@ -425,7 +426,7 @@ static int record_forgets(cli *c, envlog_env *env, const forget_ctx *f, const ch
 
 static int forget_run(cli *c)
 {
-    forget_ctx f = {0};
+    forget_ctx f = {.reason = "envlog forget"};
     bool all = false, dry = false;
     for (int i = 1; i < c->argc; i++) {
         const char *a = c->argv[i];
@@ -435,6 +436,10 @@ static int forget_run(cli *c)
             f.has_checksum = true;
             if (cli_parse_checksum("forget --checksum", c->argv[++i], &f.checksum))
                 return EXIT_USAGE;
+        } else if ((!strcmp(a, "--reason") || !strcmp(a, "-r")) && i + 1 < c->argc) {
+            f.reason = c->argv[++i];
+            if (!*f.reason || strlen(f.reason) > 1024)
+                return cli_error(EXIT_USAGE, "forget --reason: 1 to 1024 bytes of text");
         } else if (!strcmp(a, "--kernel"))
             f.kernel = true;
         else if (!strcmp(a, "--all"))
@@ -539,8 +544,8 @@ const cli_cmd cli_cmd_replay = {
 const cli_cmd cli_cmd_forget = {
     "forget", "record a tombstone for an entry in a new session",
     "usage: envlog [-C DIR] forget KEY [--namespace NS] [--checksum N] [--kernel] [--all]\n"
-    "                              [--dry-run] [--json]\n"
-    "       envlog [-C DIR] forget --namespace PREFIX [--dry-run] [--json]\n"
+    "                              [--reason TEXT] [--dry-run] [--json]\n"
+    "       envlog [-C DIR] forget --namespace PREFIX [--reason TEXT] [--dry-run] [--json]\n"
     "\n"
     "Removes the standing tune entry for KEY (or, with --kernel, the kernel\n"
     "whose key in hex or whose name is KEY) by recording a forget record in a\n"
@@ -548,7 +553,8 @@ const cli_cmd cli_cmd_forget = {
     "--namespace and --checksum, or give --all.  Without KEY, one tombstone\n"
     "retires every entry, tune or kernel, whose namespace is PREFIX or lies\n"
     "under it (whole '/'-separated components: nvrtc/12.4 is not nvrtc/12.40).\n"
-    "--dry-run lists what would go and records nothing.  Exit status 1 when\n"
-    "nothing matches.\n",
+    "The tombstone says why (--reason; default \"envlog forget\"), and `why`\n"
+    "and `diff` repeat it.  --dry-run lists what would go and records nothing.\n"
+    "Exit status 1 when nothing matches.\n",
     forget_run,
 };

@@ -146,12 +146,16 @@ static int upkeep_compact(cli *c, const char *what, envlog_env *env, envlog_comp
     flush_session(&r);
     if (e)
         return cli_fail(e, what);
+    /* Two generations share the bound; what is left when every tune and
+     * kernel entry is gone (the head, user records) cannot be evicted. */
+    bool fits = !o->max_size || rep.snapshot_bytes <= o->max_size / 2;
     if (c->json)
         printf("{\"%s\":{\"dry_run\":%s,\"history_dropped\":%" PRIu64 ",\"evicted\":%" PRIu64
                ",\"evicted_bytes\":%" PRIu64 ",\"entries\":%" PRIu64 ",\"snapshot_bytes\":%"
-               PRIu64 ",\"sessions_removed\":%" PRIu64 "}}\n", what, o->dry_run ? "true" : "false",
-               rep.history_dropped, rep.evicted, rep.evicted_bytes, rep.entries,
-               rep.snapshot_bytes, rep.sessions_removed);
+               PRIu64 ",\"sessions_removed\":%" PRIu64 ",\"fits\":%s}}\n", what,
+               o->dry_run ? "true" : "false", rep.history_dropped, rep.evicted,
+               rep.evicted_bytes, rep.entries, rep.snapshot_bytes, rep.sessions_removed,
+               fits ? "true" : "false");
     else
         printf("%s%s: %" PRIu64 " record%s of history %s, %" PRIu64 " entr%s %s (%" PRIu64
                " bytes); the snapshot holds %" PRIu64 " entries in %" PRIu64 " bytes\n",
@@ -160,6 +164,11 @@ static int upkeep_compact(cli *c, const char *what, envlog_env *env, envlog_comp
                rep.evicted, rep.evicted == 1 ? "y" : "ies",
                o->dry_run ? "would be evicted" : "evicted", rep.evicted_bytes, rep.entries,
                rep.snapshot_bytes);
+    if (!fits)
+        fprintf(stderr, "envlog: %s: the snapshot %s %" PRIu64 " bytes, more than half of the "
+                "bound (%" PRIu64 " bytes): what is left besides tune and kernel entries "
+                "cannot be evicted\n", what, o->dry_run ? "would take" : "takes",
+                rep.snapshot_bytes, o->max_size);
     return EXIT_OK;
 }
 

@@ -17,6 +17,7 @@ typedef struct group {
     bool standing;
     bool imported;
     bool forgotten; /* the last value was removed by a forget */
+    bool seen;      /* a tune of the group was read: its history is kept */
     uint64_t set_seq;
     char set_session[33];
 } group;
@@ -122,15 +123,17 @@ static int why_forget(why_ctx *w, const envlog_record *rec, const char *sid, con
             continue;
         bool had = g->standing;
         g->standing = false;
-        if (had)
+        /* With no tune of the group kept (pruned, or evicted with its
+         * history), what the forget removed is not known here. */
+        if (had || !g->seen)
             g->forgotten = true;
         w->forgets++;
         if (w->c->json) {
             printf("{\"event\":\"forget\",\"time\":\"%s\",\"session\":\"%s\",\"seq\":%" PRIu64
                    ",\"namespace\":", t, sid, rec->stamp.seq);
             cli_jstr(g->ns);
-            printf(",\"checksum\":%" PRIu64 ",\"removed\":%s", g->checksum,
-                   had ? "true" : "false");
+            printf(",\"checksum\":%" PRIu64 ",\"removed\":%s,\"history_kept\":%s",
+                   g->checksum, had ? "true" : "false", g->seen ? "true" : "false");
             if (f->under) {
                 printf(",\"under\":");
                 cli_jstr(f->under);
@@ -143,7 +146,9 @@ static int why_forget(why_ctx *w, const envlog_record *rec, const char *sid, con
         } else {
             printf("forget  %s  session %s seq %" PRIu64 "\n  %s checksum 0x%016" PRIx64
                    ": %s", t, sid, rec->stamp.seq, g->ns, g->checksum,
-                   had ? "entry removed" : "nothing was standing");
+                   had        ? "entry removed"
+                   : g->seen  ? "nothing was standing"
+                              : "the records that set its entry are no longer kept");
             if (f->under)
                 printf(" (everything under %s)", f->under);
             if (f->reason)
@@ -172,6 +177,7 @@ static int why_visit(void *ctx, const envlog_replay_rec *r)
     if (!g)
         return w->err = 1;
     w->tunes++;
+    g->seen = true;
     const char *rule;
     const char *v = verdict(g, tu, sid, rec->stamp.seq, &rule);
     const envlog_session_rec *s = r->session;
@@ -358,12 +364,13 @@ static int why_run(cli *c)
         }
     }
     if (w.tunes == 0 && !c->json)
-        printf("no tune of '%s'%s%s was ever recorded\n", w.key, w.ns ? " in " : "",
-               w.ns ? w.ns : "");
+        printf("no tune of '%s'%s%s %s\n", w.key, w.ns ? " in " : "", w.ns ? w.ns : "",
+               w.forgets ? "is kept: a forget above removed it with its history"
+                         : "was ever recorded");
     if (w.tunes == 0 && c->json) {
         printf("{\"event\":\"miss\",\"key\":");
         cli_jstr(w.key);
-        printf(",\"why\":\"never tuned\"}\n");
+        printf(",\"why\":\"%s\"}\n", w.forgets ? "history not kept" : "never tuned");
     }
     if (!standing)
         rc = EXIT_DAMAGE; /* like grep: 1 when nothing matches */

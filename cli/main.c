@@ -59,9 +59,12 @@ int cli_fail(envlog_err e, const char *what)
 
 int cli_open_env(cli *c, int how, envlog_env **env)
 {
-    envlog_err e = envlog_env_open(c->dir, how == CLI_CREATE ? ENVLOG_OPEN_CREATE
-                                          : how == CLI_READ  ? ENVLOG_OPEN_READONLY
-                                                             : 0, env);
+    /* A command does one thing: its own sessions (forget, import, rebuild)
+     * never start a compaction behind the next command's back. */
+    envlog_err e = envlog_env_open(c->dir, (how == CLI_CREATE ? ENVLOG_OPEN_CREATE
+                                            : how == CLI_READ  ? ENVLOG_OPEN_READONLY
+                                                               : 0u) |
+                                               ENVLOG_OPEN_NO_UPKEEP, env);
     if (e == ENVLOG_NOT_FOUND && how != CLI_CREATE)
         return cli_error(EXIT_USAGE, "no environment at %s (%s)",
                          c->dir ? c->dir : "the default path", envlog_errmsg());

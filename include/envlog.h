@@ -297,6 +297,9 @@ envlog_err envlog_env_default_path(char *out, size_t size);
 
 #define ENVLOG_OPEN_CREATE 1u   /* create the directory and its marker */
 #define ENVLOG_OPEN_READONLY 2u /* never write: for inspection tools */
+#define ENVLOG_OPEN_NO_UPKEEP 4u /* its sessions' ends never start an
+                                    automatic compaction (tools that run
+                                    one step at a time) */
 
 /*! envlog_env_open() : opens the environment at `path` (NULL: the default).
  *  With ENVLOG_OPEN_CREATE, missing directories are created (0700) and a
@@ -811,13 +814,17 @@ envlog_err envlog_compact(envlog_env *env, envlog_evidence evidence,
  * size bound by evicting, least recently set first, what it must.  The
  * settings live in ENV/config, lines of `key = value`.
  */
-#define ENVLOG_DEFAULT_COMPACT_SESSIONS 32
+#define ENVLOG_DEFAULT_COMPACT_SESSIONS 4
+/* Past compact_sessions, an automatic compaction waits until the sessions
+ * it folds hold 1/64 of the snapshot's bytes, or 16 x compact_sessions of
+ * them are pending. */
+#define ENVLOG_COMPACT_SHARE 64
 #define ENVLOG_DEFAULT_COMPACT_BYTES ((uint64_t)64 << 20)
 #define ENVLOG_DEFAULT_HISTORY_SESSIONS 1000
 
 typedef struct envlog_config {
     bool auto_compact;          /* compact by itself (default on) */
-    uint64_t compact_sessions;  /* at this many sessions not compacted (32) */
+    uint64_t compact_sessions;  /* at this many sessions not compacted (4) */
     uint64_t compact_bytes;     /* or this many bytes of their segments (64 MiB) */
     envlog_evidence evidence;   /* what a compaction keeps (winners) */
     uint64_t history_sessions;  /* history of the newest this many sessions

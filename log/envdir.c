@@ -371,6 +371,7 @@ envlog_err envlog_env_open(const char *path, unsigned flags, envlog_env **out)
     env->dirfd = env->sessions_fd = -1;
     pthread_mutex_init(&env->state_mu, NULL);
     env->readonly = flags & ENVLOG_OPEN_READONLY;
+    env->no_upkeep = flags & ENVLOG_OPEN_NO_UPKEEP;
     if (!(env->path = envlog_strdup(path))) {
         e = envlog__fail(ENVLOG_NOMEM, "opening environment");
         goto fail;

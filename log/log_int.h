@@ -167,6 +167,7 @@ struct envlog_env {
     int dirfd;
     int sessions_fd;
     bool readonly;
+    bool no_upkeep;        /* ENVLOG_OPEN_NO_UPKEEP */
     /* The live state replay keeps for this handle: folded once, then fed by
      * every session's records through state_hook. */
     pthread_mutex_t state_mu;

@@ -1,17 +1,22 @@
 # SPDX-License-Identifier: MIT
 # Snapshot and bundle tests outside the Check runner: the CLI end to end
-# (with the golden diff output) and the bundle read by zstd and cbor2.
+# (with the golden diff output), the upkeep commands, and the bundle read by
+# zstd and cbor2.
 
 $(B)/tests/snapshot-rec: tests/snapshot/rec.c $(STATIC)
 	@mkdir -p $(dir $@)
 	@echo "  LD  $@"
 	@$(CC) $(PUB_CPPFLAGS) $(CFLAGS_ALL) $(LDFLAGS) -o $@ $< $(STATIC) $(LDLIBS_ALL)
 
-.PHONY: check-snapshot-cli check-bundle-interop
+.PHONY: check-snapshot-cli check-upkeep-cli check-bundle-interop
 
 check-snapshot-cli: $(BIN) $(B)/tests/snapshot-rec
 	@echo "== snapshot and bundle commands"
 	@bash tests/snapshot/cli.sh $(BIN) $(B)/tests/snapshot-rec $(STATIC) "$(CC) $(LDFLAGS)" $(LDLIBS_ALL)
+
+check-upkeep-cli: $(BIN) $(B)/tests/snapshot-rec
+	@echo "== upkeep commands (config, automatic compaction, prune, gc, forget --namespace)"
+	@bash tests/snapshot/upkeep.sh $(BIN) $(B)/tests/snapshot-rec
 
 check-bundle-interop: $(BIN) $(B)/tests/snapshot-rec
 	@echo "== bundle interoperability (zstd -d, python3-cbor2)"
@@ -21,4 +26,4 @@ check-bundle-interop: $(BIN) $(B)/tests/snapshot-rec
 	  $(BIN) -C "$$d/env" bundle export "interop" -o "$$d/b.bundle" --evidence all >/dev/null; \
 	  /usr/bin/python3 tests/bundle_interop.py $(BIN) "$$d/env" "$$d/b.bundle"
 
-CHECK_TARGETS += check-snapshot-cli check-bundle-interop
+CHECK_TARGETS += check-snapshot-cli check-upkeep-cli check-bundle-interop

@@ -30,7 +30,11 @@ $(B)/tests/interop_rec: $(B)/tests/interop_rec.o $(STATIC)
 	@echo "  LD  $@"
 	@$(CC) $(CFLAGS_ALL) $(LDFLAGS) -o $@ $< $(STATIC) $(LDLIBS_ALL)
 
-.PHONY: check-unit check-cli check-interop fixtures
+$(B)/tests/upkeep-long: $(B)/tests/upkeep_long.o $(STATIC)
+	@echo "  LD  $@"
+	@$(CC) $(CFLAGS_ALL) $(LDFLAGS) -o $@ $< $(STATIC) $(LDLIBS_ALL)
+
+.PHONY: check-unit check-cli check-interop check-upkeep-long fixtures
 
 # ASan: forked tests and mmap'd segments work with these; leaks fail the run.
 check-unit: $(RUNNER)
@@ -53,4 +57,11 @@ fixtures: $(B)/tests/gen_fixtures
 	rm -rf fixtures/envs
 	$(B)/tests/gen_fixtures fixtures/envs
 
-CHECK_TARGETS += check-unit check-cli check-interop
+# An application that only records, for UPKEEP_SESSIONS sessions with the
+# default settings: bounded session directories and bytes throughout.
+UPKEEP_SESSIONS ?= 5000
+check-upkeep-long: $(B)/tests/upkeep-long
+	@echo "== self-maintaining environment: $(UPKEEP_SESSIONS) sessions with the default settings"
+	@$(B)/tests/upkeep-long -n $(UPKEEP_SESSIONS)
+
+CHECK_TARGETS += check-unit check-cli check-interop check-upkeep-long

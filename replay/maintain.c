@@ -64,12 +64,14 @@ envlog_err envlog_upkeep_get(envlog_env *env, envlog_upkeep *u)
     int gen;
     if ((e = envlog_snap_pick(env, false, NULL, NULL, &snap, &gen)))
         return e;
+    uint64_t snap_bytes = 0;
     if (snap) {
         const envlog_snap_manifest *m = envlog_snap_manifest_get(snap);
         u->last_compaction_unix_ns = m->created_unix_ns;
         snprintf(u->last_reason, sizeof u->last_reason, "%s",
                  m->compacted_by ? m->compacted_by : "");
-        u->bytes += envlog_snap_size(snap);
+        snap_bytes = envlog_snap_size(snap);
+        u->bytes += snap_bytes;
     }
     int sfd;
     if (!envlog_open_dir(env->dirfd, "snapshot", &sfd)) {
@@ -103,8 +105,15 @@ envlog_err envlog_upkeep_get(envlog_env *env, envlog_upkeep *u)
     }
     envlog_free(ids);
     envlog_snap_unmap(snap);
+    /* A compaction rewrites the snapshot: past the count it waits until
+     * what it folds is worth a share of what it rewrites, or the count is
+     * far past, so a large snapshot is not rewritten for a few small
+     * sessions at every other start (envlog(5), MAINTENANCE). */
     const envlog_config *c = &u->config;
-    u->due = u->pending_sessions >= c->compact_sessions || u->pending_bytes >= c->compact_bytes ||
+    bool by_count = u->pending_sessions >= c->compact_sessions &&
+                    (u->pending_bytes * ENVLOG_COMPACT_SHARE >= snap_bytes ||
+                     u->pending_sessions >= ENVLOG_COMPACT_SHARE / 4 * c->compact_sessions);
+    u->due = by_count || u->pending_bytes >= c->compact_bytes ||
              (c->max_size && u->bytes > c->max_size);
     return ENVLOG_OK;
 }
@@ -128,7 +137,7 @@ static void compact_here(const char *path, const char *why)
 
 static envlog_err maybe_compact(envlog_env *env, int want)
 {
-    if (!env || env->readonly || want < 0)
+    if (!env || env->readonly || env->no_upkeep || want < 0)
         return ENVLOG_OK;
     envlog_upkeep u;
     envlog_err e = envlog_upkeep_get(env, &u);

@@ -765,7 +765,7 @@ envlog_err envlog_state_open_on(envlog_env *env, const envlog_replay_opts *opts,
     if (opts)
         o = *opts;
     o.on_damage = count_damage;
-    o.on_progress = pass_progress;
+    o.on_progress = opts && opts->on_progress ? pass_progress : NULL;
     o.ctx = &f;
     if ((e = envlog_env_lock(env, false, &lk)))
         goto fail;

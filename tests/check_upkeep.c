@@ -252,7 +252,7 @@ START_TEST(test_auto_compact_threshold)
     /* Sessions are kept one compaction more: three more end, the second
      * automatic compaction retires the first three. */
     for (int i = 0; i < 3; i++) {
-        char k[8];
+        char k[16];
         snprintf(k, sizeof k, "d%d", i);
         one_session(r.env, k, 0);
     }
@@ -405,7 +405,7 @@ static envlog_stamp six_sessions(envlog_env *env, envlog_stamp shared[6], envlog
     envlog_stamp first = {0};
     for (int i = 0; i < 6; i++) {
         envlog_session *s = rp_sbegin(env, "ret", 0);
-        char k[8];
+        char k[16];
         snprintf(k, sizeof k, "k%d", i);
         envlog_stamp st = rp_rtune(s, NS_A, k, i % 3);
         if (!i)
@@ -683,7 +683,7 @@ START_TEST(test_size_bound)
     envlog_stamp tune_st[10], kern_st[10];
     for (int i = 0; i < 10; i++) {
         envlog_session *s = rp_sbegin(r.env, "grow", 0);
-        char k[8];
+        char k[16];
         snprintf(k, sizeof k, "t%d", i);
         tune_st[i] = rp_rtune(s, NS_A, k, i % 3);
         kern_st[i] = rp_rcompile(s, KNS_A, (uint8_t)(10 + i), ENVLOG_COMPILED, false,
@@ -757,7 +757,7 @@ START_TEST(test_size_bound)
     st = rp_sopen(r.env, NULL);
     ck_assert_uint_eq(rp_stats(st).tunes + rp_stats(st).kernels, 20 - k);
     for (int i = 0; i < 10; i++) {
-        char key[8];
+        char key[16];
         snprintf(key, sizeof key, "t%d", i);
         bool tune_gone = false, kernel_gone = false;
         for (size_t j = 0; j < k; j++) {

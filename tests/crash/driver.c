@@ -138,7 +138,11 @@ static int check_verify(int iter, const char *when)
         else if (strstr(line, "\"snapshot\":") && strstr(line, "\"intact\":true"))
             continue;
         else if (!strstr(line, "\"state\":\"sealed\"") &&
-                 !strstr(line, "\"state\":\"unsealed\"")) {
+                 !strstr(line, "\"state\":\"unsealed\"") &&
+                 /* a detached compactor from a session end the kill did
+                  * not reach folded this session into the snapshot while
+                  * verify read it: envlog(1) says so, it is not damage */
+                 !strstr(line, "\"state\":\"retired\"")) {
             FAIL("run %d %s: verify reports %.300s", iter, when, line);
             bad = 1;
         }

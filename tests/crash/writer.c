@@ -7,7 +7,8 @@
  * Opens (creating) ENVDIR and records generated tunes, compiles and marks
  * (tests/crash/crash.h) in one session after another, each with its own
  * level, sync policy, segment size and one or two recording threads; now
- * and then it flushes, or compacts the environment between sessions.  After
+ * and then it flushes, or compacts the environment between sessions (and
+ * its session ends compact it on their own, all history kept).  After
  * every recording call that returned ENVLOG_OK it writes one crash_ack to
  * file descriptor 3, so whoever kills it knows exactly what was
  * acknowledged.  It stops after MAX_RECORDS records (default 4000).
@@ -93,6 +94,15 @@ int main(int argc, char **argv)
     envlog_err e = envlog_env_open(argv[1], ENVLOG_OPEN_CREATE, &env);
     if (e)
         die("opening the environment", e);
+    /* Every record must stay readable, so the checker finds each one: the
+     * compactions its session ends start on their own (every 4 sessions)
+     * keep all of the history, as the ones it runs itself do. */
+    envlog_config cfg;
+    envlog_config_defaults(&cfg);
+    cfg.evidence = ENVLOG_EVIDENCE_ALL;
+    cfg.history_sessions = 0;
+    if ((e = envlog_config_write(env, &cfg)))
+        die("writing the config", e);
     uint64_t rng = seed ^ 0x5bd1e995u;
     static const uint64_t segsizes[] = {2 * 32768, 4 * 32768, 1u << 20, 0};
     while (atomic_load(&next_n) < max_records) {
