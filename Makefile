@@ -7,10 +7,13 @@ INCLUDEDIR   ?= $(PREFIX)/include
 BINDIR       ?= $(PREFIX)/bin
 MANDIR       ?= $(PREFIX)/share/man
 PKGCONFIGDIR ?= $(LIBDIR)/pkgconfig
+DATADIR      ?= $(PREFIX)/share
 DESTDIR      ?=
 
 CC      ?= cc
-WERROR  ?= -Werror
+# Warnings stop the build only where asked (CI: WERROR=-Werror), never for
+# a user whose compiler is newer than the tree.
+WERROR  ?=
 CFLAGS  ?= -O2 -g
 WARN    := -std=c11 -Wall -Wextra -Wshadow -Wcast-qual -Wstrict-prototypes \
            -Wmissing-prototypes -Wundef -Wvla -Wformat=2 -Wwrite-strings $(WERROR)
@@ -18,11 +21,12 @@ WARN    := -std=c11 -Wall -Wextra -Wshadow -Wcast-qual -Wstrict-prototypes \
 # the examples see only include/.
 LIB_CPPFLAGS := -D_GNU_SOURCE -Iinclude -Icore -Ilog -Ireplay -Icuda $(CPPFLAGS)
 PUB_CPPFLAGS := -D_GNU_SOURCE -Iinclude $(CPPFLAGS)
-CFLAGS_ALL   := $(WARN) -fPIC -pthread $(CFLAGS)
+CFLAGS_ALL   := $(WARN) -fPIC -fvisibility=hidden -pthread $(CFLAGS)
 LDLIBS_ALL   := -lcbor -lxxhash -lzstd -lpthread -ldl -lm $(LDLIBS)
 
-VERSION := 0.1.0
-SOMAJOR := 0
+# One version, the header's.
+VERSION := $(shell sed -n 's/^\#define ENVLOG_VERSION_STRING "\(.*\)"/\1/p' include/envlog.h)
+SOMAJOR := $(firstword $(subst ., ,$(VERSION)))
 B       ?= build
 
 LIB_SRC := $(wildcard core/*.c log/*.c replay/*.c cuda/*.c)
@@ -35,22 +39,32 @@ STATIC := $(B)/libenvlog.a
 SHARED := $(B)/libenvlog.so.$(VERSION)
 BIN    := $(B)/envlog
 
-DEB_PKGS := libcbor-dev libxxhash-dev libzstd-dev check pkg-config \
-            python3-cbor2 python3-xxhash zstd libsqlite3-dev
+# The library and the command need these only; `check` and `bench` also
+# the test packages.
+BUILD_PKGS := libcbor-dev libxxhash-dev libzstd-dev
+TEST_PKGS  := check pkg-config python3-cbor2 python3-xxhash zstd libsqlite3-dev \
+              python3-dev python3-setuptools python3-pip python3-pytest python3-numpy \
+              python3-jsonschema python3-matplotlib redis-server libhiredis-dev
+DEB_PKGS   := $(BUILD_PKGS) $(TEST_PKGS)
 
-.PHONY: all deps check demo bench install uninstall clean asan ubsan \
-        checksymbols help
+.PHONY: all deps deps-build check demo bench install uninstall clean asan ubsan \
+        checksymbols dist distcheck help FORCE
 
 all: $(STATIC) $(SHARED) $(BIN)
 
 help:
-	@echo "make [all|deps|check|demo|bench|install|uninstall|clean|asan|ubsan|checksymbols|fuzz]"
-	@echo "  PREFIX=$(PREFIX) LIBDIR INCLUDEDIR BINDIR MANDIR DESTDIR; CFLAGS are respected"
+	@echo "make [all|deps|check|demo|bench|install|uninstall|clean|asan|ubsan|checksymbols|dist|distcheck|fuzz]"
+	@echo "  PREFIX=$(PREFIX) LIBDIR INCLUDEDIR BINDIR MANDIR DATADIR DESTDIR; CFLAGS, LDFLAGS are respected;"
+	@echo "  WERROR=-Werror makes warnings errors"
 
 # Installs what a fresh Debian machine lacks when run as root; otherwise says
-# exactly what to run.
-deps:
-	@missing=""; for p in $(DEB_PKGS); do \
+# exactly what to run.  `deps` is everything `check` and `bench` need;
+# `deps-build` what the library and the command need (checked before the
+# first compile, so `make` alone never asks for a test package).
+deps: PKGS = $(DEB_PKGS)
+deps-build: PKGS = $(BUILD_PKGS)
+deps deps-build:
+	@missing=""; for p in $(PKGS); do \
 	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "ok installed" || missing="$$missing $$p"; \
 	done; \
 	if [ -n "$$missing" ]; then \
@@ -63,7 +77,14 @@ deps:
 	  fi; \
 	fi
 
+# Libraries that compile and link (from Debian or not) need no package.
 $(B)/.deps-ok:
+	@mkdir -p $(B)
+	@printf '#include <cbor.h>\n#include <xxhash.h>\n#include <zstd.h>\nint main(void) { return 0; }\n' | \
+	  $(CC) $(CPPFLAGS) -x c - $(LDFLAGS) -lcbor -lxxhash -lzstd -o $(B)/.deps-probe 2>/dev/null || \
+	  $(MAKE) --no-print-directory deps-build
+	@rm -f $(B)/.deps-probe && touch $@
+$(B)/.test-deps-ok: | $(B)/.deps-ok
 	@$(MAKE) --no-print-directory deps
 	@mkdir -p $(B) && touch $@
 
@@ -82,9 +103,18 @@ $(STATIC): $(LIB_OBJ)
 	@echo "  AR  $@"
 	@$(AR) rcs $@ $^
 
-$(SHARED): $(LIB_OBJ)
+# The shared library exports what the public headers declare, no more.
+PUB_HEADERS := include/envlog.h include/envlog_cuda.h
+$(B)/envlog.map: mk/public-symbols.sh $(PUB_HEADERS) | $(B)/.deps-ok
+	@echo "  GEN $@"
+	@syms=$$(bash mk/public-symbols.sh "$(CC)" $(PUB_HEADERS)) && [ -n "$$syms" ] && \
+	  { echo "ENVLOG_$(SOMAJOR) {"; echo "  global:"; printf '    %s;\n' $$syms; \
+	    echo "  local: *;"; echo "};"; } > $@.tmp && mv $@.tmp $@
+
+$(SHARED): $(LIB_OBJ) $(B)/envlog.map
 	@echo "  LD  $@"
-	@$(CC) -shared -Wl,-soname,libenvlog.so.$(SOMAJOR) $(CFLAGS_ALL) $(LDFLAGS) -o $@ $^ $(LDLIBS_ALL)
+	@$(CC) -shared -Wl,-soname,libenvlog.so.$(SOMAJOR) -Wl,--version-script=$(B)/envlog.map \
+	  $(CFLAGS_ALL) $(LDFLAGS) -o $@ $(LIB_OBJ) $(LDLIBS_ALL)
 	@ln -sf libenvlog.so.$(VERSION) $(B)/libenvlog.so.$(SOMAJOR)
 	@ln -sf libenvlog.so.$(VERSION) $(B)/libenvlog.so
 
@@ -92,38 +122,72 @@ $(BIN): $(CLI_OBJ) $(STATIC)
 	@echo "  LD  $@"
 	@$(CC) $(CFLAGS_ALL) $(LDFLAGS) -o $@ $(CLI_OBJ) $(STATIC) $(LDLIBS_ALL)
 
-# Every exported symbol carries the envlog_ prefix.
-checksymbols: $(STATIC)
+# The shared library exports exactly the functions the public headers
+# declare; every global symbol of the static library carries the envlog_
+# prefix.
+checksymbols: $(STATIC) $(SHARED)
 	@bad=$$(nm -g --defined-only $(STATIC) | awk 'NF==3 && $$2 ~ /[TDBR]/ {print $$3}' | grep -v '^envlog_' || true); \
 	if [ -n "$$bad" ]; then echo "envlog: exported symbols without the envlog_ prefix:" >&2; echo "$$bad" >&2; exit 1; fi; \
-	echo "checksymbols: every exported symbol has the envlog_ prefix"
+	bash mk/public-symbols.sh "$(CC)" $(PUB_HEADERS) > $(B)/syms.want; \
+	nm -D --defined-only $(SHARED) | awk 'NF==3 && $$2 ~ /[TDBRVWiu]/ {sub(/@.*/, "", $$3); print $$3}' | \
+	  grep -v '^ENVLOG_' | sort -u > $(B)/syms.have; \
+	extra=$$(comm -13 $(B)/syms.want $(B)/syms.have); missing=$$(comm -23 $(B)/syms.want $(B)/syms.have); \
+	n=$$(wc -l < $(B)/syms.want); rm -f $(B)/syms.want $(B)/syms.have; \
+	[ -z "$$extra" ] || { echo "envlog: $(SHARED) exports what no public header declares:" >&2; echo "$$extra" >&2; }; \
+	[ -z "$$missing" ] || { echo "envlog: $(SHARED) lacks what the public headers declare:" >&2; echo "$$missing" >&2; }; \
+	[ -z "$$extra$$missing" ] || exit 1; \
+	echo "checksymbols: $(SHARED) exports the $$n functions the public headers declare, no more; every global symbol has the envlog_ prefix"
 
-$(B)/envlog.pc: Makefile
+# Made again whenever the install's directories change.
+$(B)/pc-vars: FORCE
+	@mkdir -p $(B)
+	@echo '$(PREFIX)|$(LIBDIR)|$(INCLUDEDIR)|$(VERSION)' | cmp -s - $@ 2>/dev/null || \
+	  echo '$(PREFIX)|$(LIBDIR)|$(INCLUDEDIR)|$(VERSION)' > $@
+FORCE:
+
+$(B)/envlog.pc: $(B)/pc-vars
 	@printf 'prefix=%s\nlibdir=%s\nincludedir=%s\n\nName: envlog\nDescription: %s\nVersion: %s\nLibs: -L$${libdir} -lenvlog\nLibs.private: %s\nRequires.private: libcbor libxxhash libzstd\nCflags: -I$${includedir}\n' \
 	  '$(PREFIX)' '$(LIBDIR)' '$(INCLUDEDIR)' 'Records how a GPU compute environment was built' \
 	  '$(VERSION)' '-lpthread -ldl -lm' > $@
 
+# install records the directories it had to make (DATADIR/envlog/created),
+# so uninstall removes those, once empty, and no others.
+INSTALL_DIRS := $(LIBDIR) $(INCLUDEDIR) $(BINDIR) $(PKGCONFIGDIR) $(MANDIR)/man1 \
+                $(MANDIR)/man3 $(MANDIR)/man5 $(DATADIR)/envlog
+CREATED      := $(DATADIR)/envlog/created
+
 install: all $(B)/envlog.pc
-	install -d $(DESTDIR)$(LIBDIR) $(DESTDIR)$(INCLUDEDIR) $(DESTDIR)$(BINDIR) \
-	  $(DESTDIR)$(PKGCONFIGDIR) $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(MANDIR)/man3 \
-	  $(DESTDIR)$(MANDIR)/man5
+	@set -e; made=""; for d in $(INSTALL_DIRS); do \
+	  while [ -n "$$d" ] && [ "$$d" != / ] && [ ! -d "$(DESTDIR)$$d" ]; do made="$$made $$d"; d=$$(dirname "$$d"); done; \
+	done; \
+	install -d $(addprefix $(DESTDIR),$(INSTALL_DIRS)); \
+	{ [ ! -f "$(DESTDIR)$(CREATED)" ] || cat "$(DESTDIR)$(CREATED)"; printf '%s\n' $$made; } | \
+	  grep -v '^$$' | sort -u > "$(DESTDIR)$(CREATED).tmp"; \
+	chmod 644 "$(DESTDIR)$(CREATED).tmp"; mv "$(DESTDIR)$(CREATED).tmp" "$(DESTDIR)$(CREATED)"
 	install -m 644 $(STATIC) $(DESTDIR)$(LIBDIR)/
-	install -m 755 $(SHARED) $(DESTDIR)$(LIBDIR)/
+	install -m 644 $(SHARED) $(DESTDIR)$(LIBDIR)/
 	ln -sf libenvlog.so.$(VERSION) $(DESTDIR)$(LIBDIR)/libenvlog.so.$(SOMAJOR)
 	ln -sf libenvlog.so.$(VERSION) $(DESTDIR)$(LIBDIR)/libenvlog.so
 	install -m 644 include/envlog*.h $(DESTDIR)$(INCLUDEDIR)/
 	install -m 755 $(BIN) $(DESTDIR)$(BINDIR)/
 	install -m 644 $(B)/envlog.pc $(DESTDIR)$(PKGCONFIGDIR)/
-	for m in man/*.1; do [ -f $$m ] && install -m 644 $$m $(DESTDIR)$(MANDIR)/man1/ || true; done
-	for m in man/*.3; do [ -f $$m ] && install -m 644 $$m $(DESTDIR)$(MANDIR)/man3/ || true; done
-	for m in man/*.5; do [ -f $$m ] && install -m 644 $$m $(DESTDIR)$(MANDIR)/man5/ || true; done
+	install -m 644 man/*.1 $(DESTDIR)$(MANDIR)/man1/
+	install -m 644 man/*.3 $(DESTDIR)$(MANDIR)/man3/
+	install -m 644 man/*.5 $(DESTDIR)$(MANDIR)/man5/
 
 uninstall:
-	rm -f $(DESTDIR)$(LIBDIR)/libenvlog.a $(DESTDIR)$(LIBDIR)/libenvlog.so* \
+	rm -f $(DESTDIR)$(LIBDIR)/libenvlog.a $(DESTDIR)$(LIBDIR)/libenvlog.so \
+	  $(DESTDIR)$(LIBDIR)/libenvlog.so.$(SOMAJOR) $(DESTDIR)$(LIBDIR)/libenvlog.so.$(VERSION) \
 	  $(DESTDIR)$(BINDIR)/envlog $(DESTDIR)$(PKGCONFIGDIR)/envlog.pc \
-	  $(DESTDIR)$(INCLUDEDIR)/envlog.h $(DESTDIR)$(INCLUDEDIR)/envlog_cuda.h
-	rm -f $(DESTDIR)$(MANDIR)/man1/envlog*.1 $(DESTDIR)$(MANDIR)/man3/envlog*.3 \
-	  $(DESTDIR)$(MANDIR)/man5/envlog*.5
+	  $(addprefix $(DESTDIR)$(INCLUDEDIR)/,$(notdir $(PUB_HEADERS))) \
+	  $(addprefix $(DESTDIR)$(MANDIR)/man1/,$(notdir $(wildcard man/*.1))) \
+	  $(addprefix $(DESTDIR)$(MANDIR)/man3/,$(notdir $(wildcard man/*.3))) \
+	  $(addprefix $(DESTDIR)$(MANDIR)/man5/,$(notdir $(wildcard man/*.5)))
+	@if [ -f "$(DESTDIR)$(CREATED)" ]; then \
+	  dirs=$$(awk '{print length($$0) " " $$0}' "$(DESTDIR)$(CREATED)" | sort -rn | cut -d' ' -f2-); \
+	  rm -f "$(DESTDIR)$(CREATED)"; \
+	  for d in $$dirs; do rmdir "$(DESTDIR)$$d" 2>/dev/null || true; done; \
+	fi
 
 # Sanitizer builds: the same suite, in their own build directories.
 SAN_FLAGS := -O1 -g -fno-omit-frame-pointer -fno-sanitize-recover=all

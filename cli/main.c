@@ -177,7 +177,7 @@ int main(int argc, char **argv)
             }
             return main_usage(stdout, EXIT_OK);
         } else if (!strcmp(a, "--version")) {
-            printf("envlog %s (environment format %d)\n", ENVLOG_VERSION_STRING,
+            printf("envlog %s (environment format %d)\n", envlog_version_string(),
                    ENVLOG_FORMAT_VERSION);
             return EXIT_OK;
         } else if (a[0] == '-') {

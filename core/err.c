@@ -45,6 +45,8 @@ const char *envlog_errmsg(void)
  * ("snapshot/current: %s"), and vsnprintf must not write over what it
  * reads. */
 static void set_msg(const char *fmt, va_list ap, int errnum)
+    __attribute__((format(printf, 1, 0)));
+static void set_msg(const char *fmt, va_list ap, int errnum)
 {
     char tmp[sizeof errmsg_buf];
     int n = vsnprintf(tmp, sizeof tmp, fmt, ap);

@@ -28,13 +28,32 @@
 extern "C" {
 #endif
 
+/* What this header declares is what the shared library exports (it is
+ * built with -fvisibility=hidden); nothing else is. */
+#if defined(__GNUC__) && __GNUC__ >= 4
+#pragma GCC visibility push(default)
+#endif
+
 #define ENVLOG_VERSION_MAJOR 0
 #define ENVLOG_VERSION_MINOR 1
 #define ENVLOG_VERSION_PATCH 0
 #define ENVLOG_VERSION_STRING "0.1.0"
+/* One number that compares: 10000 * major + 100 * minor + patch. */
+#define ENVLOG_VERSION_NUMBER \
+    (ENVLOG_VERSION_MAJOR * 10000 + ENVLOG_VERSION_MINOR * 100 + ENVLOG_VERSION_PATCH)
 
 /* The environment directory format this library reads and writes. */
 #define ENVLOG_FORMAT_VERSION 1
+
+/*! envlog_version() :
+ *  @return ENVLOG_VERSION_NUMBER of the library the program runs with,
+ *  which may be newer than the header it was compiled against. */
+unsigned envlog_version(void);
+
+/*! envlog_version_string() :
+ *  @return ENVLOG_VERSION_STRING of the library the program runs with;
+ *  never NULL. */
+const char *envlog_version_string(void);
 
 /* ------------------------------------------------------------------ errors */
 
@@ -1096,6 +1115,10 @@ envlog_err envlog_record_diag(const envlog_record *rec, envlog_write_fn fn, void
  *  @return ENVLOG_OK, ENVLOG_BAD_DATA for malformed or trailing data. */
 envlog_err envlog_cbor_diag(const void *data, size_t size, envlog_write_fn fn,
                             void *ctx);
+
+#if defined(__GNUC__) && __GNUC__ >= 4
+#pragma GCC visibility pop
+#endif
 
 #ifdef __cplusplus
 }

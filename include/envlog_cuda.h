@@ -28,6 +28,10 @@
 extern "C" {
 #endif
 
+#if defined(__GNUC__) && __GNUC__ >= 4
+#pragma GCC visibility push(default)
+#endif
+
 /* ------------------------------------------------------------ availability */
 
 /*! envlog_cuda_nvrtc_version() : loads NVRTC if needed and writes its version
@@ -582,6 +586,10 @@ const envlog_cuda_cpu_variant *envlog_cuda_cpu_variants(size_t *n);
  *  envlog_cuda_cpu_variants()).  @return ENVLOG_OK or ENVLOG_INVALID_ARG. */
 envlog_err envlog_cuda_cpu_matmul(size_t v, size_t m, size_t n, size_t k,
                                   const float *a, const float *b, float *c);
+
+#if defined(__GNUC__) && __GNUC__ >= 4
+#pragma GCC visibility pop
+#endif
 
 #ifdef __cplusplus
 }

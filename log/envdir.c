@@ -70,6 +70,23 @@ envlog_err envlog_dir_sync(int fd, const char *what)
     return ENVLOG_OK;
 }
 
+int envlog_flock_within(int fd, int op, unsigned ms)
+{
+    const envlog_io *io = envlog_io_get();
+    /* 1 ms apart: a probe holds a lock for microseconds. */
+    for (unsigned waited = 0;;) {
+        if (io->flock(fd, op | LOCK_NB) == 0)
+            return 0;
+        if (errno == EINTR)
+            continue;
+        if (errno != EWOULDBLOCK || waited >= ms)
+            return -1;
+        struct timespec ts = {0, 1000000};
+        nanosleep(&ts, NULL);
+        waited++;
+    }
+}
+
 envlog_err envlog_env_lock(envlog_env *env, bool exclusive, int *fd)
 {
     const envlog_io *io = envlog_io_get();
@@ -78,23 +95,17 @@ envlog_err envlog_env_lock(envlog_env *env, bool exclusive, int *fd)
         return envlog__fail_errno(errno, "opening %s to lock it", env->path);
     /* Shared: wait (an exclusive holder only renames and unlinks).
      * Exclusive: try for about a second, then let the caller skip. */
-    for (int tries = 0;; tries++) {
-        if (io->flock(*fd, exclusive ? LOCK_EX | LOCK_NB : LOCK_SH) == 0)
-            return ENVLOG_OK;
-        int err = errno;
-        if (err == EINTR)
-            continue;
-        if (exclusive && err == EWOULDBLOCK && tries < 500) {
-            struct timespec ts = {0, 2000000};
-            nanosleep(&ts, NULL);
-            continue;
-        }
-        io->close(*fd);
-        *fd = -1;
-        return err == EWOULDBLOCK
-                   ? envlog__fail(ENVLOG_BUSY, "%s is being read", env->path)
-                   : envlog__fail_errno(err, "locking %s", env->path);
-    }
+    int r;
+    while ((r = exclusive ? envlog_flock_within(*fd, LOCK_EX, 1000) : io->flock(*fd, LOCK_SH)) &&
+           errno == EINTR)
+        ;
+    if (r == 0)
+        return ENVLOG_OK;
+    int err = errno;
+    io->close(*fd);
+    *fd = -1;
+    return err == EWOULDBLOCK ? envlog__fail(ENVLOG_BUSY, "%s is being read", env->path)
+                              : envlog__fail_errno(err, "locking %s", env->path);
 }
 
 void envlog_env_unlock(int fd)

@@ -231,7 +231,13 @@ void envlog_tmp_clean(int dirfd, const char *base);
  * and readers stayed; ENVLOG_IO. */
 envlog_err envlog_env_lock(envlog_env *env, bool exclusive, int *fd);
 void envlog_env_unlock(int fd);
-/* True while a writer holds the lock of session directory `fd`. */
+/* flock(fd, op) without waiting on a holder for longer than about `ms`
+ * milliseconds: a reader that looks whether a session is live holds its
+ * lock for an instant, and an instant must not fail a writer.
+ * @return 0, or -1 with errno (EWOULDBLOCK: still held). */
+int envlog_flock_within(int fd, int op, unsigned ms);
+/* True while a writer holds the lock of session directory `fd` (it holds
+ * the lock shared for an instant to see). */
 bool envlog_session_dir_live(int fd);
 
 /* The ids of the session directories of `env` (in no order); free *ids with

@@ -112,7 +112,7 @@ envlog_err envlog_session_repair(envlog_env *env, const envlog_id128 *id,
                          torn.segment, name);
         goto out;
     }
-    if (io->flock(dirfd, LOCK_EX | LOCK_NB)) {
+    if (envlog_flock_within(dirfd, LOCK_EX, 100)) {
         e = errno == EWOULDBLOCK
                 ? envlog__fail(ENVLOG_BUSY, "session %s is being repaired elsewhere", name)
                 : envlog__fail_errno(errno, "locking session %s", name);

@@ -482,7 +482,9 @@ static envlog_err go_disk(envlog_session *s)
     }
     if ((e = envlog_open_dir(s->env->sessions_fd, name, &s->dirfd)))
         goto rmdir;
-    if (io->flock(s->dirfd, LOCK_EX | LOCK_NB)) {
+    /* The directory is this session's own (mkdir made it): only a reader
+     * looking whether it is live can hold its lock, for an instant. */
+    if (envlog_flock_within(s->dirfd, LOCK_EX, 1000)) {
         e = envlog__fail_errno(errno, "locking session %s", name);
         goto closedir;
     }

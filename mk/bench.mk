@@ -13,7 +13,7 @@ CHECK_TARGETS += check-bench-build
 
 .PHONY: check-bench-build
 
-$(B)/bench/%.o: bench/%.c bench/bench.h $(HEADERS) | $(B)/.deps-ok
+$(B)/bench/%.o: bench/%.c bench/bench.h $(HEADERS) | $(B)/.test-deps-ok
 	@mkdir -p $(dir $@)
 	@echo "  CC  $<"
 	@$(CC) $(LIB_CPPFLAGS) $(CFLAGS_ALL) -c $< -o $@

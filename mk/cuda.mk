@@ -22,7 +22,7 @@ $(B)/cuda/builtins.o: LIB_CPPFLAGS += -I$(CUDA_GEN)
 # the cuda suite run on machines without a GPU (tests/fake_cuda.c).
 CUDA_FAKE_DRIVER := $(B)/tests/libfake_cuda.so
 
-$(CUDA_FAKE_DRIVER): tests/fake_cuda.c | $(B)/.deps-ok
+$(CUDA_FAKE_DRIVER): tests/fake_cuda.c | $(B)/.test-deps-ok
 	@mkdir -p $(dir $@)
 	@echo "  CC  $<"
 	@$(CC) $(CFLAGS_ALL) -shared -fvisibility=hidden $(LDFLAGS) -o $@ $<
@@ -57,7 +57,7 @@ CHECK_TARGETS += check-cuda-man
 CUDA_BENCH := $(B)/envlog-cuda-bench
 BENCH_TARGETS += $(CUDA_BENCH)
 
-$(B)/bench/cuda/%.o: bench/cuda/%.c $(HEADERS) | $(B)/.deps-ok
+$(B)/bench/cuda/%.o: bench/cuda/%.c $(HEADERS) | $(B)/.test-deps-ok
 	@mkdir -p $(dir $@)
 	@echo "  CC  $<"
 	@$(CC) $(PUB_CPPFLAGS) $(CFLAGS_ALL) -c $< -o $@

@@ -22,14 +22,14 @@ CRASH_MAXRSS := $(CRASH_DIR)/maxrss
 HOSTILE_GEN  := $(CRASH_DIR)/gen-hostile
 CRASH_HDR    := $(wildcard tests/crash/*.h)
 
-$(CRASH_DIR)/%.o: tests/crash/%.c $(HEADERS) $(CRASH_HDR) | $(B)/.deps-ok
+$(CRASH_DIR)/%.o: tests/crash/%.c $(HEADERS) $(CRASH_HDR) | $(B)/.test-deps-ok
 	@mkdir -p $(dir $@)
 	@echo "  CC  $<"
 	@$(CC) $(PUB_CPPFLAGS) -Itests/crash $(CFLAGS_ALL) -c $< -o $@
 
 # The hostile-input generator frames records itself and the concurrency
 # run folds a reference state itself: they need the internal headers.
-$(CRASH_DIR)/gen_hostile.o $(CRASH_DIR)/conc.o: $(CRASH_DIR)/%.o: tests/crash/%.c $(HEADERS) $(CRASH_HDR) | $(B)/.deps-ok
+$(CRASH_DIR)/gen_hostile.o $(CRASH_DIR)/conc.o: $(CRASH_DIR)/%.o: tests/crash/%.c $(HEADERS) $(CRASH_HDR) | $(B)/.test-deps-ok
 	@mkdir -p $(dir $@)
 	@echo "  CC  $<"
 	@$(CC) $(LIB_CPPFLAGS) -Itests/crash $(CFLAGS_ALL) -c $< -o $@

@@ -13,7 +13,7 @@ TEST_OBJ := $(TEST_SRC:%.c=$(B)/%.o)
 TEST_HDR := $(wildcard tests/*.h)
 RUNNER   := $(B)/tests/runner
 
-$(B)/tests/%.o: tests/%.c $(HEADERS) $(TEST_HDR) | $(B)/.deps-ok
+$(B)/tests/%.o: tests/%.c $(HEADERS) $(TEST_HDR) | $(B)/.test-deps-ok
 	@mkdir -p $(dir $@)
 	@echo "  CC  $<"
 	@$(CC) $(LIB_CPPFLAGS) -Itests $(CHECK_CFLAGS) $(CFLAGS_ALL) -c $< -o $@

@@ -258,7 +258,9 @@ envlog_err envlog_compact_lock(envlog_env *env, int *lockfd)
                                        NULL);
     if (e)
         return envlog__fail(e, "%s/%s", env->path, envlog_errmsg());
-    if (io->flock(*lockfd, LOCK_EX | LOCK_NB)) {
+    /* A session end looking whether a compaction runs holds it for an
+     * instant; a compaction for its whole run. */
+    if (envlog_flock_within(*lockfd, LOCK_EX, 100)) {
         e = errno == EWOULDBLOCK
                 ? envlog__fail(ENVLOG_BUSY, "another compaction of %s is running", env->path)
                 : envlog__fail_errno(errno, "locking %s/LOCK", env->path);

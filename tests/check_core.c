@@ -1318,6 +1318,23 @@ START_TEST(test_arena_reuse)
 }
 END_TEST
 
+/* The library says the version its header says, as text and as a number
+ * that orders versions. */
+START_TEST(test_version)
+{
+    ck_assert_uint_eq(envlog_version(), ENVLOG_VERSION_NUMBER);
+    ck_assert_str_eq(envlog_version_string(), ENVLOG_VERSION_STRING);
+    char text[32];
+    snprintf(text, sizeof text, "%d.%d.%d", ENVLOG_VERSION_MAJOR, ENVLOG_VERSION_MINOR,
+             ENVLOG_VERSION_PATCH);
+    ck_assert_str_eq(text, ENVLOG_VERSION_STRING);
+    unsigned maj, min, pat;
+    ck_assert_int_eq(sscanf(envlog_version_string(), "%u.%u.%u", &maj, &min, &pat), 3);
+    ck_assert_uint_eq(envlog_version(), maj * 10000 + min * 100 + pat);
+    ck_assert(ENVLOG_VERSION_MINOR < 100 && ENVLOG_VERSION_PATCH < 100);
+}
+END_TEST
+
 Suite *suite_core(void)
 {
     Suite *s = suite_create("core");
@@ -1331,6 +1348,7 @@ Suite *suite_core(void)
     tcase_add_test(tc, test_lying_lengths);
     tcase_add_test(tc, test_cbor_check_item);
     tcase_add_test(tc, test_fold_and_full_reader_agree);
+    tcase_add_test(tc, test_version);
     tcase_add_test(tc, test_cross_field_rules);
     suite_add_tcase(s, tc);
 

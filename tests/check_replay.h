@@ -64,7 +64,11 @@ void rp_settle(void);
 void rp_nap_us(long us);
 
 /* A fresh environment under the runner's root; free closes it. */
+/* A new environment whose sessions never start a compaction of their own
+ * (its config says auto_compact = off), so nothing changes its files behind
+ * a test's back; rp_renv_bare() leaves it with no config (the defaults). */
 rp_renv rp_renv_new(const char *tag);
+rp_renv rp_renv_bare(const char *tag);
 void rp_renv_free(rp_renv *r);
 
 /* A session (sync NONE; `seg` is the segment size, 0 for the default). */

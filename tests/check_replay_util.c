@@ -30,11 +30,24 @@ void rp_nap_us(long us)
     nanosleep(&ts, NULL);
 }
 
-rp_renv rp_renv_new(const char *tag)
+rp_renv rp_renv_bare(const char *tag)
 {
     rp_renv r;
     r.dir = tu_mkdtemp(tag);
     r.env = tu_env(r.dir);
+    return r;
+}
+
+rp_renv rp_renv_new(const char *tag)
+{
+    rp_renv r = rp_renv_bare(tag);
+    /* A compaction in a detached process, started by a session end when
+     * it pleases, would race every test that reads or copies session
+     * directories: tests of automatic compaction turn it on themselves. */
+    envlog_config c;
+    envlog_config_defaults(&c);
+    c.auto_compact = false;
+    ck_assert_ok(envlog_config_write(r.env, &c));
     return r;
 }
 

@@ -9,12 +9,15 @@
 #include "suites.h"
 #include "testutil.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
+#include <sys/inotify.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -1483,6 +1486,63 @@ START_TEST(test_lock_held_by_writer)
 }
 END_TEST
 
+/* Readers look whether a session is live by holding its lock shared for an
+ * instant, and a loaded machine can stretch that instant: a session
+ * beginning meanwhile still begins.  A second process takes the lock of
+ * every new session directory the moment it appears (inotify) and holds it
+ * 2 ms, as a reader descheduled while looking would. */
+START_TEST(test_begin_while_readers_look)
+{
+    char *dir = tu_mkdtemp("look");
+    envlog_env *env = tu_env(dir);
+    char sdir[4200];
+    snprintf(sdir, sizeof sdir, "%s/sessions", dir);
+    int in = inotify_init1(0);
+    ck_assert_int_ge(in, 0);
+    ck_assert_int_ge(inotify_add_watch(in, sdir, IN_CREATE | IN_ONLYDIR), 0);
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        int sfd = open(sdir, O_RDONLY | O_DIRECTORY);
+        char buf[4096] __attribute__((aligned(__alignof__(struct inotify_event))));
+        for (;;) {
+            ssize_t n = read(in, buf, sizeof buf);
+            for (ssize_t at = 0; n > 0 && at < n;) {
+                const struct inotify_event *ev = (const void *)(buf + at);
+                at += (ssize_t)(sizeof *ev + ev->len);
+                int fd = ev->len ? openat(sfd, ev->name, O_RDONLY | O_DIRECTORY) : -1;
+                if (fd < 0)
+                    continue;
+                if (flock(fd, LOCK_SH | LOCK_NB) == 0) {
+                    struct timespec ts = {0, 2000000};
+                    nanosleep(&ts, NULL);
+                    flock(fd, LOCK_UN);
+                }
+                close(fd);
+            }
+        }
+    }
+    int failed = 0;
+    char first[512] = "";
+    for (int i = 0; i < 200; i++) {
+        envlog_session *s = NULL;
+        envlog_err e = envlog_session_begin(env, NULL, &s);
+        if (!e)
+            e = tu_record_tune(s, "look", (unsigned)i, 0, NULL);
+        if (e && !failed++)
+            snprintf(first, sizeof first, "%s", envlog_errmsg());
+        envlog_session_end(s);
+    }
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+    close(in);
+    ck_assert_msg(failed == 0, "%d of 200 sessions did not begin: %s", failed, first);
+    envlog_env_close(env);
+    tu_rmrf(dir);
+    free(dir);
+}
+END_TEST
+
 Suite *suite_session(void)
 {
     Suite *s = suite_create("session");
@@ -1520,6 +1580,7 @@ Suite *suite_session(void)
     tcase_add_test(tc, test_threads);
     tcase_add_test(tc, test_fork_child_session);
     tcase_add_test(tc, test_lock_held_by_writer);
+    tcase_add_test(tc, test_begin_while_readers_look);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -737,12 +737,18 @@ START_TEST(test_concurrent_creation)
                 if (read(go[0], &c, 1) != 0)
                     _exit(9);
                 envlog_env *env;
-                if (envlog_env_open(dir, ENVLOG_OPEN_CREATE, &env))
+                if (envlog_env_open(dir, ENVLOG_OPEN_CREATE, &env)) {
+                    fprintf(stderr, "concurrent creation, round %d: open: %s\n", round,
+                            envlog_errmsg());
                     _exit(1);
+                }
                 if (round % 2) {
                     envlog_import_report ir;
-                    if (envlog_bundle_import(env, bp, &ir))
+                    if (envlog_bundle_import(env, bp, &ir)) {
+                        fprintf(stderr, "concurrent creation, round %d: import: %s\n", round,
+                                envlog_errmsg());
                         _exit(2);
+                    }
                 }
                 envlog_env_close(env);
                 _exit(0);
@@ -753,6 +759,9 @@ START_TEST(test_concurrent_creation)
         for (int k = 0; k < 8; k++) {
             int st;
             ck_assert_int_eq(waitpid(kids[k], &st, 0), kids[k]);
+            if (WIFSIGNALED(st))
+                fprintf(stderr, "concurrent creation, round %d: a process died of signal %d\n",
+                        round, WTERMSIG(st));
             failures += !WIFEXITED(st) || WEXITSTATUS(st) != 0;
         }
         /* One marker, the environment whole; the entry imported. */

@@ -170,7 +170,7 @@ END_TEST
 
 START_TEST(test_config_file)
 {
-    rp_renv r = rp_renv_new("config");
+    rp_renv r = rp_renv_bare("config");
     envlog_config c, d;
     envlog_config_defaults(&d);
     ck_assert_ok(envlog_config_read(r.env, &c)); /* no file: the defaults */
@@ -223,7 +223,7 @@ END_TEST
 START_TEST(test_auto_compact_threshold)
 {
     adopt_orphans();
-    rp_renv r = rp_renv_new("auto");
+    rp_renv r = rp_renv_bare("auto");
     put_config(r.dir, "compact_sessions = 3\n");
     one_session(r.env, "a", 0);
     one_session(r.env, "b", 0);
@@ -268,7 +268,7 @@ END_TEST
 START_TEST(test_auto_compact_switches)
 {
     adopt_orphans();
-    rp_renv r = rp_renv_new("auto-off");
+    rp_renv r = rp_renv_bare("auto-off");
     put_config(r.dir, "compact_sessions = 1\nauto_compact = off\n");
     one_session(r.env, "a", 0);
     ck_assert_int_eq(reap_compactors(NULL), 0); /* off */
@@ -311,7 +311,7 @@ END_TEST
 START_TEST(test_auto_compact_full_disk)
 {
     adopt_orphans();
-    rp_renv r = rp_renv_new("auto-nospace");
+    rp_renv r = rp_renv_bare("auto-nospace");
     put_config(r.dir, "compact_sessions = 2\n");
     one_session(r.env, "a", -1);
     envlog_env_close(r.env);
@@ -420,7 +420,7 @@ static envlog_stamp six_sessions(envlog_env *env, envlog_stamp shared[6], envlog
 
 START_TEST(test_retention_sessions)
 {
-    rp_renv r = rp_renv_new("retention");
+    rp_renv r = rp_renv_bare("retention");
     put_config(r.dir, "auto_compact = off\n");
     envlog_stamp shared[6], marks[6];
     six_sessions(r.env, shared, marks);
@@ -491,7 +491,7 @@ END_TEST
 
 START_TEST(test_retention_age)
 {
-    rp_renv r = rp_renv_new("retention-age");
+    rp_renv r = rp_renv_bare("retention-age");
     put_config(r.dir, "auto_compact = off\nevidence = all\nhistory_age = 2s\n"
                       "history_sessions = 0\n");
     for (int i = 0; i < 3; i++) {
@@ -557,7 +557,7 @@ static envlog_stamp forget_under(envlog_session *s, const char *prefix)
 
 START_TEST(test_forget_under)
 {
-    rp_renv r = rp_renv_new("forget-under");
+    rp_renv r = rp_renv_bare("forget-under");
     put_config(r.dir, "auto_compact = off\n");
     envlog_session *s = rp_sbegin(r.env, "set", 0);
     rp_rtune(s, "a/b", "t", 0);
@@ -678,7 +678,7 @@ static int by_time(const void *a, const void *b)
 
 START_TEST(test_size_bound)
 {
-    rp_renv r = rp_renv_new("max-size");
+    rp_renv r = rp_renv_bare("max-size");
     put_config(r.dir, "auto_compact = off\n");
     envlog_stamp tune_st[10], kern_st[10];
     for (int i = 0; i < 10; i++) {
@@ -800,7 +800,7 @@ END_TEST
  * oldest sessions goes first, and nothing is evicted. */
 START_TEST(test_size_bound_history_first)
 {
-    rp_renv r = rp_renv_new("max-size-history");
+    rp_renv r = rp_renv_bare("max-size-history");
     put_config(r.dir, "auto_compact = off\nevidence = all\nhistory_sessions = 0\n");
     envlog_stamp marks[8];
     for (int i = 0; i < 8; i++) {

@@ -421,16 +421,20 @@ else
     echo "$missing" > "$tmp/missing"
     fail "README.md lists every command of envlog --help; missing:" "$tmp/missing"
 fi
-sed -n '/^DEB_PKGS *:*=/,/[^\\]$/p' "$ROOT/Makefile" | sed -e 's/^DEB_PKGS *:*=//' \
-    -e 's/\\$//' | tr -s ' \t' '\n' | grep . | sort > "$tmp/pkgs.mk"
-tr '\n' ' ' < "$ROOT/README.md" | sed -n 's/.*`DEB_PKGS` of the Makefile: `\([^`]*\)`.*/\1/p' |
-    tr -s ' ' '\n' | grep . | sort > "$tmp/pkgs.readme"
-if [ -s "$tmp/pkgs.mk" ] && cmp -s "$tmp/pkgs.mk" "$tmp/pkgs.readme"; then
-    pass "README.md names the Makefile's DEB_PKGS"
-else
-    diff "$tmp/pkgs.mk" "$tmp/pkgs.readme" > "$tmp/pkgs.diff"
-    fail "README.md names the Makefile's DEB_PKGS (< Makefile, > README.md)" "$tmp/pkgs.diff"
-fi
+for v in BUILD_PKGS TEST_PKGS; do
+    # the assignment and its continuation lines
+    awk -v v="$v" '$0 ~ "^" v " *:?=" {on = 1; sub("^" v " *:?=", "")}
+                   on {c = sub(/\\$/, ""); print; if (!c) on = 0}' "$ROOT/Makefile" |
+        tr -s ' \t' '\n' | grep . | sort > "$tmp/pkgs.mk"
+    tr '\n' ' ' < "$ROOT/README.md" | sed -n "s/.*\`$v\` of the Makefile: \`\([^\`]*\)\`.*/\1/p" |
+        tr -s ' ' '\n' | grep . | sort > "$tmp/pkgs.readme"
+    if [ -s "$tmp/pkgs.mk" ] && cmp -s "$tmp/pkgs.mk" "$tmp/pkgs.readme"; then
+        pass "README.md names the Makefile's $v"
+    else
+        diff "$tmp/pkgs.mk" "$tmp/pkgs.readme" > "$tmp/pkgs.diff"
+        fail "README.md names the Makefile's $v (< Makefile, > README.md)" "$tmp/pkgs.diff"
+    fi
+done
 
 # ---------------------------------------------- envlog(5) schema vs code
 
