@@ -61,18 +61,44 @@ void cli_progress(void *label, uint64_t done, uint64_t total);
 void cli_progress_done(void);
 /* Prints a damage report to stderr (for on_damage; ctx: int *worst exit). */
 void cli_damage(void *ctx, const envlog_damage *d, bool torn);
-/* An output file written whole or not at all: under a temporary name of
- * its own beside it (PATH.tmp.PID.XXXXXX), synced, renamed over PATH; a
- * temporary file a killed run left is removed by the next.  With `path`
- * NULL, standard output. */
+/* A command's output (output.c; envlog(1), OUTPUT FILES): "-" or NULL is
+ * standard output; a new file is written under a temporary name of its own
+ * beside it (PATH.tmp.PID.XXXXXX), synced and named without replacing
+ * anything; an existing regular file is replaced that way only with
+ * CLI_OUT_FORCE; a FIFO or device is written through; a symbolic link is
+ * refused unless CLI_OUT_FOLLOW.  A temporary file a killed run left is
+ * removed by the next. */
+enum { CLI_OUT_FORCE = 1, CLI_OUT_FOLLOW = 2 };
+enum { CLI_OUT_STDOUT, CLI_OUT_NEW, CLI_OUT_REPLACE, CLI_OUT_THROUGH };
 typedef struct cli_out {
-    const char *path;
+    int how;
     FILE *f;
+    char path[4096];
     char tmp[4200];
 } cli_out;
-int cli_out_begin(const char *cmd, const char *path, cli_out *o);
-/* `ok`: everything was written; else the file is dropped. */
+int cli_out_begin(const char *cmd, const char *path, unsigned flags, cli_out *o);
+/* `ok`: everything was written; else a new file is dropped. */
 int cli_out_end(const char *cmd, cli_out *o, bool ok);
+/* An envlog_write_fn writing to a cli_out (ctx). */
+int cli_out_write(void *ctx, const char *p, size_t n);
+/* Parses --force/-f and --follow into *flags: true when argv's `a` was one. */
+bool cli_out_flag(const char *a, unsigned *flags);
+/* True for "-" (and NULL): standard output or input. */
+bool cli_is_stdio(const char *path);
+/* The whole of `path` ("-": standard input), at most `max` bytes, in
+ * *data (free()). */
+int cli_read_input(const char *cmd, const char *path, uint64_t max, void **data, size_t *n);
+/* A bundle named on the command line: a path the library reads, or "-",
+ * standard input read whole into data (name says "standard input"). */
+typedef struct cli_bundle_in {
+    const char *path; /* NULL when data holds it */
+    const char *name; /* for messages */
+    void *data;
+    size_t n;
+} cli_bundle_in;
+int cli_bundle_in_open(const char *cmd, const char *arg, cli_bundle_in *b);
+void cli_bundle_in_close(cli_bundle_in *b);
+envlog_err cli_bundle_inspect(const cli_bundle_in *b, envlog_bundle_info **info);
 
 /* "session", "snapshot/current", ... for a damage report. */
 const char *cli_damage_file(const envlog_damage *d);

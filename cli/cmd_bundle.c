@@ -160,6 +160,7 @@ static int export_run(cli *c, int i)
     const char *name = NULL, *out = NULL;
     const char *prefixes[64];
     size_t np = 0;
+    unsigned oflags = 0;
     envlog_evidence ev = ENVLOG_EVIDENCE_WINNERS;
     int rc, level = 0;
     for (; i < c->argc; i++) {
@@ -183,6 +184,8 @@ static int export_run(cli *c, int i)
             level = (int)l;
         } else if (!strcmp(a, "--json"))
             c->json = true;
+        else if (cli_out_flag(a, &oflags))
+            ;
         else if (a[0] == '-')
             return cli_error(EXIT_USAGE, "bundle export: unknown option '%s'", a);
         else if (!name)
@@ -195,19 +198,34 @@ static int export_run(cli *c, int i)
     envlog_env *env;
     if ((rc = cli_open_env(c, CLI_READ, &env)))
         return rc;
+    /* Refused before the work, not after. */
+    cli_out of;
+    if ((rc = cli_out_begin("bundle export", out, oflags, &of))) {
+        envlog_env_close(env);
+        return rc;
+    }
     int damaged = EXIT_OK;
     envlog_bundle_opts o = {.name = name, .prefixes = prefixes, .n_prefixes = np,
                             .evidence = ev, .zstd_level = level, .on_damage = cli_damage,
                             .ctx = &damaged};
     envlog_bundle_info *info;
-    envlog_err e = envlog_bundle_export(env, &o, out, &info);
+    envlog_err e = envlog_bundle_export_to(env, &o, cli_out_write, &of, &info);
     envlog_env_close(env);
+    rc = cli_out_end("bundle export", &of, !e);
     if (e)
         return cli_fail(e, "exporting the bundle");
+    if (rc) {
+        envlog_bundle_info_free(info);
+        return rc;
+    }
+    /* The report goes to standard error when the bundle itself is on
+     * standard output. */
+    FILE *to = of.how == CLI_OUT_STDOUT ? stderr : stdout;
+    const char *where = of.how == CLI_OUT_STDOUT ? "standard output" : out;
     if (!c->json)
-        printf("exported bundle '%s' to %s: %" PRIu64 " tunes, %" PRIu64 " kernels, %" PRIu64
-               " bytes\n", name, out, info->tunes, info->kernels, info->compressed_size);
-    else
+        fprintf(to, "exported bundle '%s' to %s: %" PRIu64 " tunes, %" PRIu64 " kernels, %" PRIu64
+                " bytes\n", name, where, info->tunes, info->kernels, info->compressed_size);
+    else if (of.how != CLI_OUT_STDOUT)
         print_info(c, info, out);
     envlog_bundle_info_free(info);
     return damaged;
@@ -220,7 +238,7 @@ static int file_arg(cli *c, int i, const char *sub, const char **file)
     for (; i < c->argc; i++) {
         if (!strcmp(c->argv[i], "--json"))
             c->json = true;
-        else if (!*file && c->argv[i][0] != '-')
+        else if (!*file && (c->argv[i][0] != '-' || !strcmp(c->argv[i], "-")))
             *file = c->argv[i];
         else
             return cli_error(EXIT_USAGE, "bundle %s: unexpected argument '%s'", sub,
@@ -237,11 +255,15 @@ static int inspect_run(cli *c, int i)
     int rc = file_arg(c, i, "inspect", &file);
     if (rc)
         return rc;
+    cli_bundle_in b;
+    if ((rc = cli_bundle_in_open("bundle inspect", file, &b)))
+        return rc;
     envlog_bundle_info *info;
-    envlog_err e = envlog_bundle_inspect(file, &info);
+    envlog_err e = cli_bundle_inspect(&b, &info);
+    cli_bundle_in_close(&b);
     if (e)
-        return cli_fail(e, file);
-    print_info(c, info, file);
+        return cli_fail(e, b.name);
+    print_info(c, info, b.name);
     rc = info->bad_records || !info->content_ok ? EXIT_DAMAGE : EXIT_OK;
     envlog_bundle_info_free(info);
     return rc;
@@ -252,11 +274,19 @@ static int import_run(cli *c, int i)
     const char *file;
     envlog_env *env;
     int rc = file_arg(c, i, "import", &file);
-    if (rc || (rc = cli_open_env(c, CLI_CREATE, &env)))
+    cli_bundle_in b;
+    if (rc || (rc = cli_bundle_in_open("bundle import", file, &b)))
         return rc;
+    if ((rc = cli_open_env(c, CLI_CREATE, &env))) {
+        cli_bundle_in_close(&b);
+        return rc;
+    }
     envlog_import_report r;
-    envlog_err e = envlog_bundle_import(env, file, &r);
+    envlog_err e = b.path ? envlog_bundle_import(env, b.path, &r)
+                          : envlog_bundle_import_memory(env, b.data, b.n, &r);
+    cli_bundle_in_close(&b);
     envlog_env_close(env);
+    file = b.name;
     if (e)
         return cli_fail(e, file);
     char id[33] = "";
@@ -291,7 +321,7 @@ static int embed_run(cli *c, int i)
     for (; i < c->argc; i++) {
         if (!strcmp(c->argv[i], "--name") && i + 1 < c->argc)
             sym = c->argv[++i];
-        else if (!file && c->argv[i][0] != '-')
+        else if (!file && (c->argv[i][0] != '-' || !strcmp(c->argv[i], "-")))
             file = c->argv[i];
         else
             return cli_error(EXIT_USAGE, "bundle embed: unexpected argument '%s'", c->argv[i]);
@@ -303,33 +333,41 @@ static int embed_run(cli *c, int i)
     for (const char *p = sym; *p; p++)
         if (!isalnum((unsigned char)*p) && *p != '_')
             return cli_error(EXIT_USAGE, "bundle embed: '%s' is not a C identifier", sym);
+    /* The bytes checked are the bytes embedded: read once. */
+    void *data;
+    size_t size;
+    int rc = cli_read_input("bundle embed", file, ENVLOG_BUNDLE_MAX_SIZE, &data, &size);
+    if (rc)
+        return rc;
+    const char *name = cli_is_stdio(file) ? "standard input" : file;
     /* Check it first: embedding a broken bundle only moves the failure. */
     envlog_bundle_info *info;
-    envlog_err e = envlog_bundle_inspect(file, &info);
-    if (e)
-        return cli_fail(e, file);
+    envlog_err e = envlog_bundle_inspect_memory(data, size, &info);
+    if (e) {
+        free(data);
+        return cli_fail(e, name);
+    }
     bool bad = info->bad_records || !info->content_ok;
     envlog_bundle_info_free(info);
-    if (bad)
-        return cli_error(EXIT_INPUT, "%s fails its check; run envlog bundle inspect", file);
-    FILE *f = fopen(file, "rb");
-    if (!f)
-        return cli_error(EXIT_USAGE, "cannot open %s: %m", file);
+    if (bad) {
+        free(data);
+        return cli_error(EXIT_INPUT, "%s fails its check; run envlog bundle inspect", name);
+    }
     /* The path goes into a comment: only characters that cannot end it. */
     printf("/* Generated by envlog bundle embed from ");
-    for (const char *p = file; *p; p++)
+    for (const char *p = name; *p; p++)
         putchar(*p == '*' || (unsigned char)*p < 0x20 ? '_' : *p);
     printf("; import it with\n"
            " * envlog_bundle_import_memory(env, %s, %s_size, &report). */\n"
            "#include <stddef.h>\n\n"
            "const unsigned char %s[] = {", sym, sym, sym);
-    int ch;
-    size_t n = 0;
-    while ((ch = fgetc(f)) != EOF)
-        printf("%s0x%02x", n++ % 12 ? ", " : (n > 1 ? ",\n    " : "\n    "), ch);
-    fclose(f);
-    printf("\n};\nconst size_t %s_size = %zu;\n", sym, n);
-    return EXIT_OK;
+    const unsigned char *p = data;
+    for (size_t n = 0; n < size; n++)
+        printf("%s0x%02x", n % 12 ? ", " : (n ? ",\n    " : "\n    "), p[n]);
+    free(data);
+    printf("\n};\nconst size_t %s_size = %zu;\n", sym, size);
+    return fflush(stdout) ? cli_error(EXIT_USAGE, "bundle embed: writing standard output "
+                                      "failed: %m") : EXIT_OK;
 }
 
 static int bundle_run(cli *c)
@@ -368,9 +406,15 @@ const cli_cmd cli_cmd_bundle = {
     "bundle", "export, import, inspect or embed a bundle",
     "usage: envlog [-C DIR] bundle export NAME -o FILE [--namespace PREFIX]...\n"
     "                              [--evidence none|winners|all] [--level N]\n"
+    "                              [--force] [--follow]\n"
     "       envlog [-C DIR] bundle import FILE\n"
     "       envlog bundle inspect FILE [--json]\n"
     "       envlog bundle embed FILE [--name SYMBOL] > bundle.c\n"
+    "\n"
+    "FILE may be - (standard output for export, standard input otherwise).\n"
+    "export never replaces an existing file unless --force (then atomically),\n"
+    "writes through a FIFO or a device, and refuses a symbolic link unless\n"
+    "--follow; the bundle follows the umask.\n"
     "\n"
     "A bundle is a snapshot of the standing entries, compressed as standard zstd\n"
     "frames, with a manifest (name, versions, where it was captured, counts and a\n"

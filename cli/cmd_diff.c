@@ -131,10 +131,11 @@ static int history_visit(void *ctx, const envlog_replay_rec *r)
 static int open_side(cli *c, side *s)
 {
     struct stat st;
-    if (stat(s->path, &st))
+    bool in = cli_is_stdio(s->path);
+    if (!in && stat(s->path, &st))
         return cli_error(EXIT_USAGE, "diff: %s: %m", s->path);
     envlog_err e;
-    if (S_ISDIR(st.st_mode)) {
+    if (!in && S_ISDIR(st.st_mode)) {
         if ((e = envlog_env_open(s->path, ENVLOG_OPEN_READONLY, &s->env)))
             return cli_fail(e, s->path);
         envlog_replay_opts loud = {.on_damage = cli_damage, .check_snapshot = true};
@@ -143,17 +144,27 @@ static int open_side(cli *c, side *s)
             (e = envlog_replay_each(s->env, &quiet, history_visit, s)))
             return cli_fail(e, s->path);
     } else {
-        envlog_bundle_info *in;
-        if ((e = envlog_bundle_inspect(s->path, &in)))
-            return cli_fail(e, s->path);
-        s->sessions = in->sessions;
-        for (size_t i = 0; i < in->n_runtimes; i++)
-            add_unique(&s->runtimes, &s->n_runtimes, in->runtimes[i]);
-        for (size_t i = 0; i < in->n_environments; i++)
-            add_unique(&s->devices, &s->n_devices, in->environments[i]);
-        envlog_bundle_info_free(in);
-        if ((e = envlog_bundle_state(s->path, &s->st)))
-            return cli_fail(e, s->path);
+        /* A bundle, a path or "-" (standard input). */
+        cli_bundle_in b;
+        int rc = cli_bundle_in_open("diff", s->path, &b);
+        if (rc)
+            return rc;
+        envlog_bundle_info *bi;
+        if ((e = cli_bundle_inspect(&b, &bi))) {
+            cli_bundle_in_close(&b);
+            return cli_fail(e, b.name);
+        }
+        s->sessions = bi->sessions;
+        for (size_t i = 0; i < bi->n_runtimes; i++)
+            add_unique(&s->runtimes, &s->n_runtimes, bi->runtimes[i]);
+        for (size_t i = 0; i < bi->n_environments; i++)
+            add_unique(&s->devices, &s->n_devices, bi->environments[i]);
+        envlog_bundle_info_free(bi);
+        e = b.path ? envlog_bundle_state(b.path, &s->st)
+                   : envlog_bundle_state_memory(b.data, b.n, &s->st);
+        cli_bundle_in_close(&b);
+        if (e)
+            return cli_fail(e, b.name);
     }
     if ((e = envlog_state_each(s->st, collect, s)))
         return cli_fail(e, s->path);
@@ -344,6 +355,8 @@ static int diff_run(cli *c)
     }
     if (!a.path || !b.path)
         return cli_error(EXIT_USAGE, "usage: envlog diff A B (environments or bundles)");
+    if (cli_is_stdio(a.path) && cli_is_stdio(b.path))
+        return cli_error(EXIT_USAGE, "diff: only one side can be '-' (standard input)");
     int rc = open_side(c, &a);
     if (!rc)
         rc = open_side(c, &b);

@@ -256,6 +256,7 @@ done:
 static int replay_run(cli *c)
 {
     const char *out = NULL, *until = NULL;
+    unsigned of = 0;
     for (int i = 1; i < c->argc; i++) {
         const char *a = c->argv[i];
         if (!strcmp(a, "--until") && i + 1 < c->argc)
@@ -266,6 +267,8 @@ static int replay_run(cli *c)
             out = c->argv[++i];
         else if (!strncmp(a, "--out=", 6))
             out = a + 6;
+        else if (cli_out_flag(a, &of))
+            ;
         else if (!strcmp(a, "--json"))
             ; /* the dump is JSON already */
         else
@@ -282,23 +285,23 @@ static int replay_run(cli *c)
         envlog_env_close(env);
         return rc;
     }
-    envlog_state *st;
-    envlog_err e = envlog_state_open(env, &o, &st);
-    if (e) {
-        envlog_env_close(env);
-        return cli_fail(e, "replaying");
-    }
+    /* Refused before the work, not after. */
     cli_out o_f;
-    if ((rc = cli_out_begin("replay", out, &o_f))) {
-        envlog_state_close(st);
+    if ((rc = cli_out_begin("replay", out, of, &o_f))) {
         envlog_env_close(env);
         return rc;
     }
-    e = envlog_state_dump(st, cli_fwrite, o_f.f);
-    if (e && !out)
+    envlog_state *st;
+    envlog_err e = envlog_state_open(env, &o, &st);
+    if (e) {
+        cli_out_end("replay", &o_f, false);
+        envlog_env_close(env);
+        return cli_fail(e, "replaying");
+    }
+    e = envlog_state_dump(st, cli_out_write, &o_f);
+    rc = cli_out_end("replay", &o_f, !e);
+    if (e && !rc)
         rc = cli_fail(e, "writing the dump");
-    else
-        rc = cli_out_end("replay", &o_f, !e);
     envlog_state_close(st);
     envlog_env_close(env);
     return rc ? rc : worst;
@@ -526,6 +529,7 @@ const cli_cmd cli_cmd_status = {
 const cli_cmd cli_cmd_replay = {
     "replay", "print the folded state as a canonical dump",
     "usage: envlog [-C DIR] replay [--until TIME|SESSION:SEQ] [--out FILE]\n"
+    "                     [--force] [--follow]\n"
     "\n"
     "Folds every session in the total order (session start + offset, session\n"
     "id, seq) and prints the state: one JSON object per standing entry, in\n"
@@ -535,7 +539,11 @@ const cli_cmd cli_cmd_replay = {
     "  --until TIME         fold only records up to TIME (Unix ns, or\n"
     "                       YYYY-MM-DDTHH:MM:SS[.fff]Z): the environment as it was\n"
     "  --until SESSION:SEQ  fold up to and including that record\n"
-    "  --out FILE, -o FILE  write the dump to FILE (atomically) instead of stdout\n"
+    "  --out FILE, -o FILE  write the dump to FILE (- is stdout): a new file is\n"
+    "                       written whole or not at all; a FIFO or device is\n"
+    "                       written through\n"
+    "  --force, -f          replace FILE if it exists (atomically)\n"
+    "  --follow             write to what FILE points to if it is a symbolic link\n"
     "\n"
     "Damage is reported on stderr and the fold goes on; exit status 1 then.\n",
     replay_run,

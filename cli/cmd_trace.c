@@ -151,9 +151,12 @@ static int trace_visit(void *ctx, const envlog_replay_rec *r)
 static int trace_run(cli *c)
 {
     const char *out = NULL;
+    unsigned oflags = 0;
     for (int i = 1; i < c->argc; i++) {
         if ((!strcmp(c->argv[i], "-o") || !strcmp(c->argv[i], "--out")) && i + 1 < c->argc)
             out = c->argv[++i];
+        else if (cli_out_flag(c->argv[i], &oflags))
+            ;
         else
             return cli_error(EXIT_USAGE, "trace: unexpected argument '%s'", c->argv[i]);
     }
@@ -163,7 +166,7 @@ static int trace_run(cli *c)
         return rc;
     trace_ctx t = {.f = stdout, .first_event = true};
     cli_out of;
-    if ((rc = cli_out_begin("trace", out, &of))) {
+    if ((rc = cli_out_begin("trace", out, oflags, &of))) {
         envlog_env_close(env);
         return rc;
     }
@@ -180,7 +183,7 @@ static int trace_run(cli *c)
     int wrc = cli_out_end("trace", &of, !rc);
     if (!rc)
         rc = wrc;
-    if (out && !rc)
+    if (!cli_is_stdio(out) && !rc)
         fprintf(stderr, "envlog: wrote %s (%zu sessions); open it in Perfetto "
                 "(ui.perfetto.dev) or chrome://tracing\n", out, t.n_pids);
     free(t.pids);
@@ -190,10 +193,11 @@ static int trace_run(cli *c)
 
 const cli_cmd cli_cmd_trace = {
     "trace", "write a Chrome trace (Perfetto) of every session",
-    "usage: envlog [-C DIR] trace [-o FILE]\n"
+    "usage: envlog [-C DIR] trace [-o FILE] [--force] [--follow]\n"
     "\n"
     "Writes the history as Chrome trace event JSON (to FILE, or stdout): each\n"
     "session is a process, with spans, tunes and compiles as slices and marks\n"
-    "as instants on one time axis.  Perfetto and chrome://tracing open it.\n",
+    "as instants on one time axis.  Perfetto and chrome://tracing open it.\n"
+    "FILE is replaced only with --force, and written as replay --out writes.\n",
     trace_run,
 };

@@ -264,10 +264,16 @@ static int verify_snapshots(cli *c, envlog_env *env, bool fix)
 
 /* -------------------------------------------------------------- bundles */
 
-static int verify_bundle(cli *c, const char *path)
+static int verify_bundle(cli *c, const char *arg)
 {
+    cli_bundle_in b;
+    int rc = cli_bundle_in_open("verify", arg, &b);
+    if (rc)
+        return rc;
+    const char *path = b.name;
     envlog_bundle_info *in;
-    envlog_err e = envlog_bundle_inspect(path, &in);
+    envlog_err e = cli_bundle_inspect(&b, &in);
+    cli_bundle_in_close(&b);
     if (e) {
         if (c->json) {
             printf("{\"bundle\":");

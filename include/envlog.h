@@ -1046,11 +1046,19 @@ typedef struct envlog_bundle_info {
 void envlog_bundle_info_free(envlog_bundle_info *info);
 
 /*! envlog_bundle_export() : writes the environment's standing entries (those
- *  under `opts->prefixes`) as a bundle to `path` (via path.tmp and rename).
- *  `info` may be NULL.  @return ENVLOG_OK, ENVLOG_INVALID_ARG (no name),
- *  ENVLOG_IO, ENVLOG_NOSPACE, ENVLOG_NOMEM. */
+ *  under `opts->prefixes`) as a bundle to `path`: under a temporary name
+ *  beside it, then renamed over it; the file is 0666 less the umask (made
+ *  to leave the environment).  `info` may be NULL.  @return ENVLOG_OK,
+ *  ENVLOG_INVALID_ARG (no name), ENVLOG_IO, ENVLOG_NOSPACE, ENVLOG_NOMEM. */
 envlog_err envlog_bundle_export(envlog_env *env, const envlog_bundle_opts *opts,
                                 const char *path, envlog_bundle_info **info);
+
+/*! envlog_bundle_export_to() : the same bundle handed to `fn` (with `ctx`)
+ *  in one call once it is made and checked, instead of written to a path
+ *  (a pipe, a socket, memory).  @return as envlog_bundle_export(), and
+ *  ENVLOG_IO when `fn` returns non-zero. */
+envlog_err envlog_bundle_export_to(envlog_env *env, const envlog_bundle_opts *opts,
+                                   envlog_write_fn fn, void *ctx, envlog_bundle_info **info);
 
 /*! envlog_bundle_inspect() / _memory() : reads a bundle, checks its manifest,
  *  every record's checksum and the content hash, and describes it.
@@ -1083,9 +1091,11 @@ envlog_err envlog_bundle_import(envlog_env *env, const char *path,
 envlog_err envlog_bundle_import_memory(envlog_env *env, const void *data,
                                        size_t size, envlog_import_report *report);
 
-/*! envlog_bundle_state() : the state a bundle holds, for comparing (diff).
+/*! envlog_bundle_state() / _memory() : the state a bundle holds, for
+ *  comparing (diff).
  *  @return as envlog_bundle_inspect(). */
 envlog_err envlog_bundle_state(const char *path, envlog_state **st);
+envlog_err envlog_bundle_state_memory(const void *data, size_t size, envlog_state **st);
 
 /* --------------------------------------------------------------- rendering */
 

@@ -108,10 +108,15 @@ envlog_err envlog_read_file(int dirfd, const char *name, uint64_t max,
 
 envlog_err envlog_out_open(envlog_out *o, int dirfd, const char *name)
 {
+    return envlog_out_open_mode(o, dirfd, name, 0600);
+}
+
+envlog_err envlog_out_open_mode(envlog_out *o, int dirfd, const char *name, unsigned mode)
+{
     memset(o, 0, sizeof *o);
     o->dirfd = dirfd;
     snprintf(o->name, sizeof o->name, "%s", name);
-    o->fd = envlog_io_get()->openat(dirfd, name, O_WRONLY | O_CREAT | O_EXCL, 0600);
+    o->fd = envlog_io_get()->openat(dirfd, name, O_WRONLY | O_CREAT | O_EXCL, (mode_t)mode);
     if (o->fd < 0)
         return envlog__fail_errno(errno, "creating %s", name);
     return ENVLOG_OK;
@@ -151,8 +156,14 @@ envlog_err envlog_out_close(envlog_out *o, bool keep)
 
 envlog_err envlog_write_new_file(int dirfd, const char *name, const void *data, size_t n)
 {
+    return envlog_write_new_file_mode(dirfd, name, data, n, 0600);
+}
+
+envlog_err envlog_write_new_file_mode(int dirfd, const char *name, const void *data, size_t n,
+                                      unsigned mode)
+{
     envlog_out o;
-    envlog_err e = envlog_out_open(&o, dirfd, name);
+    envlog_err e = envlog_out_open_mode(&o, dirfd, name, mode);
     if (e)
         return e;
     e = envlog_out_write(&o, data, n);

@@ -206,12 +206,17 @@ typedef struct envlog_out {
     char name[4200];
 } envlog_out;
 envlog_err envlog_out_open(envlog_out *o, int dirfd, const char *name);
+/* The same with the file's `mode` (less the umask): 0666 for a file made to
+ * leave the environment (a bundle), where files inside are 0600. */
+envlog_err envlog_out_open_mode(envlog_out *o, int dirfd, const char *name, unsigned mode);
 envlog_err envlog_out_write(envlog_out *o, const void *p, size_t n);
 envlog_err envlog_out_close(envlog_out *o, bool keep);
 /* Writes `n` bytes to a new file `name` under `dirfd` (AT_FDCWD: a path),
  * syncs it and closes it; on any failure the file is removed again, so it
  * is either whole or absent. */
 envlog_err envlog_write_new_file(int dirfd, const char *name, const void *p, size_t n);
+envlog_err envlog_write_new_file_mode(int dirfd, const char *name, const void *p, size_t n,
+                                      unsigned mode);
 /* A temporary name for `base` no other process or call makes:
  * base.tmp.PID.RANDOM. */
 envlog_err envlog_tmp_name(char *out, size_t size, const char *base);

@@ -35,8 +35,8 @@ demo: all $(EXAMPLE_BINS)
 	show() { echo; echo "\$$ envlog $$*"; $(BIN) "$$@" || echo "(envlog $$1 exited $$?)"; }; \
 	if has status; then show status; else echo "(envlog status: not in this build)"; fi; \
 	if has why; then show why '$(DEMO_WHY_KEY)'; else echo "(envlog why: not in this build)"; fi; \
-	if has bundle; then show bundle export cuda-demo -o $(DEMO_OUT)/cuda-demo.bundle; \
+	if has bundle; then show bundle export cuda-demo --force -o $(DEMO_OUT)/cuda-demo.bundle; \
 	  else echo "(envlog bundle: not in this build)"; fi; \
-	if has trace; then show trace -o $(DEMO_OUT)/cuda-demo-trace.json && \
+	if has trace; then show trace --force -o $(DEMO_OUT)/cuda-demo-trace.json && \
 	  echo "trace: $(DEMO_OUT)/cuda-demo-trace.json (open it in https://ui.perfetto.dev)"; \
 	  else echo "(envlog trace: not in this build)"; fi

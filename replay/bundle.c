@@ -279,20 +279,29 @@ envlog_err envlog_bundle_inspect(const char *path, envlog_bundle_info **info)
     return e;
 }
 
-envlog_err envlog_bundle_state(const char *path, envlog_state **st)
+envlog_err envlog_bundle_state_memory(const void *data, size_t size, envlog_state **st)
 {
-    envlog_buf b = {0};
     opened o;
     *st = NULL;
-    envlog_err e = read_path(path, &b);
+    if (!data)
+        return envlog__fail(ENVLOG_INVALID_ARG, "no bundle");
     /* Read with the full check: a bundle is never trusted, and its INDEX
      * is made from its entries (envlog(5)). */
-    if (!e)
-        e = open_mem(b.p, b.len, true, &o);
-    envlog_buf_free(&b);
+    envlog_err e = open_mem(data, size, true, &o);
     if (e)
         return e;
     return envlog_state_from_snap(o.snap, o.raw, st);
+}
+
+envlog_err envlog_bundle_state(const char *path, envlog_state **st)
+{
+    envlog_buf b = {0};
+    *st = NULL;
+    envlog_err e = read_path(path, &b);
+    if (!e)
+        e = envlog_bundle_state_memory(b.p, b.len, st);
+    envlog_buf_free(&b);
+    return e;
 }
 
 /* -------------------------------------------------------------- export */
@@ -375,17 +384,19 @@ static envlog_err bundle_tmp(const char *path, char *tmp, size_t size)
     return envlog_tmp_name(tmp, size, path);
 }
 
-envlog_err envlog_bundle_export(envlog_env *env, const envlog_bundle_opts *opts,
-                                const char *path, envlog_bundle_info **info)
+/* The bundle of `env` compressed in *z (*zn bytes), checked as its readers
+ * check it, and described in *info. */
+static envlog_err export_bytes(envlog_env *env, const envlog_bundle_opts *opts, uint8_t **z,
+                               size_t *zn, envlog_bundle_info **info)
 {
-    const envlog_io *io = envlog_io_get();
-    if (info)
-        *info = NULL;
+    *z = NULL;
+    *zn = 0;
+    *info = NULL;
     if (!opts || !opts->name || !*opts->name || strlen(opts->name) > NAME_MAX_LEN ||
         !envlog_utf8_valid(opts->name, strlen(opts->name)))
         return envlog__fail(ENVLOG_INVALID_ARG, "a bundle needs a name (UTF-8, at most %d bytes)",
                             NAME_MAX_LEN);
-    if ((unsigned)opts->evidence > ENVLOG_EVIDENCE_ALL || !path)
+    if ((unsigned)opts->evidence > ENVLOG_EVIDENCE_ALL)
         return envlog__fail(ENVLOG_INVALID_ARG, "bad bundle options");
     zsink zs = {NULL, opts->zstd_level ? opts->zstd_level : BUNDLE_LEVEL, {0}, 0};
     envlog_sink sink = {z_begin, z_write, &zs};
@@ -399,32 +410,71 @@ envlog_err envlog_bundle_export(envlog_env *env, const envlog_bundle_opts *opts,
     if (!e)
         e = z_push(&zs, NULL, 0, ZSTD_e_end);
     ZSTD_freeCCtx(zs.cc);
+    /* What is written is what its readers take. */
+    if (!e)
+        e = envlog_bundle_inspect_memory(zs.z.p, zs.z.len, info);
     if (e) {
         envlog_buf_free(&zs.z);
         return e;
     }
-    uint8_t *z = zs.z.p;
-    size_t zn = zs.z.len;
-    /* What is written is what its readers take: checked before it gets its
-     * name, under a temporary name of its own (a killed export's leftover
-     * never blocks the next, which removes it). */
-    envlog_bundle_info *in = NULL;
-    e = envlog_bundle_inspect_memory(z, zn, &in);
-    char tmp[4200];
-    if (!e)
-        e = bundle_tmp(path, tmp, sizeof tmp);
-    if (!e) {
-        e = envlog_write_new_file(AT_FDCWD, tmp, z, zn);
-        if (!e && io->renameat(AT_FDCWD, tmp, AT_FDCWD, path)) {
-            e = envlog__fail_errno(errno, "renaming %s to %s", tmp, path);
-            io->unlinkat(AT_FDCWD, tmp, 0);
-        }
-    }
+    *z = zs.z.p;
+    *zn = zs.z.len;
+    return ENVLOG_OK;
+}
+
+static void export_done(envlog_err e, uint8_t *z, envlog_bundle_info *in,
+                        envlog_bundle_info **info)
+{
     envlog_free(z);
     if (!e && info)
         *info = in;
     else
         envlog_bundle_info_free(in);
+}
+
+envlog_err envlog_bundle_export(envlog_env *env, const envlog_bundle_opts *opts,
+                                const char *path, envlog_bundle_info **info)
+{
+    const envlog_io *io = envlog_io_get();
+    if (info)
+        *info = NULL;
+    if (!path)
+        return envlog__fail(ENVLOG_INVALID_ARG, "a bundle export needs a path");
+    uint8_t *z;
+    size_t zn;
+    envlog_bundle_info *in;
+    envlog_err e = export_bytes(env, opts, &z, &zn, &in);
+    /* Under a temporary name of its own (a killed export's leftover never
+     * blocks the next, which removes it); made to leave the environment,
+     * it follows the umask. */
+    char tmp[4200];
+    if (!e)
+        e = bundle_tmp(path, tmp, sizeof tmp);
+    if (!e) {
+        e = envlog_write_new_file_mode(AT_FDCWD, tmp, z, zn, 0666);
+        if (!e && io->renameat(AT_FDCWD, tmp, AT_FDCWD, path)) {
+            e = envlog__fail_errno(errno, "renaming %s to %s", tmp, path);
+            io->unlinkat(AT_FDCWD, tmp, 0);
+        }
+    }
+    export_done(e, z, in, info);
+    return e;
+}
+
+envlog_err envlog_bundle_export_to(envlog_env *env, const envlog_bundle_opts *opts,
+                                   envlog_write_fn fn, void *ctx, envlog_bundle_info **info)
+{
+    if (info)
+        *info = NULL;
+    if (!fn)
+        return envlog__fail(ENVLOG_INVALID_ARG, "a bundle export needs somewhere to write");
+    uint8_t *z;
+    size_t zn;
+    envlog_bundle_info *in;
+    envlog_err e = export_bytes(env, opts, &z, &zn, &in);
+    if (!e && fn(ctx, (const char *)z, zn))
+        e = envlog__fail(ENVLOG_IO, "writing the bundle failed");
+    export_done(e, z, in, info);
     return e;
 }
 
