@@ -11,7 +11,7 @@ DIST_TAR  := $(DIST_NAME).tar.gz
 CHECK_TARGETS += check-install checksymbols
 check-install: all $(B)/envlog.pc
 	@echo "== install, use and uninstall under two prefixes"
-	@CC="$(CC)" bash tests/package/install.sh $(B)
+	@CC="$(CC)" CFLAGS="$(CFLAGS)" LDFLAGS="$(LDFLAGS)" bash tests/package/install.sh $(B)
 
 # The tracked files of the tree as they are now (a file deleted and not yet
 # committed is left out).

@@ -64,7 +64,10 @@ C
         bad "$name: pkg-config: $(cat "$root/$name.pkgerr")"; return
     fi
     # shellcheck disable=SC2086
-    if ${CC:-cc} -o "$root/$name.prog" "$root/$name.c" $flags 2>"$root/$name.ccerr"; then
+    # The build's own CFLAGS and LDFLAGS: a sanitizer build's library needs
+    # its runtime in the program too.
+    if ${CC:-cc} ${CFLAGS:-} -o "$root/$name.prog" "$root/$name.c" $flags ${LDFLAGS:-} \
+        2>"$root/$name.ccerr"; then
         ok
         local out
         out=$(LD_LIBRARY_PATH="$d$libdir" "$root/$name.prog")
