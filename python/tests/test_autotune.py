@@ -2,6 +2,8 @@
 """The autotuner for Python callables: the library's tuner, its policy and
 its record, checked against `envlog why --json`; numpy variants tuned for
 real; the caller's timer; failures; the decorator."""
+import os
+
 import numpy as np
 import pytest
 
@@ -194,3 +196,26 @@ def test_the_decorator_tunes_once_per_key(env):
         kernel(9)
         assert len(kernel.results) == 2
     assert {e["key"] for e in env.entries()} == {"kernel/n=8", "kernel/n=9"}
+
+
+def test_the_readme_numpy_example_runs(tmp_path):
+    """README.md's numpy example, as written, twice: measured, then a hit."""
+    import re
+    import subprocess
+    import sys
+    from conftest import ROOT
+    with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as f:
+        text = f.read()
+    section = text.split("\n## Python\n", 1)[1].split("\n## ", 1)[0]
+    blocks = [b for b in re.findall(r"```python\n(.*?)```", section, re.S)
+              if "import numpy" in b]
+    assert len(blocks) == 1, "README.md's Python section has one numpy example"
+    env = dict(os.environ, ENVLOG_DIR=str(tmp_path / "env"))
+    outs = []
+    for _ in range(2):
+        p = subprocess.run([sys.executable, "-c", blocks[0]], env=env, capture_output=True,
+                           text=True, timeout=120)
+        assert p.returncode == 0, p.stderr
+        outs.append(p.stdout.split())
+    assert outs[0][1] == "measured," and outs[1][1:] == ["hit"]
+    assert outs[0][0] == outs[1][0]
