@@ -613,6 +613,8 @@ static envlog_err dec_field(envlog_pull *p, const envlog_field *f, void *out,
             *AT(out, f->off, uint32_t) = (uint32_t)u;
         else if (out)
             *AT(out, f->off, uint64_t) = u;
+        if (out && f->present_off != SIZE_MAX)
+            *AT(out, f->present_off, bool) = true;
         return ENVLOG_OK;
     case ENVLOG_F_ENUM:
         if ((e = pull(p, &t)))

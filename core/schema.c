@@ -67,6 +67,8 @@ static const envlog_field trial_f[] = {
     F(7, ENVLOG_F_F64, "stddev_ns", envlog_trial, stddev_ns),
     F(8, ENVLOG_F_TEXT, "error", envlog_trial, error),
     FULLARR(9, ENVLOG_F_F64S, "sample_ns", envlog_trial, sample_ns, n_sample_ns, NULL),
+    OPT(10, ENVLOG_F_U64, "start_ns", envlog_trial, start_ns, has_start),
+    OPT(11, ENVLOG_F_U64, "wall_ns", envlog_trial, wall_ns, has_start),
 };
 static SCHEMA(trial_s, "trial", envlog_trial, trial_f);
 
@@ -104,6 +106,8 @@ static const envlog_field tune_f[] = {
     ARR(10, ENVLOG_F_OBJS, "params", envlog_tune, params, n_params, &param_s),
     F(14, ENVLOG_F_BOOL, "short_circuit", envlog_tune, short_circuit),
     F(15, ENVLOG_F_U64, "wall_ns", envlog_tune, wall_ns),
+    OPT(19, ENVLOG_F_U64, "start_ns", envlog_tune, start_ns, has_start),
+    OPT(20, ENVLOG_F_U64, "thread", envlog_tune, thread, has_start),
 };
 static SCHEMA(tune_s, "tune", envlog_tune, tune_f);
 
@@ -125,6 +129,8 @@ static const envlog_field compile_f[] = {
     FULL(17, ENVLOG_F_TEXT, "source", envlog_compile, source),
     FULL(18, ENVLOG_F_BYTES, "ir", envlog_compile, ir),
     OPT(19, ENVLOG_F_STAMP, "tune", envlog_compile, tune, has_tune),
+    OPT(21, ENVLOG_F_U64, "start_ns", envlog_compile, start_ns, has_start),
+    OPT(22, ENVLOG_F_U64, "thread", envlog_compile, thread, has_start),
 };
 static SCHEMA(compile_s, "compile", envlog_compile, compile_f);
 
@@ -135,6 +141,7 @@ static const envlog_field span_f[] = {
     F(7, ENVLOG_F_U64, "open_ns", envlog_span_rec, open_ns),
     F(8, ENVLOG_F_U64, "duration_ns", envlog_span_rec, duration_ns),
     ARR(9, ENVLOG_F_OBJS, "attrs", envlog_span_rec, attrs, n_attrs, &attr_s),
+    OPT(10, ENVLOG_F_U64, "thread", envlog_span_rec, thread, has_thread),
 };
 static SCHEMA(span_s, "span", envlog_span_rec, span_f);
 

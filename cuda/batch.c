@@ -119,6 +119,7 @@ static void *worker(void *arg)
             continue;
         envlog_cuda_kernel *k = j->k;
         envlog_cuda_kernel_desc d = {k->name, k->source, k->options, k->arch};
+        envlog_cuda__compile_starts(k); /* each worker is a thread of the trace */
         j->err = envlog_cuda__nvrtc_build(&d, &j->bin, &j->ir);
         if (j->err)
             snprintf(j->msg, sizeof j->msg, "%s", envlog_errmsg());

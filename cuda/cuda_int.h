@@ -176,6 +176,10 @@ struct envlog_cuda_kernel {
     bool has_tune;
     envlog_stamp tune;
     bool temporary;            /* made by envlog_cuda_compile() */
+    /* Where its compile ran (session clock, thread), set by the thread that
+     * runs it, read by the one that records it. */
+    bool ran_known;
+    uint64_t ran_start_ns, ran_thread;
 };
 
 struct envlog_cuda_stream {
@@ -222,8 +226,12 @@ envlog_err envlog_cuda__obtain(envlog_cuda_kernel *k);
 /* The state's binary for `k`: ENVLOG_OK and a LOADED binary, or
  * ENVLOG_NOT_FOUND. */
 envlog_err envlog_cuda__lookup(envlog_cuda_kernel *k, envlog_cuda_binary **out);
+/* Notes, on the thread about to compile `k`, where its compile starts. */
+void envlog_cuda__compile_starts(envlog_cuda_kernel *k);
 /* Records `b` (COMPILED, LOADED or FAILED) for `k`, counts it, and keeps it
- * as k's binary.  `ir` is the PTX of a CUBIN, or empty. */
+ * as k's binary.  `ir` is the PTX of a CUBIN, or empty.  The record is
+ * placed where envlog_cuda__compile_starts() said, or, for a lookup, here
+ * and now. */
 envlog_err envlog_cuda__settle(envlog_cuda_kernel *k, envlog_cuda_binary *b,
                                envlog_bytes ir);
 /* Makes a kernel runnable on the device: its module and function. */

@@ -200,16 +200,27 @@ envlog_err envlog_cuda__lookup(envlog_cuda_kernel *k, envlog_cuda_binary **out)
     return ENVLOG_OK;
 }
 
+void envlog_cuda__compile_starts(envlog_cuda_kernel *k)
+{
+    k->ran_start_ns = k->c->s ? envlog_session_clock_ns(k->c->s) : 0;
+    k->ran_thread = envlog_thread_id();
+    k->ran_known = true;
+}
+
 envlog_err envlog_cuda__settle(envlog_cuda_kernel *k, envlog_cuda_binary *b,
                                envlog_bytes ir)
 {
     envlog_cuda *c = k->c;
+    if (!k->ran_known || b->outcome == ENVLOG_LOADED)
+        envlog_cuda__compile_starts(k);
     envlog_compile rec = {
         .ns = k->ns, .name = k->name, .kernel_key = k->key, .source_hash = k->source_hash,
         .options = k->options, .compiler_version = k->compiler_version, .arch = k->arch,
         .outcome = b->outcome, .duration_ns = b->duration_ns,
         .has_tune = k->has_tune, .tune = k->tune,
+        .has_start = true, .start_ns = k->ran_start_ns, .thread = k->ran_thread,
     };
+    k->ran_known = false;
     if (b->outcome != ENVLOG_FAILED) {
         rec.binary_hash = b->binary_hash;
         rec.binary_size = b->size;
@@ -291,6 +302,7 @@ envlog_err envlog_cuda__obtain(envlog_cuda_kernel *k)
         return e;
     envlog_buf ir = {0};
     envlog_cuda_kernel_desc d = {k->name, k->source, k->options, k->arch};
+    envlog_cuda__compile_starts(k);
     e = envlog_cuda__nvrtc_build(&d, &b, &ir);
     if (!b) {
         envlog_buf_free(&ir);

@@ -59,11 +59,16 @@ static bool run_once(const envlog_cuda_tune_req *r, size_t i, char *err)
     return false;
 }
 
-/* Measures candidate `i` into `t`, per the policy. */
+/* Measures candidate `i` into `t`, per the policy, on the clock of session
+ * `s` (NULL: the trial's times are not known). */
 static void measure(const envlog_cuda_tune_req *r, const envlog_cuda_timer *timer,
                     const envlog_cuda_policy *p, size_t i, double leader, envlog_trial *t,
-                    double *samples, double *scratch, char *err)
+                    double *samples, double *scratch, char *err, const envlog_session *s)
 {
+    if (s) {
+        t->has_start = true;
+        t->start_ns = envlog_session_clock_ns(s);
+    }
     t->name = r->candidates[i];
     t->index = (uint32_t)i;
     t->sample_ns = samples;
@@ -102,6 +107,8 @@ static void measure(const envlog_cuda_tune_req *r, const envlog_cuda_timer *time
     t->max_ns = sum.max;
     t->stddev_ns = sum.sd;
     t->error = ok ? NULL : err;
+    if (s)
+        t->wall_ns = envlog_session_clock_ns(s) - t->start_ns;
 }
 
 envlog_err envlog_cuda_tune(envlog_cuda *c, const envlog_cuda_tune_req *r,
@@ -127,6 +134,7 @@ envlog_err envlog_cuda_tune(envlog_cuda *c, const envlog_cuda_tune_req *r,
         ns = nsbuf;
     }
     uint64_t t0 = envlog_cuda__now_ns();
+    uint64_t start_ns = c->s ? envlog_session_clock_ns(c->s) : 0;
     uint64_t checksum = envlog_tune_checksum(r->candidates, r->n_candidates);
     envlog_tune_entry ent;
     e = envlog_state_winner(c->state, ns, r->key, checksum, &ent);
@@ -158,6 +166,7 @@ envlog_err envlog_cuda_tune(envlog_cuda *c, const envlog_cuda_tune_req *r,
         .ns = ns, .key = r->key, .checksum = checksum, .candidates = r->candidates,
         .n_candidates = r->n_candidates, .policy = policy, .params = params,
         .n_params = sizeof params / sizeof params[0], .winner = -1,
+        .has_start = c->s != NULL, .start_ns = start_ns, .thread = envlog_thread_id(),
     };
     envlog_stamp stamp;
 
@@ -206,7 +215,7 @@ envlog_err envlog_cuda_tune(envlog_cuda *c, const envlog_cuda_tune_req *r,
     for (size_t i = 0; i < n; i++) {
         envlog_trial *t = &trials[i];
         measure(r, timer, &pol, i, leader, t, samples + i * pol.max_samples, scratch,
-                errs + i * ERR_LEN);
+                errs + i * ERR_LEN, c->s);
         if (!t->error && t->samples && (leader < 0 || t->median_ns < leader))
             leader = t->median_ns;
     }

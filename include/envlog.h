@@ -169,6 +169,10 @@ typedef struct envlog_trial {
     size_t n_sample_ns;
     double min_ns, median_ns, mean_ns, max_ns, stddev_ns;
     const char *error;      /* non-NULL when the candidate failed */
+    bool has_start;         /* start_ns and wall_ns say when it ran */
+    uint64_t start_ns;      /* session clock when it began
+                               (envlog_session_clock_ns()) */
+    uint64_t wall_ns;       /* its wall time, warm-up included */
 } envlog_trial;
 
 /* One autotune: how a winner was chosen for (namespace, key, checksum). */
@@ -192,6 +196,9 @@ typedef struct envlog_tune {
     uint64_t wall_ns;          /* wall time of the whole tune */
     bool stored;               /* false: an unmeasured pick, never stored */
     bool imported;             /* copied from a bundle (written by import) */
+    bool has_start;            /* start_ns and thread say where it ran */
+    uint64_t start_ns;         /* session clock when it began */
+    uint64_t thread;           /* the thread that ran it (envlog_thread_id()) */
 } envlog_tune;
 
 /*! envlog_tune_checksum() : the tune-set checksum of `n` candidate names
@@ -224,6 +231,9 @@ typedef struct envlog_compile {
     bool has_tune;             /* the compile was asked for by a tune */
     envlog_stamp tune;         /* that tune's stamp */
     bool imported;             /* copied from a bundle (written by import) */
+    bool has_start;            /* start_ns and thread say where it ran */
+    uint64_t start_ns;         /* session clock when the compile began */
+    uint64_t thread;           /* the thread that ran it (envlog_thread_id()) */
 } envlog_compile;
 
 /* A timed stretch of the caller's work. */
@@ -235,6 +245,8 @@ typedef struct envlog_span_rec {
     uint64_t duration_ns;
     const envlog_attr *attrs;
     size_t n_attrs;
+    bool has_thread;
+    uint64_t thread;    /* the thread that opened and closed it */
 } envlog_span_rec;
 
 typedef struct envlog_mark {
@@ -399,6 +411,16 @@ typedef struct envlog_session_stats {
 } envlog_session_stats;
 
 void envlog_session_stats_get(const envlog_session *s, envlog_session_stats *st);
+
+/*! envlog_session_clock_ns() : the session's clock now: the offset_ns a
+ *  record stamped now would carry.  A caller that times work on other
+ *  threads reads it where the work starts and gives it as the record's
+ *  start_ns, so the record is placed where the work ran. */
+uint64_t envlog_session_clock_ns(const envlog_session *s);
+
+/*! envlog_thread_id() : the calling thread's id as records carry it (its
+ *  kernel thread id, as /proc and ps show it); never 0. */
+uint64_t envlog_thread_id(void);
 
 /*
  * Recording.  Each call assigns the next seq, stamps the record on the

@@ -20,6 +20,7 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <sys/utsname.h>
 #include <unistd.h>
 
@@ -337,6 +338,11 @@ void envlog_session_set_hook(envlog_session *s, envlog_session_hook fn, void *ct
     pthread_mutex_unlock(&s->mu);
 }
 
+uint64_t envlog_session_clock_ns(const envlog_session *s)
+{
+    return envlog_clock_mono_ns() - s->start_mono;
+}
+
 envlog_env *envlog_session_env(const envlog_session *s)
 {
     return s->env;
@@ -604,6 +610,22 @@ static pid_t pid_now(void)
     return p;
 }
 
+/* The kernel's id, not pthread_self(): the one ps -L, /proc and profilers
+ * show, so a trace's threads can be matched with theirs.  Kept per thread
+ * with the pid it was read under: a forked child's thread has another. */
+uint64_t envlog_thread_id(void)
+{
+    static _Thread_local uint64_t tid;
+    static _Thread_local pid_t tid_pid;
+    pthread_once(&pid_once, pid_watch);
+    pid_t p = pid_now();
+    if (!tid || tid_pid != p) {
+        tid = (uint64_t)syscall(SYS_gettid);
+        tid_pid = p;
+    }
+    return tid;
+}
+
 /* The one path every record takes. */
 static envlog_err submit(envlog_session *s, envlog_kind kind, const void *body,
                          envlog_effect effect, envlog_stamp *stamp)
@@ -785,6 +807,6 @@ envlog_err envlog_span_close(envlog_span *sp, const envlog_attr *attrs, size_t n
             return envlog__fail(ENVLOG_INVALID_ARG, "span attribute %zu is NULL", i);
     uint64_t now = envlog_clock_mono_ns() - s->start_mono;
     envlog_span_rec r = {sp->name_, sp->id_, sp->parent_, sp->open_ns_,
-                         now - sp->open_ns_, attrs, n};
+                         now - sp->open_ns_, attrs, n, true, envlog_thread_id()};
     return submit(s, ENVLOG_KIND_SPAN, &r, ENVLOG_OBSERVED, stamp);
 }

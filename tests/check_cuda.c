@@ -108,6 +108,10 @@ static int collect_one(void *ctx, const envlog_replay_rec *rr)
         r->has_tune = c->has_tune;
         r->tune = c->tune;
         copy(r->log, sizeof r->log, c->log);
+        r->has_start = c->has_start;
+        r->start_ns = c->start_ns;
+        r->thread = c->thread;
+        r->duration_ns = c->duration_ns;
     } else if (rec->kind == ENVLOG_KIND_TUNE) {
         const envlog_tune *t = &rec->u.tune;
         copy(r->name, sizeof r->name, t->key);
@@ -122,7 +126,14 @@ static int collect_one(void *ctx, const envlog_replay_rec *rr)
             r->trial_samples[i] = t->trials[i].samples;
             r->trial_n_samples[i] = t->trials[i].n_sample_ns;
             r->trial_error[i] = t->trials[i].error != NULL;
+            r->trial_has_start[i] = t->trials[i].has_start;
+            r->trial_start_ns[i] = t->trials[i].start_ns;
+            r->trial_wall_ns[i] = t->trials[i].wall_ns;
         }
+        r->has_start = t->has_start;
+        r->start_ns = t->start_ns;
+        r->thread = t->thread;
+        r->wall_ns = t->wall_ns;
         copy(r->policy, sizeof r->policy, t->policy);
         r->n_params = t->n_params;
     } else if (rec->kind == ENVLOG_KIND_SPAN) {
@@ -130,6 +141,8 @@ static int collect_one(void *ctx, const envlog_replay_rec *rr)
         copy(r->name, sizeof r->name, s->name);
         r->open_ns = s->open_ns;
         r->duration_ns = s->duration_ns;
+        r->has_start = s->has_thread;
+        r->thread = s->thread;
         size_t used = 0;
         for (size_t i = 0; i < s->n_attrs && used < sizeof r->attrs; i++)
             used += (size_t)snprintf(r->attrs + used, sizeof r->attrs - used, "%s%s=%s",

@@ -59,6 +59,11 @@ typedef struct tc_rec {
     /* span */
     uint64_t open_ns, duration_ns;
     char attrs[256];         /* "k=v,k=v" */
+    /* where it ran: compile and tune (start_ns, thread), span (thread) */
+    bool has_start;
+    uint64_t start_ns, thread, wall_ns;
+    bool trial_has_start[16];
+    uint64_t trial_start_ns[16], trial_wall_ns[16];
 } tc_rec;
 
 typedef struct tc_recs {

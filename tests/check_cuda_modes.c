@@ -287,12 +287,24 @@ START_TEST(test_compile_only_batch)
     ck_assert_ptr_nonnull(strstr(span->attrs, "compiled=4"));
     ck_assert_ptr_nonnull(strstr(span->attrs, "loaded=1"));
     ck_assert_ptr_nonnull(strstr(span->attrs, "threads=3"));
+    /* Each compile says where it ran: its start inside the batch's span,
+     * its end by its record, the thread that compiled it (the workers are
+     * the batch's own; the duplicate was looked up on the calling thread,
+     * the span's). */
+    ck_assert(span->has_start);
+    ck_assert_uint_eq(span->thread, envlog_thread_id());
     for (int i = 0; i < 5; i++) {
         ck_assert_int_eq(r.r[i].kind, ENVLOG_KIND_COMPILE);
         ck_assert_int_eq(r.r[i].outcome, i == 4 ? ENVLOG_LOADED : ENVLOG_COMPILED);
         ck_assert_uint_ge(r.r[i].stamp.offset_ns, span->open_ns);
         ck_assert_uint_le(r.r[i].stamp.offset_ns, span->open_ns + span->duration_ns);
+        ck_assert(r.r[i].has_start);
+        ck_assert_uint_ne(r.r[i].thread, 0);
+        ck_assert_uint_ge(r.r[i].start_ns, span->open_ns);
+        ck_assert_uint_le(r.r[i].start_ns + r.r[i].duration_ns, r.r[i].stamp.offset_ns);
     }
+    ck_assert_uint_eq(r.r[4].thread, span->thread);
+    ck_assert_uint_eq(r.r[4].duration_ns, 0);
     tc_recs_free(&r);
     tc_free(&t);
 }

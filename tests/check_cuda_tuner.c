@@ -374,11 +374,22 @@ START_TEST(test_real_cpu_clock)
     ck_assert_int_eq(rr.r[0].effect, ENVLOG_CHANGED);
     ck_assert_str_eq(rr.r[0].policy, "adaptive-median/cpu-clock");
     ck_assert_uint_eq(rr.r[0].n_trials, nv);
+    /* The tune says where it ran, and its trials when, one after another
+     * inside it, so the trace draws them as its children. */
+    const tc_rec *tr = &rr.r[0];
+    ck_assert(tr->has_start);
+    ck_assert_uint_eq(tr->thread, envlog_thread_id());
+    ck_assert_uint_le(tr->start_ns + tr->wall_ns, tr->stamp.offset_ns);
+    uint64_t at = tr->start_ns;
     for (size_t i = 0; i < nv; i++) {
         ck_assert_uint_eq(rr.r[0].trial_index[i], i);
         ck_assert_uint_ge(rr.r[0].trial_samples[i], pol.min_samples);
         ck_assert(!rr.r[0].trial_error[i]);
+        ck_assert(tr->trial_has_start[i]);
+        ck_assert_uint_ge(tr->trial_start_ns[i], at);
+        at = tr->trial_start_ns[i] + tr->trial_wall_ns[i];
     }
+    ck_assert_uint_le(at, tr->start_ns + tr->wall_ns);
     tc_recs_free(&rr);
 
     /* A second run, in a new session: a hit, nothing ran, nothing written. */

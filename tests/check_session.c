@@ -572,6 +572,10 @@ START_TEST(test_spans)
     ck_assert_uint_eq(r1.u.span.n_attrs, 2);
     ck_assert_str_eq(r1.u.span.attrs[1].value, "f16 ✓");
     ck_assert_uint_eq(r2.u.span.n_attrs, 0);
+    /* Each span names the thread that opened it. */
+    ck_assert(r1.u.span.has_thread && r2.u.span.has_thread && r3.u.span.has_thread);
+    ck_assert_uint_eq(r1.u.span.thread, envlog_thread_id());
+    ck_assert_uint_eq(r3.u.span.thread, envlog_thread_id());
     envlog_arena_free(&a);
     envlog_arena_free(&a2);
     envlog_arena_free(&a3);

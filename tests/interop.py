@@ -36,7 +36,8 @@ ENVELOPE = {0: "kind", 1: "seq", 2: "offset_ns", 3: "effect"}
 
 # Field names and how each shows in JSON, key by key (from envlog(5)).
 TRIAL = {0: "name", 1: "index", 2: "samples", 3: "min_ns", 4: "median_ns",
-         5: "mean_ns", 6: "max_ns", 7: "stddev_ns", 8: "error", 9: "sample_ns"}
+         5: "mean_ns", 6: "max_ns", 7: "stddev_ns", 8: "error", 9: "sample_ns",
+         10: "start_ns", 11: "wall_ns"}
 PARAM = {0: "name", 1: "value"}
 ATTR = {0: "key", 1: "value"}
 LEVELS = ["off", "basic", "full"]
@@ -50,14 +51,15 @@ SCHEMA = {
     "tune": {4: "namespace", 5: "key", 6: "checksum", 7: "candidates",
              8: ("trials", TRIAL), 9: "policy", 10: ("params", PARAM), 11: "winner",
              12: "margin", 13: "within_noise", 14: "short_circuit", 15: "wall_ns",
-             16: "stored", 17: "imported", 18: "winner_ns"},
+             16: "stored", 17: "imported", 18: "winner_ns", 19: "start_ns",
+             20: "thread"},
     "compile": {4: "namespace", 5: "name", 6: "kernel_key", 7: "source_hash",
                 8: "options", 9: "compiler_version", 10: "arch",
                 11: ("outcome", OUTCOMES), 12: "duration_ns", 13: "binary_hash",
                 14: "binary_size", 15: "binary", 16: "log", 17: "source", 18: "ir",
-                19: ("tune", "stamp"), 20: "imported"},
+                19: ("tune", "stamp"), 20: "imported", 21: "start_ns", 22: "thread"},
     "span": {4: "name", 5: "id", 6: "parent", 7: "open_ns", 8: "duration_ns",
-             9: ("attrs", ATTR)},
+             9: ("attrs", ATTR), 10: "thread"},
     "mark": {4: "label", 5: "wall_unix_ns"},
     "import": {4: "bundle", 5: "bundle_hash", 6: "manifest", 7: "taken", 8: "skipped",
                9: "rejected"},

@@ -642,6 +642,9 @@ static void make_tune(envlog_tune *t, tu_variant v)
         tr[i].stddev_ns = max ? -0.0 : 2.75;
         tr[i].error = i == 1 ? (uni ? "échec: mémoire insuffisante ✗" : "launch failed")
                              : NULL;
+        tr[i].has_start = i != 2; /* one trial recorded without its times */
+        tr[i].start_ns = max ? UINT64_MAX - i : 5000 + 1000 * i;
+        tr[i].wall_ns = max ? UINT64_MAX : 900;
     }
     size_t np = max ? 100 : 2;
     envlog_param *pa = keep(np * sizeof *pa);
@@ -668,6 +671,9 @@ static void make_tune(envlog_tune *t, tu_variant v)
     t->stored = true;
     t->imported = uni;
     t->winner_ns = max ? NAN : 401.25;
+    t->has_start = true;
+    t->start_ns = max ? UINT64_MAX : 4000;
+    t->thread = max ? UINT64_MAX : 4242;
 }
 
 static void make_compile(envlog_compile *c, tu_variant v)
@@ -706,6 +712,9 @@ static void make_compile(envlog_compile *c, tu_variant v)
     c->tune.seq = max ? UINT64_MAX : 7;
     c->tune.offset_ns = max ? UINT64_MAX : 12345;
     c->imported = uni;
+    c->has_start = true;
+    c->start_ns = max ? UINT64_MAX : 9000;
+    c->thread = max ? UINT64_MAX : 4243;
 }
 
 static void make_span(envlog_span_rec *s, tu_variant v)
@@ -727,6 +736,8 @@ static void make_span(envlog_span_rec *s, tu_variant v)
     }
     s->attrs = a;
     s->n_attrs = na;
+    s->has_thread = true;
+    s->thread = max ? UINT64_MAX : 4244;
 }
 
 static void make_mark(envlog_mark *m, tu_variant v)
@@ -872,6 +883,9 @@ static void check_tune(const envlog_tune *w, const envlog_tune *g, bool full)
         dbl_eq("max_ns", a->max_ns, b->max_ns);
         dbl_eq("stddev_ns", a->stddev_ns, b->stddev_ns);
         str_eq("trial.error", a->error, b->error);
+        ck_assert_int_eq(a->has_start, b->has_start);
+        ck_assert_uint_eq(a->has_start ? a->start_ns : 0, b->start_ns);
+        ck_assert_uint_eq(a->has_start ? a->wall_ns : 0, b->wall_ns);
     }
     str_eq("policy", w->policy, g->policy);
     ck_assert_uint_eq(w->n_params, g->n_params);
@@ -887,6 +901,9 @@ static void check_tune(const envlog_tune *w, const envlog_tune *g, bool full)
     ck_assert_int_eq(w->stored, g->stored);
     ck_assert_int_eq(w->imported, g->imported);
     dbl_eq("winner_ns", w->winner_ns, g->winner_ns);
+    ck_assert_int_eq(w->has_start, g->has_start);
+    ck_assert_uint_eq(w->has_start ? w->start_ns : 0, g->start_ns);
+    ck_assert_uint_eq(w->has_start ? w->thread : 0, g->thread);
 }
 
 static void check_compile(const envlog_compile *w, const envlog_compile *g, bool full)
@@ -913,6 +930,9 @@ static void check_compile(const envlog_compile *w, const envlog_compile *g, bool
         ck_assert_uint_eq(w->tune.offset_ns, g->tune.offset_ns);
     }
     ck_assert_int_eq(w->imported, g->imported);
+    ck_assert_int_eq(w->has_start, g->has_start);
+    ck_assert_uint_eq(w->has_start ? w->start_ns : 0, g->start_ns);
+    ck_assert_uint_eq(w->has_start ? w->thread : 0, g->thread);
 }
 
 static void check_span(const envlog_span_rec *w, const envlog_span_rec *g)
@@ -927,6 +947,8 @@ static void check_span(const envlog_span_rec *w, const envlog_span_rec *g)
         str_eq("attr.key", w->attrs[i].key, g->attrs[i].key);
         str_eq("attr.value", w->attrs[i].value, g->attrs[i].value);
     }
+    ck_assert_int_eq(w->has_thread, g->has_thread);
+    ck_assert_uint_eq(w->has_thread ? w->thread : 0, g->thread);
 }
 
 void tu_sample_check(envlog_kind kind, const void *want, const void *got, bool full)
