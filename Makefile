@@ -29,7 +29,7 @@ VERSION := $(shell sed -n 's/^\#define ENVLOG_VERSION_STRING "\(.*\)"/\1/p' incl
 SOMAJOR := $(firstword $(subst ., ,$(VERSION)))
 B       ?= build
 
-LIB_SRC := $(wildcard core/*.c log/*.c replay/*.c cuda/*.c)
+LIB_SRC := $(wildcard core/*.c log/*.c replay/*.c remote/*.c cuda/*.c)
 CLI_SRC := $(wildcard cli/*.c)
 LIB_OBJ := $(LIB_SRC:%.c=$(B)/%.o)
 CLI_OBJ := $(CLI_SRC:%.c=$(B)/%.o)
@@ -104,7 +104,7 @@ $(STATIC): $(LIB_OBJ)
 	@$(AR) rcs $@ $^
 
 # The shared library exports what the public headers declare, no more.
-PUB_HEADERS := include/envlog.h include/envlog_cuda.h
+PUB_HEADERS := include/envlog.h include/envlog_cuda.h include/envlog_remote.h
 $(B)/envlog.map: mk/public-symbols.sh $(PUB_HEADERS) | $(B)/.deps-ok
 	@echo "  GEN $@"
 	@syms=$$(bash mk/public-symbols.sh "$(CC)" $(PUB_HEADERS)) && [ -n "$$syms" ] && \
@@ -154,7 +154,7 @@ $(B)/envlog.pc: $(B)/pc-vars
 # install records the directories it had to make (DATADIR/envlog/created),
 # so uninstall removes those, once empty, and no others.
 INSTALL_DIRS := $(LIBDIR) $(INCLUDEDIR) $(BINDIR) $(PKGCONFIGDIR) $(MANDIR)/man1 \
-                $(MANDIR)/man3 $(MANDIR)/man5 $(DATADIR)/envlog
+                $(MANDIR)/man3 $(MANDIR)/man5 $(DATADIR)/envlog $(DATADIR)/envlog/schemas
 CREATED      := $(DATADIR)/envlog/created
 
 install: all $(B)/envlog.pc
@@ -175,6 +175,7 @@ install: all $(B)/envlog.pc
 	install -m 644 man/*.1 $(DESTDIR)$(MANDIR)/man1/
 	install -m 644 man/*.3 $(DESTDIR)$(MANDIR)/man3/
 	install -m 644 man/*.5 $(DESTDIR)$(MANDIR)/man5/
+	install -m 644 schemas/*.schema.json $(DESTDIR)$(DATADIR)/envlog/schemas/
 
 uninstall:
 	rm -f $(DESTDIR)$(LIBDIR)/libenvlog.a $(DESTDIR)$(LIBDIR)/libenvlog.so \
@@ -183,7 +184,8 @@ uninstall:
 	  $(addprefix $(DESTDIR)$(INCLUDEDIR)/,$(notdir $(PUB_HEADERS))) \
 	  $(addprefix $(DESTDIR)$(MANDIR)/man1/,$(notdir $(wildcard man/*.1))) \
 	  $(addprefix $(DESTDIR)$(MANDIR)/man3/,$(notdir $(wildcard man/*.3))) \
-	  $(addprefix $(DESTDIR)$(MANDIR)/man5/,$(notdir $(wildcard man/*.5)))
+	  $(addprefix $(DESTDIR)$(MANDIR)/man5/,$(notdir $(wildcard man/*.5))) \
+	  $(addprefix $(DESTDIR)$(DATADIR)/envlog/schemas/,$(notdir $(wildcard schemas/*.schema.json)))
 	@if [ -f "$(DESTDIR)$(CREATED)" ]; then \
 	  dirs=$$(awk '{print length($$0) " " $$0}' "$(DESTDIR)$(CREATED)" | sort -rn | cut -d' ' -f2-); \
 	  rm -f "$(DESTDIR)$(CREATED)"; \

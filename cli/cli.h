@@ -52,6 +52,15 @@ void cli_time(uint64_t unix_ns, char out[32]);
 /* Resolves SESSION (a full id or a unique prefix) among `env`'s sessions. */
 int cli_resolve_session(envlog_env *env, const char *arg, envlog_id128 *id);
 
+/* The version of the JSON lines `--json` prints (schemas/, envlog(1) JSON
+ * OUTPUT); it changes when a field changes meaning or goes away. */
+#define CLI_JSON_VERSION 1
+/* Begins a JSON line: {"type":TYPE,"schema_version":CLI_JSON_VERSION (the
+ * caller goes on with ,"field":... and closes it). */
+void cli_jbegin(const char *type);
+/* A record as a JSON line's object: {"type":"record","schema_version":..
+ * and the fields envlog_record_json() writes (no newline). */
+envlog_err cli_record_json(const envlog_record *rec);
 /* Writes `s` as a JSON string to stdout. */
 void cli_jstr(const char *s);
 /* A progress bar on stderr, only when stderr is a terminal; for
@@ -124,5 +133,8 @@ extern const cli_cmd cli_cmd_config;
 extern const cli_cmd cli_cmd_bundle;
 extern const cli_cmd cli_cmd_diff;
 extern const cli_cmd cli_cmd_rebuild;
+extern const cli_cmd cli_cmd_remote;
+extern const cli_cmd cli_cmd_push;
+extern const cli_cmd cli_cmd_pull;
 
 #endif /* ENVLOG_CLI_H */

@@ -64,8 +64,9 @@ static int compact_run(cli *c)
     envlog_env_close(env);
     if (e)
         return cli_fail(e, "compacting");
-    if (c->json)
-        printf("{\"entries\":%" PRIu64 ",\"evidence\":%" PRIu64 ",\"sessions_folded\":%" PRIu64
+    if (c->json) {
+        cli_jbegin("compact");
+        printf(",\"entries\":%" PRIu64 ",\"evidence\":%" PRIu64 ",\"sessions_folded\":%" PRIu64
                ",\"sessions_removed\":%" PRIu64 ",\"sessions_live\":%" PRIu64
                ",\"sessions_damaged\":%" PRIu64 ",\"sessions_kept\":%" PRIu64
                ",\"sessions_stray\":%" PRIu64 ",\"bytes_before\":%" PRIu64
@@ -75,7 +76,7 @@ static int compact_run(cli *c)
                r.evidence, r.sessions_folded, r.sessions_removed, r.sessions_live,
                r.sessions_damaged, r.sessions_kept, r.sessions_stray, r.bytes_before,
                r.bytes_after, r.previous_bytes, r.history_dropped, r.evicted, r.evicted_bytes);
-    else {
+    } else {
         printf("compacted %" PRIu64 " sessions into a snapshot of %" PRIu64 " entries (%" PRIu64
                " evidence records)\nremoved %" PRIu64 " session directories; kept %" PRIu64
                " live and %" PRIu64 " damaged\n", r.sessions_folded, r.entries, r.evidence,
@@ -104,7 +105,8 @@ static void print_info(const cli *c, const envlog_bundle_info *in, const char *f
     cli_time(in->created_unix_ns, t);
     envlog_id_format(&in->content_hash, h);
     if (c->json) {
-        printf("{\"file\":");
+        cli_jbegin("bundle");
+        printf(",\"file\":");
         cli_jstr(file);
         printf(",\"schema\":%" PRIu64 ",\"name\":", in->schema);
         cli_jstr(in->name);
@@ -293,7 +295,8 @@ static int import_run(cli *c, int i)
     if (r.taken)
         envlog_id_format(&r.session, id);
     if (c->json) {
-        printf("{\"taken\":%" PRIu64 ",\"skipped\":%" PRIu64 ",\"rejected\":%" PRIu64
+        cli_jbegin("import");
+        printf(",\"taken\":%" PRIu64 ",\"skipped\":%" PRIu64 ",\"rejected\":%" PRIu64
                ",\"foreign\":%" PRIu64 ",\"session\":\"%s\",\"first_reject\":", r.taken,
                r.skipped, r.rejected, r.foreign, id);
         cli_jstr(r.first_reject);

@@ -209,7 +209,7 @@ static void describe(const envlog_entry *e)
 {
     char h[33];
     if (e->tune) {
-        printf("tune %s %s checksum %016" PRIx64 " winner %s", e->tune->ns, e->tune->key,
+        printf("tune %s %s checksum 0x%016" PRIx64 " winner %s", e->tune->ns, e->tune->key,
                e->tune->checksum, e->tune->winner ? e->tune->winner : "-");
     } else {
         envlog_id_format(&e->kernel->kernel_key, h);
@@ -225,7 +225,7 @@ static void json_key(const envlog_entry *e)
     if (e->tune) {
         printf(",\"key\":");
         cli_jstr(e->tune->key);
-        printf(",\"checksum\":%" PRIu64, e->tune->checksum);
+        printf(",\"checksum\":\"0x%016" PRIx64 "\"", e->tune->checksum);
     } else {
         envlog_id_format(&e->kernel->kernel_key, h);
         printf(",\"kernel_key\":\"%s\",\"name\":", h);
@@ -242,7 +242,8 @@ static void only(const cli *c, const char *which, const envlog_entry *e, const s
     if (g)
         cli_time(g->unix_ns, t);
     if (c->json) {
-        printf("{\"diff\":\"only_in_%s\",", which);
+        cli_jbegin("diff");
+        printf(",\"diff\":\"only_in_%s\",", which);
         json_key(e);
         if (e->tune) {
             printf(",\"winner\":");
@@ -280,7 +281,8 @@ static int compare(const cli *c, const envlog_entry *a, const envlog_entry *b)
                                                           y->winner ? y->winner : ""))
             return 0;
         if (c->json) {
-            printf("{\"diff\":\"winner\",");
+            cli_jbegin("diff");
+            printf(",\"diff\":\"winner\",");
             json_key(a);
             printf(",\"a\":{\"winner\":");
             cli_jstr(x->winner);
@@ -302,7 +304,8 @@ static int compare(const cli *c, const envlog_entry *a, const envlog_entry *b)
     envlog_id_format(&x->binary_hash, ha);
     envlog_id_format(&y->binary_hash, hb);
     if (c->json) {
-        printf("{\"diff\":\"binary\",");
+        cli_jbegin("diff");
+        printf(",\"diff\":\"binary\",");
         json_key(a);
         printf(",\"a\":{\"binary_hash\":\"%s\",\"size\":%zu},\"b\":{\"binary_hash\":\"%s\","
                "\"size\":%zu}}\n", ha, x->binary.size, hb, y->binary.size);
@@ -316,7 +319,8 @@ static int compare(const cli *c, const envlog_entry *a, const envlog_entry *b)
 static void history(const cli *c, const char *which, const side *s)
 {
     if (c->json) {
-        printf("{\"history\":\"%s\",\"path\":", which);
+        cli_jbegin("diff.history");
+        printf(",\"history\":\"%s\",\"path\":", which);
         cli_jstr(s->path);
         printf(",\"sessions\":%" PRIu64 ",\"entries\":%zu,\"runtimes\":[", s->sessions, s->n);
         for (size_t i = 0; i < s->n_runtimes; i++) {
@@ -382,9 +386,10 @@ static int diff_run(cli *c)
         putchar('\n');
     history(c, "A", &a);
     history(c, "B", &b);
-    if (c->json)
-        printf("{\"differences\":%zu}\n", differ);
-    else
+    if (c->json) {
+        cli_jbegin("diff.summary");
+        printf(",\"differences\":%zu}\n", differ);
+    } else
         printf("%zu difference%s\n", differ, differ == 1 ? "" : "s");
     close_side(&a);
     close_side(&b);

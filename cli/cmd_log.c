@@ -39,7 +39,8 @@ static int sessions_run(cli *c)
         if (in[i].state == ENVLOG_STATE_DAMAGED || in[i].state == ENVLOG_STATE_TORN)
             rc = EXIT_DAMAGE;
         if (c->json) {
-            printf("{\"session\":\"%s\",\"start_unix_ns\":%" PRIu64 ",\"start\":\"%s\",",
+            cli_jbegin("session");
+            printf(",\"session\":\"%s\",\"start_unix_ns\":%" PRIu64 ",\"start\":\"%s\",",
                    in[i].id_hex, in[i].start_unix_ns, t);
             fputs("\"label\":", stdout);
             envlog_json_string(in[i].label, cli_fwrite, stdout);
@@ -102,7 +103,7 @@ static int cat_one(envlog_env *env, const envlog_id128 *id, enum cat_mode mode,
             break;
         }
         if (mode == CAT_JSON)
-            e = envlog_record_json(rec, cli_fwrite, stdout);
+            e = cli_record_json(rec);
         else if (mode == CAT_DIAG)
             e = envlog_record_diag(rec, cli_fwrite, stdout);
         else

@@ -188,7 +188,8 @@ static void print_item(const cli *c, const item *it, bool restored)
     if (have)
         envlog_id_format(&it->bin->binary_hash, got);
     if (c->json) {
-        fputs("{\"status\":", stdout);
+        cli_jbegin("rebuild");
+        fputs(",\"status\":", stdout);
         envlog_json_string(status_names[it->st], cli_fwrite, stdout);
         fputs(",\"name\":", stdout);
         envlog_json_string(it->name, cli_fwrite, stdout);
@@ -352,11 +353,12 @@ static int rebuild_run(cli *c)
         count[g.items[i].st]++;
         print_item(c, &g.items[i], restored && restored[i]);
     }
-    if (c->json)
-        printf("{\"summary\":true,\"reproducible\":%zu,\"differs\":%zu,\"unavailable\":%zu,"
+    if (c->json) {
+        cli_jbegin("rebuild.summary");
+        printf(",\"summary\":true,\"reproducible\":%zu,\"differs\":%zu,\"unavailable\":%zu,"
                "\"skipped_without_source\":%" PRIu64 ",\"restored\":%zu}\n",
                count[0], count[1], count[2], g.skipped, n_restored);
-    else if (g.n || g.skipped)
+    } else if (g.n || g.skipped)
         printf("%zu reproducible, %zu differ, %zu unavailable; %" PRIu64
                " compile record%s without a source (recorded below FULL) skipped%s\n",
                count[0], count[1], count[2], g.skipped, g.skipped == 1 ? "" : "s",

@@ -169,7 +169,8 @@ static int status_run(cli *c)
     if (ss.last_change_unix_ns)
         cli_time(ss.last_change_unix_ns, last);
     if (c->json) {
-        printf("{\"environment\":");
+        cli_jbegin("status");
+        printf(",\"environment\":");
         cli_jstr(envlog_env_path(env));
         printf(",\"format\":%d,\"sessions\":%zu", ENVLOG_FORMAT_VERSION, n);
         for (int s = 0; s < 5; s++)
@@ -374,12 +375,13 @@ static void print_forget(const cli *c, const envlog_forget *f, const envlog_stam
         envlog_id_format(&stamp->session, id);
     const char *table = f->table == ENVLOG_TABLE_TUNE ? "tune" : "kernel";
     if (c->json) {
-        printf("{\"%s\":{\"table\":\"%s\",\"namespace\":", stamp ? "forgot" : "would_forget",
+        cli_jbegin("forget");
+        printf(",\"%s\":{\"table\":\"%s\",\"namespace\":", stamp ? "forgot" : "would_forget",
                table);
         cli_jstr(f->ns);
         printf(",\"key\":");
         cli_jstr(f->key);
-        printf(",\"checksum\":%" PRIu64 "}", f->checksum);
+        printf(",\"checksum\":\"0x%016" PRIx64 "\"}", f->checksum);
         if (stamp)
             printf(",\"session\":\"%s\",\"seq\":%" PRIu64, id, stamp->seq);
         printf("}\n");

@@ -104,7 +104,8 @@ static void on_removal(void *ctx, const envlog_removal *m)
     if (m->kind == ENVLOG_REMOVED_HISTORY) {
         r->history++;
         if (r->c->json) {
-            printf("{\"removed\":\"history\",\"session\":\"%s\",\"seq\":%" PRIu64
+            cli_jbegin("removed");
+            printf(",\"removed\":\"history\",\"session\":\"%s\",\"seq\":%" PRIu64
                    ",\"kind\":\"%s\",\"bytes\":%" PRIu64 "}\n", id, m->stamp.seq,
                    envlog_kind_name(m->record_kind), m->bytes);
             return;
@@ -121,7 +122,8 @@ static void on_removal(void *ctx, const envlog_removal *m)
     r->evicted++;
     cli_time(m->unix_ns, t);
     if (r->c->json) {
-        printf("{\"removed\":\"evicted\",\"table\":\"%s\",\"namespace\":",
+        cli_jbegin("removed");
+        printf(",\"removed\":\"evicted\",\"table\":\"%s\",\"namespace\":",
                m->table == ENVLOG_TABLE_TUNE ? "tune" : "kernel");
         cli_jstr(m->ns);
         printf(",\"key\":");
@@ -149,14 +151,15 @@ static int upkeep_compact(cli *c, const char *what, envlog_env *env, envlog_comp
     /* Two generations share the bound; what is left when every tune and
      * kernel entry is gone (the head, user records) cannot be evicted. */
     bool fits = !o->max_size || rep.snapshot_bytes <= o->max_size / 2;
-    if (c->json)
-        printf("{\"%s\":{\"dry_run\":%s,\"history_dropped\":%" PRIu64 ",\"evicted\":%" PRIu64
+    if (c->json) {
+        cli_jbegin(what);
+        printf(",\"%s\":{\"dry_run\":%s,\"history_dropped\":%" PRIu64 ",\"evicted\":%" PRIu64
                ",\"evicted_bytes\":%" PRIu64 ",\"entries\":%" PRIu64 ",\"snapshot_bytes\":%"
                PRIu64 ",\"sessions_removed\":%" PRIu64 ",\"fits\":%s}}\n", what,
                o->dry_run ? "true" : "false", rep.history_dropped, rep.evicted,
                rep.evicted_bytes, rep.entries, rep.snapshot_bytes, rep.sessions_removed,
                fits ? "true" : "false");
-    else
+    } else
         printf("%s%s: %" PRIu64 " record%s of history %s, %" PRIu64 " entr%s %s (%" PRIu64
                " bytes); the snapshot holds %" PRIu64 " entries in %" PRIu64 " bytes\n",
                what, o->dry_run ? " (dry run: nothing changed)" : "", rep.history_dropped,

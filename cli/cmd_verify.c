@@ -29,9 +29,10 @@ static bool retired(cli *c, envlog_env *env, const envlog_session_info *in)
         envlog_reader_close(r);
     if (e != ENVLOG_NOT_FOUND)
         return false;
-    if (c->json)
-        printf("{\"session\":\"%s\",\"state\":\"retired\"}\n", in->id_hex);
-    else
+    if (c->json) {
+        cli_jbegin("verify.session");
+        printf(",\"session\":\"%s\",\"state\":\"retired\"}\n", in->id_hex);
+    } else
         printf("%s  retired by a compaction while being read: in the snapshot\n", in->id_hex);
     return true;
 }
@@ -45,7 +46,8 @@ static int verify_session(cli *c, envlog_env *env, const envlog_session_info *in
         return EXIT_OK;
     if (e) {
         if (c->json) {
-            printf("{\"session\":\"%s\",\"state\":\"damaged\",\"error\":", in->id_hex);
+            cli_jbegin("verify.session");
+            printf(",\"session\":\"%s\",\"state\":\"damaged\",\"error\":", in->id_hex);
             cli_jstr(envlog_errmsg());
             printf("}\n");
         } else {
@@ -92,7 +94,8 @@ static int verify_session(cli *c, envlog_env *env, const envlog_session_info *in
     if (in->strays)
         rc = EXIT_DAMAGE;
     if (c->json) {
-        printf("{\"session\":\"%s\",\"state\":\"%s\",\"records\":%" PRIu64
+        cli_jbegin("verify.session");
+        printf(",\"session\":\"%s\",\"state\":\"%s\",\"records\":%" PRIu64
                ",\"segments\":[", in->id_hex, envlog_session_state_name(st), in->records);
         for (size_t i = 0; i < ns; i++)
             printf("%s{\"segment\":%" PRIu32 ",\"records\":%" PRIu64 ",\"good_to\":%" PRIu64
@@ -164,7 +167,8 @@ static void print_damage(void *ctx, const envlog_damage *d, bool torn)
     snap_out *o = ctx;
     (void)torn;
     if (o->c->json) {
-        printf("{\"snapshot\":\"%s\",\"damage\":{\"offset\":%" PRIu64 ",\"bytes\":%" PRIu64
+        cli_jbegin("verify.snapshot");
+        printf(",\"snapshot\":\"%s\",\"damage\":{\"offset\":%" PRIu64 ",\"bytes\":%" PRIu64
                ",\"reason\":", cli_damage_file(d), d->offset, d->bytes);
         cli_jstr(d->reason);
         printf("}}\n");
@@ -181,7 +185,8 @@ static void print_lost(void *ctx, const envlog_entry *e)
     if (e->kernel)
         envlog_id_format(&e->kernel->kernel_key, key);
     if (o->c->json) {
-        printf("{\"snapshot\":\"snapshot/current\",\"lost\":{\"table\":\"%s\",\"namespace\":",
+        cli_jbegin("verify.snapshot");
+        printf(",\"snapshot\":\"snapshot/current\",\"lost\":{\"table\":\"%s\",\"namespace\":",
                e->tune ? "tune" : "kernel");
         cli_jstr(e->tune ? e->tune->ns : e->kernel->ns);
         printf(",\"key\":");
@@ -198,7 +203,8 @@ static void print_file(cli *c, const char *name, const envlog_snapshot_file *f)
     if (!f->present)
         return;
     if (c->json) {
-        printf("{\"snapshot\":\"%s\",\"present\":%s,\"readable\":%s,\"intact\":%s,"
+        cli_jbegin("verify.snapshot");
+        printf(",\"snapshot\":\"%s\",\"present\":%s,\"readable\":%s,\"intact\":%s,"
                "\"bytes\":%" PRIu64 ",\"entries\":%" PRIu64 ",\"entries_read\":%" PRIu64
                ",\"evidence\":%" PRIu64 ",\"evidence_read\":%" PRIu64 ",\"sessions\":%" PRIu64
                ",\"damaged\":%" PRIu64 ",\"problem\":", name, f->present ? "true" : "false",
@@ -245,7 +251,8 @@ static int verify_snapshots(cli *c, envlog_env *env, bool fix)
         envlog_snapshot_fix f;
         e = envlog_snapshot_repair(env, &f);
         if (c->json) {
-            printf("{\"snapshot\":\"fix\",\"repaired\":%s,\"restored\":%s,\"salvaged\":%s,"
+            cli_jbegin("verify.snapshot");
+            printf(",\"snapshot\":\"fix\",\"repaired\":%s,\"restored\":%s,\"salvaged\":%s,"
                    "\"lost\":%" PRIu64 ",\"kept\":", f.repaired ? "true" : "false",
                    f.restored ? "true" : "false", f.salvaged ? "true" : "false", f.lost);
             cli_jstr(f.kept);
@@ -276,7 +283,8 @@ static int verify_bundle(cli *c, const char *arg)
     cli_bundle_in_close(&b);
     if (e) {
         if (c->json) {
-            printf("{\"bundle\":");
+            cli_jbegin("verify.bundle");
+            printf(",\"bundle\":");
             cli_jstr(path);
             printf(",\"intact\":false,\"error\":");
             cli_jstr(envlog_errmsg());
@@ -291,7 +299,8 @@ static int verify_bundle(cli *c, const char *arg)
     }
     bool ok = !in->bad_records && in->content_ok;
     if (c->json) {
-        printf("{\"bundle\":");
+        cli_jbegin("verify.bundle");
+        printf(",\"bundle\":");
         cli_jstr(path);
         printf(",\"intact\":%s,\"entries\":%" PRIu64 ",\"bad_records\":%" PRIu64
                ",\"content_ok\":%s}\n", ok ? "true" : "false",

@@ -129,10 +129,11 @@ static int why_forget(why_ctx *w, const envlog_record *rec, const char *sid, con
             g->forgotten = true;
         w->forgets++;
         if (w->c->json) {
-            printf("{\"event\":\"forget\",\"time\":\"%s\",\"session\":\"%s\",\"seq\":%" PRIu64
+            cli_jbegin("why");
+            printf(",\"event\":\"forget\",\"time\":\"%s\",\"session\":\"%s\",\"seq\":%" PRIu64
                    ",\"namespace\":", t, sid, rec->stamp.seq);
             cli_jstr(g->ns);
-            printf(",\"checksum\":%" PRIu64 ",\"removed\":%s,\"history_kept\":%s",
+            printf(",\"checksum\":\"0x%016" PRIx64 "\",\"removed\":%s,\"history_kept\":%s",
                    g->checksum, had ? "true" : "false", g->seen ? "true" : "false");
             if (f->under) {
                 printf(",\"under\":");
@@ -182,7 +183,8 @@ static int why_visit(void *ctx, const envlog_replay_rec *r)
     const char *v = verdict(g, tu, sid, rec->stamp.seq, &rule);
     const envlog_session_rec *s = r->session;
     if (w->c->json) {
-        printf("{\"event\":\"tune\",\"time\":\"%s\",\"verdict\":", t);
+        cli_jbegin("why");
+        printf(",\"event\":\"tune\",\"time\":\"%s\",\"verdict\":", t);
         cli_jstr(v);
         printf(",\"rule\":\"%s\",\"host\":", rule);
         cli_jstr(s && s->host ? s->host : "");
@@ -281,9 +283,10 @@ static int why_run(cli *c)
         envlog_tune_entry te;
         if (envlog_state_winner(st, g->ns, w.key, g->checksum, &te) != ENVLOG_OK) {
             if (c->json) {
-                printf("{\"event\":\"none\",\"namespace\":");
+                cli_jbegin("why");
+                printf(",\"event\":\"none\",\"namespace\":");
                 cli_jstr(g->ns);
-                printf(",\"checksum\":%" PRIu64 ",\"why\":\"%s\"}\n", g->checksum,
+                printf(",\"checksum\":\"0x%016" PRIx64 "\",\"why\":\"%s\"}\n", g->checksum,
                        g->forgotten ? "forgotten" : "not stored");
             } else {
                 printf("now: no entry for %s checksum 0x%016" PRIx64 " (%s)\n", g->ns,
@@ -295,11 +298,12 @@ static int why_run(cli *c)
         char sid[33];
         envlog_id_format(&te.stamp.session, sid);
         if (c->json) {
-            printf("{\"event\":\"standing\",\"namespace\":");
+            cli_jbegin("why");
+            printf(",\"event\":\"standing\",\"namespace\":");
             cli_jstr(te.ns);
             printf(",\"key\":");
             cli_jstr(te.key);
-            printf(",\"checksum\":%" PRIu64 ",\"winner\":", te.checksum);
+            printf(",\"checksum\":\"0x%016" PRIx64 "\",\"winner\":", te.checksum);
             cli_jstr(te.winner);
             printf(",\"margin\":%.17g,\"within_noise\":%s,\"origin\":\"%s\",\"rule\":",
                    te.margin, te.within_noise ? "true" : "false",
@@ -319,9 +323,10 @@ static int why_run(cli *c)
         asked_seen |= w.g[i].checksum == checksum;
     if (has_checksum && !asked_seen && w.tunes) {
         if (c->json) {
-            printf("{\"event\":\"none\",\"namespace\":");
+            cli_jbegin("why");
+            printf(",\"event\":\"none\",\"namespace\":");
             cli_jstr(w.ns ? w.ns : "");
-            printf(",\"checksum\":%" PRIu64 ",\"why\":\"no tune with this checksum\"}\n",
+            printf(",\"checksum\":\"0x%016" PRIx64 "\",\"why\":\"no tune with this checksum\"}\n",
                    checksum);
         } else {
             printf("now: no entry for %s checksum 0x%016" PRIx64
@@ -349,9 +354,10 @@ static int why_run(cli *c)
                             !strcmp(again[k].ns, nv[i].ns))
                             differs = again[k].differs;
                 if (c->json) {
-                    printf("{\"event\":\"near\",\"namespace\":");
+                    cli_jbegin("why");
+                    printf(",\"event\":\"near\",\"namespace\":");
                     cli_jstr(nv[i].ns);
-                    printf(",\"checksum\":%" PRIu64 ",\"differs\":", nv[i].checksum);
+                    printf(",\"checksum\":\"0x%016" PRIx64 "\",\"differs\":", nv[i].checksum);
                     cli_jstr(differs);
                     printf("}\n");
                 } else {
@@ -368,7 +374,8 @@ static int why_run(cli *c)
                w.forgets ? "is kept: a forget above removed it with its history"
                          : "was ever recorded");
     if (w.tunes == 0 && c->json) {
-        printf("{\"event\":\"miss\",\"key\":");
+        cli_jbegin("why");
+        printf(",\"event\":\"miss\",\"key\":");
         cli_jstr(w.key);
         printf(",\"why\":\"%s\"}\n", w.forgets ? "history not kept" : "never tuned");
     }

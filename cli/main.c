@@ -29,6 +29,9 @@ static const cli_cmd *const commands[] = {
     &cli_cmd_bundle,
     &cli_cmd_diff,
     &cli_cmd_rebuild,
+    &cli_cmd_remote,
+    &cli_cmd_push,
+    &cli_cmd_pull,
 };
 #define N_COMMANDS (sizeof commands / sizeof commands[0])
 

@@ -21,6 +21,31 @@ void cli_jstr(const char *s)
     envlog_json_string(s ? s : "", cli_fwrite, stdout);
 }
 
+void cli_jbegin(const char *type)
+{
+    printf("{\"type\":\"%s\",\"schema_version\":%d", type, CLI_JSON_VERSION);
+}
+
+/* The record's own object, its opening brace taken by the line's. */
+static int record_piece(void *ctx, const char *text, size_t len)
+{
+    bool *first = ctx;
+    if (*first && len && text[0] == '{') {
+        *first = false;
+        cli_jbegin("record");
+        putchar(',');
+        text++;
+        len--;
+    }
+    return cli_fwrite(stdout, text, len);
+}
+
+envlog_err cli_record_json(const envlog_record *rec)
+{
+    bool first = true;
+    return envlog_record_json(rec, record_piece, &first);
+}
+
 static bool bar_drawn;
 
 void cli_progress(void *label, uint64_t done, uint64_t total)

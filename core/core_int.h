@@ -292,6 +292,8 @@ typedef struct envlog_field {
     const char *const *enum_names; /* ENUM: names by value, NULL-ended */
     uint8_t fold;          /* the fold needs it: encoded first, see below */
     uint8_t candidate_index; /* an index into the record's candidates */
+    uint8_t identity;      /* a 64-bit hash: JSON shows it as "0x" and 16 hex
+                              digits, the text the plain output shows */
 } envlog_field;
 
 struct envlog_schema {

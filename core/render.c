@@ -222,7 +222,10 @@ static envlog_err json_item(out *o, envlog_pull *p, const envlog_tok *t,
                     return ENVLOG_OK;
                 }
         }
-        putf(o, "%" PRIu64, t->u);
+        if (f && f->identity)
+            putf(o, "\"0x%016" PRIx64 "\"", t->u);
+        else
+            putf(o, "%" PRIu64, t->u);
         return ENVLOG_OK;
     case ENVLOG_TOK_NEGINT: put_negint(o, t->u); return ENVLOG_OK;
     case ENVLOG_TOK_BYTES:

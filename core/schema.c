@@ -15,28 +15,33 @@
 
 #define NOPRES SIZE_MAX
 #define F(k, ty, nm, st, mem)                                                  \
-    {k, ty, 0, nm, offsetof(st, mem), 0, NOPRES, NULL, NULL, 0, 0}
+    {k, ty, 0, nm, offsetof(st, mem), 0, NOPRES, NULL, NULL, 0, 0, 0}
 #define FULL(k, ty, nm, st, mem)                                               \
-    {k, ty, 1, nm, offsetof(st, mem), 0, NOPRES, NULL, NULL, 0, 0}
+    {k, ty, 1, nm, offsetof(st, mem), 0, NOPRES, NULL, NULL, 0, 0, 0}
 #define ARR(k, ty, nm, st, mem, cnt, sub)                                      \
-    {k, ty, 0, nm, offsetof(st, mem), offsetof(st, cnt), NOPRES, sub, NULL, 0, 0}
+    {k, ty, 0, nm, offsetof(st, mem), offsetof(st, cnt), NOPRES, sub, NULL, 0, 0, 0}
 #define FULLARR(k, ty, nm, st, mem, cnt, sub)                                  \
-    {k, ty, 1, nm, offsetof(st, mem), offsetof(st, cnt), NOPRES, sub, NULL, 0, 0}
+    {k, ty, 1, nm, offsetof(st, mem), offsetof(st, cnt), NOPRES, sub, NULL, 0, 0, 0}
 #define OPT(k, ty, nm, st, mem, pres)                                          \
-    {k, ty, 0, nm, offsetof(st, mem), 0, offsetof(st, pres), NULL, NULL, 0, 0}
+    {k, ty, 0, nm, offsetof(st, mem), 0, offsetof(st, pres), NULL, NULL, 0, 0, 0}
 #define ENUM(k, nm, st, mem, names)                                             \
-    {k, ENVLOG_F_ENUM, 0, nm, offsetof(st, mem), 0, NOPRES, NULL, names, 0, 0}
+    {k, ENVLOG_F_ENUM, 0, nm, offsetof(st, mem), 0, NOPRES, NULL, names, 0, 0, 0}
 /* Fields the fold reads: encoded first, so envlog_event_decode_fold() stops
  * before the heavy ones (trials, logs, sources). */
 #define FO(k, ty, nm, st, mem)                                                 \
-    {k, ty, 0, nm, offsetof(st, mem), 0, NOPRES, NULL, NULL, 1, 0}
+    {k, ty, 0, nm, offsetof(st, mem), 0, NOPRES, NULL, NULL, 1, 0, 0}
 #define FOARR(k, ty, nm, st, mem, cnt, sub)                                    \
-    {k, ty, 0, nm, offsetof(st, mem), offsetof(st, cnt), NOPRES, sub, NULL, 1, 0}
+    {k, ty, 0, nm, offsetof(st, mem), offsetof(st, cnt), NOPRES, sub, NULL, 1, 0, 0}
 #define FOENUM(k, nm, st, mem, names)                                          \
-    {k, ENVLOG_F_ENUM, 0, nm, offsetof(st, mem), 0, NOPRES, NULL, names, 1, 0}
+    {k, ENVLOG_F_ENUM, 0, nm, offsetof(st, mem), 0, NOPRES, NULL, names, 1, 0, 0}
+/* A 64-bit hash (a tune checksum): hex text in JSON. */
+#define FID(k, nm, st, mem)                                                    \
+    {k, ENVLOG_F_U64, 0, nm, offsetof(st, mem), 0, NOPRES, NULL, NULL, 0, 0, 1}
+#define FOID(k, nm, st, mem)                                                   \
+    {k, ENVLOG_F_U64, 0, nm, offsetof(st, mem), 0, NOPRES, NULL, NULL, 1, 0, 1}
 /* An index into the record's candidates (checked against them). */
 #define CIDX(k, ty, nm, st, mem)                                               \
-    {k, ty, 0, nm, offsetof(st, mem), 0, NOPRES, NULL, NULL, 0, 1}
+    {k, ty, 0, nm, offsetof(st, mem), 0, NOPRES, NULL, NULL, 0, 1, 0}
 #define SCHEMA(var, nm, st, tab)                                               \
     const envlog_schema var = {nm, sizeof(st), tab, sizeof tab / sizeof tab[0]}
 
@@ -93,7 +98,7 @@ static SCHEMA(session_s, "session", envlog_session_rec, session_f);
 static const envlog_field tune_f[] = {
     FO(4, ENVLOG_F_TEXT, "namespace", envlog_tune, ns),
     FO(5, ENVLOG_F_TEXT, "key", envlog_tune, key),
-    FO(6, ENVLOG_F_U64, "checksum", envlog_tune, checksum),
+    FOID(6, "checksum", envlog_tune, checksum),
     FO(16, ENVLOG_F_BOOL, "stored", envlog_tune, stored),
     FO(17, ENVLOG_F_BOOL, "imported", envlog_tune, imported),
     FO(11, ENVLOG_F_I64, "winner", envlog_tune, winner),
@@ -165,7 +170,7 @@ static const envlog_field forget_f[] = {
     ENUM(4, "table", envlog_forget, table, table_names),
     F(5, ENVLOG_F_TEXT, "namespace", envlog_forget, ns),
     F(6, ENVLOG_F_TEXT, "key", envlog_forget, key),
-    F(7, ENVLOG_F_U64, "checksum", envlog_forget, checksum),
+    FID(7, "checksum", envlog_forget, checksum),
     F(8, ENVLOG_F_TEXT, "reason", envlog_forget, reason),
     F(9, ENVLOG_F_TEXT, "under", envlog_forget, under),
 };

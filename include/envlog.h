@@ -1123,7 +1123,8 @@ envlog_err envlog_bundle_state_memory(const void *data, size_t size, envlog_stat
 
 /*! envlog_record_json() : writes `rec` as one compact JSON object (no
  *  newline): its stamp, kind, effect and every known field by name; unknown
- *  keys appear as "k<N>".  Byte strings and hashes are lower-case hex.
+ *  keys appear as "k<N>".  Byte strings and hashes are lower-case hex, a
+ *  tune's 64-bit checksum as "0x" and 16 hex digits (a string).
  *  @return ENVLOG_OK, ENVLOG_BAD_DATA, or ENVLOG_IO when `fn` returns
  *  non-zero. */
 envlog_err envlog_record_json(const envlog_record *rec, envlog_write_fn fn,

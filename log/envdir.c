@@ -364,6 +364,8 @@ static envlog_err check_marker(envlog_env *env, unsigned flags)
     return e;
 }
 
+void (*envlog_env_open_hook)(envlog_env *env);
+
 envlog_err envlog_env_open(const char *path, unsigned flags, envlog_env **out)
 {
     char def[4096];
@@ -406,6 +408,8 @@ envlog_err envlog_env_open(const char *path, unsigned flags, envlog_env **out)
         e = ENVLOG_OK; /* an environment with no session yet */
     if (e)
         goto fail;
+    if (envlog_env_open_hook && !env->readonly && !env->no_upkeep)
+        envlog_env_open_hook(env);
     *out = env;
     return ENVLOG_OK;
 fail:

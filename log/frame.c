@@ -18,9 +18,9 @@
 
 #define NOPRES SIZE_MAX
 #define HF(k, ty, nm, mem)                                                     \
-    {k, ty, 0, nm, offsetof(envlog_seg_header, mem), 0, NOPRES, NULL, NULL, 0, 0}
+    {k, ty, 0, nm, offsetof(envlog_seg_header, mem), 0, NOPRES, NULL, NULL, 0, 0, 0}
 #define SF(k, nm, mem)                                                         \
-    {k, ENVLOG_F_U64, 0, nm, offsetof(envlog_seg_seal, mem), 0, NOPRES, NULL, NULL, 0, 0}
+    {k, ENVLOG_F_U64, 0, nm, offsetof(envlog_seg_seal, mem), 0, NOPRES, NULL, NULL, 0, 0, 0}
 
 static const envlog_field header_f[] = {
     HF(0, ENVLOG_F_U64, "kind", kind),

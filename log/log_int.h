@@ -176,6 +176,10 @@ struct envlog_env {
     void (*state_free)(void *state);
 };
 
+/* Called at the end of every envlog_env_open() that may write and keeps
+ * upkeep on (set by remote/: the automatic pull). */
+extern void (*envlog_env_open_hook)(envlog_env *env);
+
 /* Opens `name` under `dirfd` as a directory: ENVLOG_PERMISSION for a
  * symbolic link, ENVLOG_BAD_DATA for anything else that is not a
  * directory, ENVLOG_NOT_FOUND. */

@@ -217,6 +217,9 @@ static envlog_err retire(envlog_env *env, const envlog_session_info *in, bool *r
     return remove_dir(env->sessions_fd, gone, &left);
 }
 
+void (*envlog_retire_hook)(envlog_env *env, const envlog_session_info *in, size_t n,
+                           bool *keep);
+
 envlog_err envlog_session_discard(envlog_env *env, const envlog_id128 *id)
 {
     char hex[33], gone[48];
@@ -415,6 +418,15 @@ envlog_err envlog_compact_x(envlog_env *env, const envlog_compact_opts *opts,
      * whole state. */
     int lk = -1;
     bool may_retire = envlog_env_lock(env, true, &lk) == ENVLOG_OK;
+    bool *keep = NULL;
+    if (n && envlog_retire_hook && may_retire) {
+        if (!(keep = envlog_calloc(n, sizeof *keep))) {
+            envlog_env_unlock(lk);
+            e = envlog__fail(ENVLOG_NOMEM, "compacting");
+            goto out;
+        }
+        envlog_retire_hook(env, in, n, keep);
+    }
     for (size_t i = 0; i < n; i++) {
         bool covered = false;
         for (size_t k = 0; k < res.n_base_wms && !covered; k++)
@@ -427,9 +439,10 @@ envlog_err envlog_compact_x(envlog_env *env, const envlog_compact_opts *opts,
             rep->sessions_damaged++; /* kept for envlog verify; nothing silent */
         } else if (in[i].strays) {
             rep->sessions_stray++;
-        } else if (!covered) {
+        } else if (!covered || (keep && keep[i])) {
             rep->sessions_kept++;
         } else if (may_retire && (e = retire(env, &in[i], &removed))) {
+            envlog_free(keep);
             envlog_env_unlock(lk);
             goto out;
         }
@@ -438,6 +451,7 @@ envlog_err envlog_compact_x(envlog_env *env, const envlog_compact_opts *opts,
         else
             rep->bytes_after += in[i].bytes;
     }
+    envlog_free(keep);
     envlog_env_unlock(lk);
     if (rep->sessions_removed)
         e = envlog_dir_sync(env->sessions_fd, "sessions");

@@ -206,11 +206,12 @@ static char *trim(char *s)
     return s;
 }
 
-envlog_err envlog_config_parse(const char *text, size_t n, envlog_config *out)
+envlog_err (*envlog_config_remote_check)(const char *key, const char *value,
+                                         const char *where);
+
+envlog_err envlog_config_lines(const char *text, size_t n, envlog_config_line_fn fn,
+                               void *ctx)
 {
-    envlog_config c;
-    envlog_config_defaults(&c);
-    bool seen[N_KEYS] = {false};
     if (n > CONFIG_MAX)
         return envlog__fail(ENVLOG_TOO_BIG, "config: over %d bytes", CONFIG_MAX);
     if (memchr(text, 0, n) || !envlog_utf8_valid(text, n))
@@ -241,11 +242,35 @@ envlog_err envlog_config_parse(const char *text, size_t n, envlog_config *out)
             break;
         }
         *eq = 0;
-        e = set_key(&c, trim(s), trim(eq + 1), where, seen);
+        e = fn(ctx, trim(s), trim(eq + 1), where);
     }
     envlog_free(copy);
+    return e;
+}
+
+typedef struct parse_ctx {
+    envlog_config c;
+    bool seen[N_KEYS];
+} parse_ctx;
+
+static envlog_err parse_line(void *ctx, const char *key, const char *value, const char *where)
+{
+    parse_ctx *pc = ctx;
+    /* The remotes' lines (remote/): checked by that module where it is
+     * there, kept as they are by every write. */
+    if (!strncmp(key, ENVLOG_CONFIG_REMOTE, sizeof ENVLOG_CONFIG_REMOTE - 1))
+        return envlog_config_remote_check ? envlog_config_remote_check(key, value, where)
+                                          : ENVLOG_OK;
+    return set_key(&pc->c, key, value, where, pc->seen);
+}
+
+envlog_err envlog_config_parse(const char *text, size_t n, envlog_config *out)
+{
+    parse_ctx pc = {.seen = {false}};
+    envlog_config_defaults(&pc.c);
+    envlog_err e = envlog_config_lines(text, n, parse_line, &pc);
     if (!e)
-        *out = c;
+        *out = pc.c;
     return e;
 }
 
@@ -320,13 +345,49 @@ envlog_err envlog_config_text(const envlog_config *c, envlog_write_fn fn, void *
     return e;
 }
 
+static envlog_err keep_remote_line(void *ctx, const char *key, const char *value,
+                                   const char *where)
+{
+    (void)where;
+    if (strncmp(key, ENVLOG_CONFIG_REMOTE, sizeof ENVLOG_CONFIG_REMOTE - 1))
+        return ENVLOG_OK;
+    envlog_buf *b = ctx;
+    envlog_err e = envlog_buf_append(b, key, strlen(key));
+    if (!e)
+        e = envlog_buf_append(b, " = ", 3);
+    if (!e)
+        e = envlog_buf_append(b, value, strlen(value));
+    return e ? e : envlog_buf_append(b, "\n", 1);
+}
+
 envlog_err envlog_config_write(envlog_env *env, const envlog_config *c)
+{
+    /* The remotes' lines stay as they are. */
+    envlog_buf old = {0}, lines = {0};
+    envlog_err e = envlog_read_file(env->dirfd, "config", CONFIG_MAX, &old);
+    if (e == ENVLOG_NOT_FOUND)
+        e = ENVLOG_OK;
+    else if (!e)
+        e = envlog_config_lines((const char *)old.p, old.len, keep_remote_line, &lines);
+    if (!e)
+        e = envlog_config_write_x(env, c, (const char *)lines.p, lines.len);
+    envlog_buf_free(&old);
+    envlog_buf_free(&lines);
+    return e;
+}
+
+envlog_err envlog_config_write_x(envlog_env *env, const envlog_config *c, const char *extra,
+                                 size_t n_extra)
 {
     if (env->readonly)
         return envlog__fail(ENVLOG_STATE, "%s is open read-only", env->path);
     envlog_buf b = {0};
     char tmp[96];
     envlog_err e = config_format(c, &b);
+    if (!e && n_extra)
+        e = envlog_buf_append(&b, extra, n_extra);
+    if (!e && b.len > CONFIG_MAX)
+        e = envlog__fail(ENVLOG_TOO_BIG, "config: over %d bytes", CONFIG_MAX);
     if (!e)
         e = envlog_tmp_name(tmp, sizeof tmp, "config");
     if (!e)

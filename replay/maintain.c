@@ -120,8 +120,9 @@ envlog_err envlog_upkeep_get(envlog_env *env, envlog_upkeep *u)
 
 /* The compaction of a detached process: its own handle on the same
  * directory, the config's settings, and nothing printed. */
-static void compact_here(const char *path, const char *why)
+static void compact_here(const char *path, void *arg)
 {
+    const char *why = arg;
     envlog_env *env;
     if (envlog_env_open(path, 0, &env))
         return;
@@ -157,18 +158,24 @@ static envlog_err maybe_compact(envlog_env *env, int want)
     snprintf(why, sizeof why,
              "automatic: %" PRIu64 " sessions and %" PRIu64 " bytes not compacted, %" PRIu64
              " bytes in all", u.pending_sessions, u.pending_bytes, u.bytes);
+    envlog_run_detached(env, compact_here, why);
+    return ENVLOG_OK;
+}
+
+void envlog_run_detached(envlog_env *env, void (*fn)(const char *path, void *arg), void *arg)
+{
     pid_t pid = fork();
     if (pid < 0)
-        return ENVLOG_OK; /* the next session end tries again */
+        return; /* the next session end tries again */
     if (pid == 0) {
-        /* The middle process: its child is the compactor, adopted by init
+        /* The middle process: its child is the worker, adopted by init
          * as soon as this one exits. */
         pid_t c = fork();
         if (c != 0)
             _exit(0);
         setsid();
         /* Nothing of the program's but the environment's path: its
-         * descriptors (sockets, pipes) close here, so the compactor never
+         * descriptors (sockets, pipes) close here, so the worker never
          * keeps them open behind its back. */
         long max = sysconf(_SC_OPEN_MAX);
         for (int fd = 3; fd < (max > 0 && max < 65536 ? max : 65536); fd++)
@@ -181,14 +188,15 @@ static envlog_err maybe_compact(envlog_env *env, int want)
             if (null > 2)
                 close(null);
         }
-        compact_here(env->path, why);
+        fn(env->path, arg);
         _exit(0);
     }
     /* The middle process exits at once; reaping it keeps no zombie. */
     while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
         ;
-    return ENVLOG_OK;
 }
+
+void (*envlog_session_end_hook)(envlog_env *env);
 
 envlog_err envlog_session_end(envlog_session *s)
 {
@@ -202,7 +210,11 @@ envlog_err envlog_session_end(envlog_session *s)
     envlog_err e = envlog_session_close(s);
     /* Only a session that wrote, in the process that began it, looks at
      * the environment's upkeep: observing costs nothing. */
-    if (st.on_disk && own)
+    if (st.on_disk && own) {
+        /* The remotes' automatic push (remote/auto.c), then upkeep. */
+        if (envlog_session_end_hook && !env->readonly && !env->no_upkeep)
+            envlog_session_end_hook(env);
         (void)maybe_compact(env, want);
+    }
     return e;
 }

@@ -141,6 +141,34 @@ envlog_err envlog_parse_size(const char *s, uint64_t *out);
 envlog_err envlog_parse_age(const char *s, uint64_t *ns);
 /* Parses the text of a config file into `out` (whole or not at all). */
 envlog_err envlog_config_parse(const char *text, size_t n, envlog_config *out);
+/* The lines of a config file one by one (comments and blanks skipped):
+ * `fn` gets each key and value with "config line N: " for its messages;
+ * a line without `=` is ENVLOG_BAD_DATA.  The first error stops. */
+typedef envlog_err (*envlog_config_line_fn)(void *ctx, const char *key, const char *value,
+                                            const char *where);
+envlog_err envlog_config_lines(const char *text, size_t n, envlog_config_line_fn fn,
+                               void *ctx);
+/* Keys under "remote." belong to the remote module (remote/): the parse
+ * calls this check on them when that module set it (else takes them as
+ * they are), and envlog_config_write() keeps them. */
+#define ENVLOG_CONFIG_REMOTE "remote."
+extern envlog_err (*envlog_config_remote_check)(const char *key, const char *value,
+                                                const char *where);
+/* Runs fn(env's path, arg) in a detached process of its own (forked
+ * twice: it belongs to no one and keeps none of the caller's descriptors)
+ * and returns at once; a failed fork runs nothing. */
+void envlog_run_detached(envlog_env *env, void (*fn)(const char *path, void *arg), void *arg);
+/* Called when a session that wrote ends, in the process that began it,
+ * before upkeep (set by remote/: the automatic push). */
+extern void (*envlog_session_end_hook)(envlog_env *env);
+/* Called by compaction with the sealed sessions it may retire: sets
+ * keep[i] for those that must stay (set by remote/: sessions automatic push
+ * has not delivered yet). */
+extern void (*envlog_retire_hook)(envlog_env *env, const envlog_session_info *in, size_t n,
+                                  bool *keep);
+/* Writes `c` followed by `extra` (the remote lines) as the config file. */
+envlog_err envlog_config_write_x(envlog_env *env, const envlog_config *c, const char *extra,
+                                 size_t n_extra);
 
 /* Takes the compaction lock (ENV/LOCK, a regular file made if missing):
  * ENVLOG_BUSY when another compaction holds it. */

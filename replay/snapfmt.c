@@ -11,11 +11,11 @@
 
 #define NOPRES SIZE_MAX
 #define FLD(k, ty, nm, st, mem)                                                \
-    {k, ty, 0, nm, offsetof(st, mem), 0, NOPRES, NULL, NULL, 0, 0}
+    {k, ty, 0, nm, offsetof(st, mem), 0, NOPRES, NULL, NULL, 0, 0, 0}
 #define ARRF(k, ty, nm, st, mem, cnt, sub)                                     \
-    {k, ty, 0, nm, offsetof(st, mem), offsetof(st, cnt), NOPRES, sub, NULL, 0, 0}
+    {k, ty, 0, nm, offsetof(st, mem), offsetof(st, cnt), NOPRES, sub, NULL, 0, 0, 0}
 #define ENUMF(k, nm, st, mem, names)                                           \
-    {k, ENVLOG_F_ENUM, 0, nm, offsetof(st, mem), 0, NOPRES, NULL, names, 0, 0}
+    {k, ENVLOG_F_ENUM, 0, nm, offsetof(st, mem), 0, NOPRES, NULL, names, 0, 0, 0}
 #define SCHEMA(var, nm, st, tab)                                               \
     static const envlog_schema var = {nm, sizeof(st), tab, sizeof tab / sizeof tab[0]}
 #define PUB_SCHEMA(var, nm, st, tab)                                           \

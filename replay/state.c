@@ -1106,11 +1106,11 @@ static int dump_entry(void *ctx, const envlog_entry *e)
     char buf[128];
     if (e->tune) {
         const envlog_tune_entry *t = e->tune;
-        dput(d, "{\"table\":\"tune\",\"namespace\":");
+        dput(d, "{\"type\":\"entry\",\"schema_version\":1,\"table\":\"tune\",\"namespace\":");
         dstr(d, t->ns);
         dput(d, ",\"key\":");
         dstr(d, t->key);
-        snprintf(buf, sizeof buf, ",\"checksum\":%llu,\"winner\":",
+        snprintf(buf, sizeof buf, ",\"checksum\":\"0x%016llx\",\"winner\":",
                  (unsigned long long)t->checksum);
         dput(d, buf);
         dstr(d, t->winner);
@@ -1124,7 +1124,7 @@ static int dump_entry(void *ctx, const envlog_entry *e)
         dstamp(d, &t->stamp);
     } else {
         const envlog_kernel_entry *k = e->kernel;
-        dput(d, "{\"table\":\"kernel\",\"namespace\":");
+        dput(d, "{\"type\":\"entry\",\"schema_version\":1,\"table\":\"kernel\",\"namespace\":");
         dstr(d, k->ns);
         dput(d, ",\"kernel_key\":");
         dhex(d, k->kernel_key.b, 16);
@@ -1151,7 +1151,7 @@ envlog_err envlog_state_dump(envlog_state *st, envlog_write_fn fn, void *ctx)
         return e;
     pthread_rwlock_rdlock(&st->lock);
     for (size_t i = 0; !d.failed && i < st->n_users; i++) {
-        dput(&d, "{\"table\":\"user\",\"kind\":");
+        dput(&d, "{\"type\":\"entry\",\"schema_version\":1,\"table\":\"user\",\"kind\":");
         dstr(&d, st->users[i].kind);
         dput(&d, ",\"body_cbor\":");
         dhex(&d, st->users[i].body, st->users[i].size);

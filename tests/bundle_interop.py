@@ -75,7 +75,7 @@ def main():
     for line in dump.splitlines():
         d = json.loads(line)
         if d["table"] == "tune":
-            state[("tune", d["namespace"], d["key"], d["checksum"])] = d["winner"]
+            state[("tune", d["namespace"], d["key"], int(d["checksum"], 16))] = d["winner"]
         elif d["table"] == "kernel":
             state[("kernel", d["namespace"], d["kernel_key"])] = d["binary_hash"]
     seen = 0

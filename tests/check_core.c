@@ -901,7 +901,7 @@ START_TEST(test_json_golden)
     j = render_json(ENVLOG_KIND_TUNE, &t, ENVLOG_CHANGED, ENVLOG_LEVEL_BASIC);
     ck_assert_str_eq(j, "{\"session\":\"" SID "\",\"kind\":\"tune\",\"seq\":3,"
         "\"offset_ns\":7,\"effect\":\"changed\",\"namespace\":\"n\",\"key\":\"k\","
-        "\"checksum\":1,\"stored\":true,\"imported\":false,\"winner\":1,"
+        "\"checksum\":\"0x0000000000000001\",\"stored\":true,\"imported\":false,\"winner\":1,"
         "\"candidates\":[\"a\",\"b\"],\"margin\":0.25,\"within_noise\":false,"
         "\"winner_ns\":0,\"trials\":[{\"name\":\"a\","
         "\"index\":0,\"samples\":2,\"min_ns\":1.5,\"median_ns\":2,\"mean_ns\":0.1,"
@@ -951,7 +951,7 @@ START_TEST(test_json_golden)
     j = render_json(ENVLOG_KIND_FORGET, &f, ENVLOG_CHANGED, ENVLOG_LEVEL_BASIC);
     ck_assert_str_eq(j, "{\"session\":\"" SID "\",\"kind\":\"forget\",\"seq\":3,"
         "\"offset_ns\":7,\"effect\":\"changed\",\"table\":\"kernel\",\"namespace\":\"ns\","
-        "\"key\":\"key\",\"checksum\":0}");
+        "\"key\":\"key\",\"checksum\":\"0x0000000000000000\"}");
     free(j);
 
     /* {"name": "b", "entries": [1, 2, 3], 7: h'00ff'} as a user body. */

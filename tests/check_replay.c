@@ -346,11 +346,11 @@ START_TEST(test_user_records_dump)
     envlog_id_format(&u1.session, h1);
     envlog_id_format(&u2.session, h2);
     snprintf(want, sizeof want,
-             "{\"table\":\"user\",\"kind\":\"rt.config\",\"body_cbor\":\"a10102\","
+             "{\"type\":\"entry\",\"schema_version\":1,\"table\":\"user\",\"kind\":\"rt.config\",\"body_cbor\":\"a10102\","
              "\"set_by\":{\"session\":\"%s\",\"seq\":%llu}}\n"
-             "{\"table\":\"user\",\"kind\":\"rt.note\",\"body_cbor\":\"6378797a\","
+             "{\"type\":\"entry\",\"schema_version\":1,\"table\":\"user\",\"kind\":\"rt.note\",\"body_cbor\":\"6378797a\","
              "\"set_by\":{\"session\":\"%s\",\"seq\":%llu}}\n"
-             "{\"table\":\"user\",\"kind\":\"rt.seen\",\"body_cbor\":\"80\","
+             "{\"type\":\"entry\",\"schema_version\":1,\"table\":\"user\",\"kind\":\"rt.seen\",\"body_cbor\":\"80\","
              "\"set_by\":{\"session\":\"%s\",\"seq\":%llu}}\n",
              h1, (unsigned long long)u1.seq, h2, (unsigned long long)u2.seq, h1,
              (unsigned long long)u3.seq);

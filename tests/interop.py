@@ -125,6 +125,12 @@ def expected_json(session_hex, rec):
                 v = "changed" if v else "observed"
             out[ENVELOPE[k]] = v
     out.update(named(body, SCHEMA.get(kind, {})))
+    # envlog(1), JSON OUTPUT: every line says what it is, and a 64-bit hash
+    # is the hex text the plain output shows.
+    if isinstance(out.get("checksum"), int):
+        out["checksum"] = "0x%016x" % out["checksum"]
+    out["type"] = "record"
+    out["schema_version"] = 1
     return out
 
 

@@ -81,7 +81,7 @@ unchanged prune-dry "$t/e"
 grep -qE "would go" "$t/out" && ! grep -q "^prune.*: 0 records" "$t/out" ||
     bad "prune-dry: no history would go: $(cat "$t/out")"
 check prune-json-dry 0 E prune --keep-sessions 1 --dry-run --json
-has prune-json-dry "$t/out" '{"removed":"history"'
+has prune-json-dry "$t/out" '"type":"removed","schema_version":1,"removed":"history"'
 has prune-json-dry "$t/out" '"dry_run":true'
 unchanged prune-json-dry "$t/e"
 check prune-usage 2 E prune

@@ -1,0 +1,324 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * auto.c - automatic sharing, and what this module keeps in the
+ * environment (ENV/remotes/, envlog(5) REMOTES):
+ *  - the ledger NAME.sent, the sessions a remote is known to hold, so a
+ *    compaction can keep a sealed session automatic push has not delivered;
+ *  - NAME.push and NAME.pull, the outcome of the last automatic push and
+ *    pull, so a
+ *    failure is said once and `envlog remote list` can tell it.
+ *
+ * The hooks log and replay call are set here when the library is loaded:
+ * a pull at envlog_env_open() bounded by the remote's timeout; a push at
+ * session end in a detached process (the ending call waits for the config
+ * to be read and a fork, never for the network); the retire check of
+ * compaction; the check of the config's remote lines.  A remote that is
+ * down never fails a call that records: the local log is the truth and the
+ * next push catches up.
+ */
+#include "remote_int.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <time.h>
+#include <unistd.h>
+
+static int id_cmp(const void *a, const void *b)
+{
+    return memcmp(a, b, 16);
+}
+
+bool envlog_id_in(const envlog_id128 *sorted, size_t n, const envlog_id128 *id)
+{
+    return n && bsearch(id, sorted, n, sizeof *sorted, id_cmp);
+}
+
+/* Opens ENV/remotes (made if `make`). */
+static envlog_err remotes_dir(envlog_env *env, bool make, int *fd)
+{
+    if (make && envlog_io_get()->mkdirat(env->dirfd, "remotes", 0700) && errno != EEXIST)
+        return envlog__fail_errno(errno, "creating %s/remotes", env->path);
+    return envlog_open_dir(env->dirfd, "remotes", fd);
+}
+
+envlog_err envlog_ledger_read(envlog_env *env, const char *name, envlog_id128 **ids, size_t *n)
+{
+    *ids = NULL;
+    *n = 0;
+    int fd;
+    envlog_err e = remotes_dir(env, false, &fd);
+    if (e)
+        return e == ENVLOG_NOT_FOUND ? ENVLOG_OK : e;
+    char file[64];
+    snprintf(file, sizeof file, "%s.sent", name);
+    envlog_buf b = {0};
+    e = envlog_read_file(fd, file, (uint64_t)1 << 30, &b);
+    close(fd);
+    if (e) {
+        envlog_buf_free(&b);
+        return e == ENVLOG_NOT_FOUND ? ENVLOG_OK : e;
+    }
+    size_t cap = b.len / 33 + 1;
+    if (!(*ids = envlog_calloc(cap, sizeof **ids))) {
+        envlog_buf_free(&b);
+        return envlog__fail(ENVLOG_NOMEM, "reading the ledger");
+    }
+    /* A line cut short by a crash is not an id: skipped. */
+    for (size_t i = 0; i + 33 <= b.len; i += 33) {
+        char hex[33];
+        memcpy(hex, b.p + i, 32);
+        hex[32] = 0;
+        if (b.p[i + 32] == '\n' && !envlog_id_parse(hex, &(*ids)[*n]))
+            (*n)++;
+    }
+    envlog_buf_free(&b);
+    if (*n)
+        qsort(*ids, *n, sizeof **ids, id_cmp);
+    return ENVLOG_OK;
+}
+
+void envlog_ledger_note(envlog_env *env, envlog_rsync *s, const envlog_id128 *id)
+{
+    if (envlog_id_in(s->ledger, s->n_ledger, id))
+        return;
+    int dfd, fd;
+    if (remotes_dir(env, true, &dfd))
+        return;
+    char file[64], line[34];
+    snprintf(file, sizeof file, "%s.sent", s->cfg->name);
+    envlog_id_format(id, line);
+    line[32] = '\n';
+    if (!envlog_open_regular(dfd, file, O_WRONLY | O_APPEND | O_CREAT, 0600, &fd, NULL)) {
+        /* One write of a whole line: appends from many processes do not mix. */
+        /* The ledger only holds compaction back: a lost line costs a
+         * session kept one compaction longer, never data. */
+        if (write(fd, line, 33) != 33)
+            (void)ftruncate(fd, lseek(fd, 0, SEEK_END) / 33 * 33);
+        close(fd);
+    }
+    close(dfd);
+}
+
+void envlog_remote_status_get(envlog_env *env, const char *name, const char *kind, char *out,
+                              size_t size)
+{
+    out[0] = 0;
+    int fd;
+    if (remotes_dir(env, false, &fd))
+        return;
+    char file[64];
+    snprintf(file, sizeof file, "%s.%s", name, kind);
+    envlog_buf b = {0};
+    if (!envlog_read_file(fd, file, 4096, &b) && b.len) {
+        size_t n = b.len < size ? b.len : size - 1;
+        memcpy(out, b.p, n);
+        out[n] = 0;
+        char *nl = strchr(out, '\n');
+        if (nl)
+            *nl = 0;
+    }
+    envlog_buf_free(&b);
+    close(fd);
+}
+
+bool envlog_remote_status_set(envlog_env *env, const char *name, const char *kind,
+                              const char *text)
+{
+    char old[400];
+    envlog_remote_status_get(env, name, kind, old, sizeof old);
+    /* The time is not part of what is compared: "T: text". */
+    const char *o = strchr(old, ' ');
+    bool changed = !o || strcmp(o + 1, text);
+    /* The same failure, already said: it stays said. */
+    char kept[420];
+    size_t tl = strlen(text);
+    if (o && !strncmp(o + 1, text, tl) && !strcmp(o + 1 + tl, " (said)")) {
+        snprintf(kept, sizeof kept, "%s (said)", text);
+        text = kept;
+        changed = false;
+    }
+    int fd;
+    if (remotes_dir(env, true, &fd))
+        return changed;
+    char file[64], tmp[96], line[512], t[32];
+    time_t now = time(NULL);
+    struct tm tm;
+    gmtime_r(&now, &tm);
+    strftime(t, sizeof t, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    int n = snprintf(line, sizeof line, "%s %s\n", t, text);
+    snprintf(file, sizeof file, "%s.%s", name, kind);
+    if (!envlog_tmp_name(tmp, sizeof tmp, file) &&
+        !envlog_write_new_file(fd, tmp, line, (size_t)(n < (int)sizeof line ? n : (int)sizeof line - 1)) &&
+        envlog_io_get()->renameat(fd, tmp, fd, file))
+        envlog_io_get()->unlinkat(fd, tmp, 0);
+    close(fd);
+    return changed;
+}
+
+/* -------------------------------------------------------------- hooks */
+
+static bool auto_off(void)
+{
+    const char *v = getenv("ENVLOG_REMOTE_AUTO");
+    return v && (!strcmp(v, "off") || !strcmp(v, "0") || !strcmp(v, "no"));
+}
+
+/* Says a new failure of automatic sharing once, on standard error (the
+ * status file keeps it for `envlog remote list`). */
+static void note(envlog_env *env, const char *name, const char *what, envlog_err e)
+{
+    char text[400];
+    if (!e) {
+        snprintf(text, sizeof text, "%s: ok", what);
+        envlog_remote_status_set(env, name, "pull", text);
+        return;
+    }
+    snprintf(text, sizeof text, "%s failed: %s (%s)", what, envlog_errmsg(), envlog_strerror(e));
+    if (envlog_remote_status_set(env, name, "pull", text))
+        fprintf(stderr, "envlog: remote %s: %s; going on with the local environment\n", name,
+                text);
+}
+
+static void sync_opts(envlog_remote_cfg *c, envlog_remote_opts *o, const char **ns, size_t max)
+{
+    memset(o, 0, sizeof *o);
+    o->remote = c->name;
+    o->timeout_ns = c->timeout_ns;
+    o->n_prefixes = envlog_remote_ns_list(c, ns, max);
+    o->prefixes = ns;
+}
+
+static void open_hook(envlog_env *env)
+{
+    if (auto_off())
+        return;
+    envlog_remotes r;
+    if (envlog_remotes_read(env, &r))
+        return;
+    for (size_t i = 0; i < r.n; i++) {
+        envlog_remote_cfg c = r.v[i];
+        if (!c.auto_pull)
+            continue;
+        const char *ns[16];
+        envlog_remote_opts o;
+        sync_opts(&c, &o, ns, 16);
+        o.deadline_ns = c.timeout_ns;
+        envlog_remote_report rep;
+        note(env, c.name, "automatic pull", envlog_remote_pull(env, &o, &rep));
+    }
+    envlog_remotes_free(&r);
+}
+
+/* The detached pusher: one at a time per environment, each pushing what
+ * every session end before it left. */
+static void push_here(const char *path, void *arg)
+{
+    (void)arg;
+    envlog_env *env;
+    if (envlog_env_open(path, ENVLOG_OPEN_NO_UPKEEP, &env))
+        return;
+    envlog_remotes r;
+    int dfd = -1, lk = -1;
+    if (!envlog_remotes_read(env, &r)) {
+        if (!remotes_dir(env, true, &dfd) &&
+            !envlog_open_regular(dfd, "push.lock", O_RDWR | O_CREAT, 0600, &lk, NULL))
+            (void)envlog_flock_within(lk, LOCK_EX, 60000);
+        for (size_t i = 0; i < r.n; i++) {
+            envlog_remote_cfg c = r.v[i];
+            if (!c.auto_push)
+                continue;
+            const char *ns[16];
+            envlog_remote_opts o;
+            sync_opts(&c, &o, ns, 16);
+            envlog_remote_report rep;
+            envlog_err e = envlog_remote_push(env, &o, &rep);
+            char text[400];
+            if (e)
+                snprintf(text, sizeof text, "automatic push failed: %s (%s)", envlog_errmsg(),
+                         envlog_strerror(e));
+            else
+                snprintf(text, sizeof text, "automatic push: ok");
+            envlog_remote_status_set(env, c.name, "push", text);
+        }
+        envlog_remotes_free(&r);
+    }
+    if (lk >= 0)
+        close(lk);
+    if (dfd >= 0)
+        close(dfd);
+    envlog_env_close(env);
+}
+
+static void end_hook(envlog_env *env)
+{
+    if (auto_off())
+        return;
+    envlog_remotes r;
+    if (envlog_remotes_read(env, &r))
+        return;
+    bool any = false;
+    for (size_t i = 0; i < r.n; i++) {
+        if (!r.v[i].auto_push)
+            continue;
+        any = true;
+        /* What the last detached push met, said once here, where someone
+         * may read it. */
+        char st[400];
+        envlog_remote_status_get(env, r.v[i].name, "push", st, sizeof st);
+        const char *text = strchr(st, ' ');
+        if (text && strstr(text, "automatic push failed") && !strstr(text, "(said)")) {
+            fprintf(stderr, "envlog: remote %s: %s; recording goes on locally and the next "
+                    "push catches up\n", r.v[i].name, text + 1);
+            char said[420];
+            snprintf(said, sizeof said, "%s (said)", text + 1);
+            envlog_remote_status_set(env, r.v[i].name, "push", said);
+        }
+    }
+    envlog_remotes_free(&r);
+    if (any && envlog_redis_load() == ENVLOG_OK)
+        envlog_run_detached(env, push_here, NULL);
+}
+
+static void retire_hook(envlog_env *env, const envlog_session_info *in, size_t n, bool *keep)
+{
+    envlog_remotes r;
+    if (envlog_remotes_read(env, &r)) {
+        /* Remote lines that do not read: keep every sealed session rather
+         * than guess. */
+        for (size_t i = 0; i < n; i++)
+            keep[i] = in[i].state == ENVLOG_STATE_SEALED;
+        return;
+    }
+    for (size_t k = 0; k < r.n; k++) {
+        if (!r.v[k].auto_push)
+            continue;
+        envlog_id128 *ids;
+        size_t m;
+        bool known = !envlog_ledger_read(env, r.v[k].name, &ids, &m);
+        for (size_t i = 0; i < n; i++)
+            if (in[i].state == ENVLOG_STATE_SEALED &&
+                (!known || !envlog_id_in(ids, m, &in[i].id)))
+                keep[i] = true;
+        if (known)
+            envlog_free(ids);
+    }
+    envlog_remotes_free(&r);
+}
+
+void envlog_remote_enable_auto(void)
+{
+    envlog_env_open_hook = open_hook;
+    envlog_session_end_hook = end_hook;
+    envlog_retire_hook = retire_hook;
+    envlog_config_remote_check = envlog_remote_line_check;
+}
+
+__attribute__((constructor)) static void auto_init(void)
+{
+    envlog_remote_enable_auto();
+}

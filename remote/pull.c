@@ -1,0 +1,193 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * pull.c - `envlog pull`: every session the remote's index lists that the
+ * environment lacks (no directory, no snapshot watermark) comes down and is
+ * checked before it is taken: the manifest against the hash that names it,
+ * each segment against its size and hash (asked for with a bound, so a
+ * remote that sends more is refused on the way), and the whole session
+ * through the log's reader (envlog_session_install()).  A session that
+ * fails any check is refused alone and nothing of it is written; one that
+ * passes appears whole, by a rename.
+ */
+#include "remote_int.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* GETs object `key` of `size` bytes (0: at most `max`) checked against
+ * `hash`.  ENVLOG_BAD_DATA (refused: why) or a link error. */
+static envlog_err get_object(envlog_rsync *s, const char *key, uint64_t size, size_t max,
+                             const envlog_hash128 *hash, envlog_buf *out)
+{
+    const char *argv[2] = {"GET", key};
+    envlog_rreply *r;
+    envlog_err e = envlog_rconn_call(s->c, size ? (size_t)size : max, &r, 2, argv, NULL);
+    if (e == ENVLOG_TOO_BIG)
+        return e;
+    if (e)
+        return e;
+    if (r->type == ENVLOG_R_ERROR)
+        e = envlog_rreply_fail(s->c, r, "reading an object");
+    else if (r->type == ENVLOG_R_NIL)
+        e = envlog__fail(ENVLOG_BAD_DATA, "object %s is missing", key);
+    else if (r->type != ENVLOG_R_STRING)
+        e = envlog__fail(ENVLOG_BAD_DATA, "object %s is not a string", key);
+    else if ((size && r->len != size) || r->len > max)
+        e = envlog__fail(ENVLOG_BAD_DATA, "object %s has %zu bytes, not the %" PRIu64
+                         " its manifest gives", key, r->len, size);
+    else {
+        envlog_hash128 got = envlog_hash128_bytes(r->str, r->len);
+        if (memcmp(got.b, hash->b, 16))
+            e = envlog__fail(ENVLOG_BAD_DATA, "object %s does not hash to its name (altered "
+                             "on the remote)", key);
+        else if (!(e = envlog_buf_reserve(out, r->len ? r->len : 1)))
+            e = envlog_buf_append(out, r->str, r->len);
+    }
+    envlog_rreply_free(r);
+    return e;
+}
+
+/* STRLEN of `key`, so nothing larger than allowed is asked for. */
+static envlog_err object_size(envlog_rsync *s, const char *key, long long *out)
+{
+    const char *argv[2] = {"STRLEN", key};
+    envlog_rreply *r;
+    envlog_err e = envlog_rconn_call(s->c, 4096, &r, 2, argv, NULL);
+    if (e)
+        return e;
+    if (r->type == ENVLOG_R_ERROR)
+        e = envlog_rreply_fail(s->c, r, "sizing an object");
+    else if (r->type != ENVLOG_R_INTEGER)
+        e = envlog__fail(ENVLOG_BAD_DATA, "%s answered STRLEN with something else than a "
+                         "number", envlog_rconn_label(s->c));
+    else
+        *out = r->integer;
+    envlog_rreply_free(r);
+    return e;
+}
+
+/* Downloads, checks and installs one session.  ENVLOG_BAD_DATA: refused
+ * (the message says why); ENVLOG_STATE: outside the filter. */
+static envlog_err pull_one(envlog_env *env, envlog_rsync *s, const envlog_rentry *ent,
+                           const envlog_remote_opts *o, uint64_t *bytes)
+{
+    char key[160];
+    envlog_rkey_obj(s->cfg, &ent->manifest, key, sizeof key);
+    long long len = 0;
+    envlog_err e = object_size(s, key, &len);
+    if (e)
+        return e;
+    if (len <= 0 || (uint64_t)len > ENVLOG_REMOTE_MANIFEST_MAX)
+        return envlog__fail(ENVLOG_BAD_DATA, "its manifest %s is %s", key,
+                            len <= 0 ? "missing" : "larger than 1 MiB");
+    envlog_buf mb = {0};
+    envlog_rmanifest m = {0};
+    if ((e = get_object(s, key, (uint64_t)len, ENVLOG_REMOTE_MANIFEST_MAX, &ent->manifest, &mb)) ||
+        (e = envlog_rmanifest_decode(mb.p, mb.len, &m))) {
+        envlog_buf_free(&mb);
+        return e;
+    }
+    envlog_buf_free(&mb);
+    envlog_buf *data = NULL;
+    if (memcmp(m.session.b, ent->id.b, 16))
+        e = envlog__fail(ENVLOG_BAD_DATA, "its manifest is another session's");
+    else if (o && !envlog_rmanifest_matches(&m, o->prefixes, o->n_prefixes))
+        e = ENVLOG_STATE;
+    else if (!(data = envlog_calloc(m.n_segs, sizeof *data)))
+        e = envlog__fail(ENVLOG_NOMEM, "pulling a session");
+    *bytes = 0;
+    for (size_t i = 0; !e && i < m.n_segs; i++) {
+        envlog_rkey_obj(s->cfg, &m.segs[i].hash, key, sizeof key);
+        e = get_object(s, key, m.segs[i].size, (size_t)m.segs[i].size, &m.segs[i].hash,
+                       &data[i]);
+        *bytes += m.segs[i].size;
+    }
+    if (!e && !(o && o->dry_run))
+        e = envlog_session_install(env, &m, data);
+    for (size_t i = 0; data && i < m.n_segs; i++)
+        envlog_buf_free(&data[i]);
+    envlog_free(data);
+    envlog_rmanifest_free(&m);
+    return e;
+}
+
+envlog_err envlog_remote_pull(envlog_env *env, const envlog_remote_opts *o,
+                              envlog_remote_report *rep)
+{
+    envlog_remote_report local;
+    if (!rep)
+        rep = &local;
+    memset(rep, 0, sizeof *rep);
+    if (env && env->readonly)
+        return envlog__fail(ENVLOG_STATE, "%s is open read-only", env->path);
+    envlog_rsync s;
+    envlog_err e = envlog_rsync_begin(env, o, &s);
+    if (e)
+        return e;
+    envlog_snap *cur = NULL, *prev = NULL;
+    if (!(e = envlog_rsync_index(&s))) {
+        /* A snapshot that does not read only means its sessions are
+         * looked for as directories. */
+        if (envlog_snap_map_file(env, "current", false, &cur) == ENVLOG_NOMEM ||
+            envlog_snap_map_file(env, "previous", false, &prev) == ENVLOG_NOMEM)
+            e = envlog__fail(ENVLOG_NOMEM, "pulling");
+    }
+    rep->remote_sessions = s.n;
+    if (s.bad_entries) {
+        rep->refused += s.bad_entries;
+        snprintf(rep->first_problem, sizeof rep->first_problem, "%" PRIu64 " entries of the "
+                 "remote's session index are not a session id and a manifest hash",
+                 s.bad_entries);
+    }
+    for (size_t i = 0; !e && i < s.n; i++) {
+        const envlog_rentry *ent = &s.ent[i];
+        if (o && o->on_progress)
+            o->on_progress(o->ctx, i, s.n);
+        envlog_remote_item it = {ENVLOG_REMOTE_PRESENT, ent->id, 0, NULL};
+        if (envlog_session_known(env, cur, prev, &ent->id)) {
+            rep->present++;
+            if (!(o && o->dry_run))
+                envlog_ledger_note(env, &s, &ent->id);
+        } else if (envlog_rsync_past_deadline(&s)) {
+            rep->deadline_hit = true;
+            break;
+        } else {
+            uint64_t bytes = 0;
+            e = pull_one(env, &s, ent, o, &bytes);
+            it.bytes = bytes;
+            if (!e) {
+                it.what = ENVLOG_REMOTE_RECEIVED;
+                rep->sessions++;
+                rep->bytes += bytes;
+                if (!(o && o->dry_run))
+                    envlog_ledger_note(env, &s, &ent->id);
+            } else if (e == ENVLOG_STATE) {
+                it.what = ENVLOG_REMOTE_FILTERED;
+                rep->filtered++;
+                e = ENVLOG_OK;
+            } else if (e == ENVLOG_NOT_FOUND) {
+                rep->present++; /* another pull put it there meanwhile */
+                e = ENVLOG_OK;
+            } else if (e == ENVLOG_BAD_DATA) {
+                char hex[33];
+                envlog_id_format(&ent->id, hex);
+                it.what = ENVLOG_REMOTE_REFUSED;
+                it.why = envlog_errmsg();
+                if (!rep->refused++)
+                    snprintf(rep->first_problem, sizeof rep->first_problem, "session %s: %s",
+                             hex, envlog_errmsg());
+                e = ENVLOG_OK;
+            }
+        }
+        if (!e && o && o->on_session)
+            o->on_session(o->ctx, &it);
+    }
+    if (!e && o && o->on_progress)
+        o->on_progress(o->ctx, s.n, s.n);
+    envlog_snap_unmap(cur);
+    envlog_snap_unmap(prev);
+    envlog_rsync_end(&s);
+    return e;
+}
