@@ -115,7 +115,12 @@ static int session_init(SessionObject *self, PyObject *args, PyObject *kw)
     }
     Py_INCREF(eo);
     self->env = eo;
-    /* The environment ends it first if it is closed before. */
+    /* The environment ends it first if it is closed before.  Sessions
+     * gone since are dropped from its list here. */
+    for (Py_ssize_t i = PyList_GET_SIZE(eo->sessions); i-- > 0;)
+        if (PyWeakref_GetObject(PyList_GET_ITEM(eo->sessions, i)) == Py_None &&
+            PyList_SetSlice(eo->sessions, i, i + 1, NULL))
+            goto out;
     PyObject *ref = PyWeakref_NewRef((PyObject *)self, NULL);
     if (!ref || PyList_Append(eo->sessions, ref)) {
         Py_XDECREF(ref);
