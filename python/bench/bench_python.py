@@ -109,10 +109,19 @@ def main():
             return w["winner"]
         s_cold, w_pkg = best(cold_first, reps)
         st = env.state()
-        s_look, _ = best(lambda: [st.winner(NS, k, checksum) for k in names], reps)
+
+        def lookups(get):
+            # Each answer is used and dropped, as a runtime does.
+            hits = 0
+            for k in names:
+                hits += get(k) is not None
+            return hits
+        s_look, hits = best(lambda: lookups(lambda k: st.winner(NS, k, checksum)), reps)
+        assert hits == keys
         s_fold, table = best(lambda: fold_cat(a.binary, path), reps)
         assert table[(NS, names[-1], checksum)] == w_pkg
-        s_dict, _ = best(lambda: [table[(NS, k, checksum)] for k in names], reps)
+        s_dict, hits = best(lambda: lookups(lambda k: table.get((NS, k, checksum))), reps)
+        assert hits == keys
         print(f"  {'lookups: State.winner':34s} {keys / s_look:12,.0f} lookups/s")
         print(f"  {'lookups: dict from cat --json':34s} {keys / s_dict:12,.0f} lookups/s"
               "  (once folded)")
