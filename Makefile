@@ -154,7 +154,8 @@ $(B)/envlog.pc: $(B)/pc-vars
 # install records the directories it had to make (DATADIR/envlog/created),
 # so uninstall removes those, once empty, and no others.
 INSTALL_DIRS := $(LIBDIR) $(INCLUDEDIR) $(BINDIR) $(PKGCONFIGDIR) $(MANDIR)/man1 \
-                $(MANDIR)/man3 $(MANDIR)/man5 $(DATADIR)/envlog $(DATADIR)/envlog/schemas
+                $(MANDIR)/man3 $(MANDIR)/man5 $(DATADIR)/envlog $(DATADIR)/envlog/schemas \
+                $(DATADIR)/bash-completion/completions
 CREATED      := $(DATADIR)/envlog/created
 
 install: all $(B)/envlog.pc
@@ -176,6 +177,7 @@ install: all $(B)/envlog.pc
 	install -m 644 man/*.3 $(DESTDIR)$(MANDIR)/man3/
 	install -m 644 man/*.5 $(DESTDIR)$(MANDIR)/man5/
 	install -m 644 schemas/*.schema.json $(DESTDIR)$(DATADIR)/envlog/schemas/
+	install -m 644 completion/envlog.bash $(DESTDIR)$(DATADIR)/bash-completion/completions/envlog
 
 uninstall:
 	rm -f $(DESTDIR)$(LIBDIR)/libenvlog.a $(DESTDIR)$(LIBDIR)/libenvlog.so \
@@ -185,7 +187,8 @@ uninstall:
 	  $(addprefix $(DESTDIR)$(MANDIR)/man1/,$(notdir $(wildcard man/*.1))) \
 	  $(addprefix $(DESTDIR)$(MANDIR)/man3/,$(notdir $(wildcard man/*.3))) \
 	  $(addprefix $(DESTDIR)$(MANDIR)/man5/,$(notdir $(wildcard man/*.5))) \
-	  $(addprefix $(DESTDIR)$(DATADIR)/envlog/schemas/,$(notdir $(wildcard schemas/*.schema.json)))
+	  $(addprefix $(DESTDIR)$(DATADIR)/envlog/schemas/,$(notdir $(wildcard schemas/*.schema.json))) \
+	  $(DESTDIR)$(DATADIR)/bash-completion/completions/envlog
 	@if [ -f "$(DESTDIR)$(CREATED)" ]; then \
 	  dirs=$$(awk '{print length($$0) " " $$0}' "$(DESTDIR)$(CREATED)" | sort -rn | cut -d' ' -f2-); \
 	  rm -f "$(DESTDIR)$(CREATED)"; \

@@ -19,20 +19,35 @@ enum {
     EXIT_INPUT = 3   /* invalid input */
 };
 
+typedef struct cli_cmd cli_cmd;
 typedef struct cli {
     const char *dir; /* -C DIR, or NULL for the default */
     bool json;
     int argc;        /* the command's own arguments, argv[0] = its name */
     char **argv;
+    int dashdash;    /* the index of the first "--" in argv, else argc:
+                        what follows it is an operand, never an option */
+    const cli_cmd *cmd; /* the command running */
 } cli;
 
-typedef struct cli_cmd {
+struct cli_cmd {
     const char *name;
     const char *summary;
     const char *usage; /* full --help text */
     int (*run)(cli *c);
-} cli_cmd;
+};
 
+/* suggest.c: the word of `known` closest to `word` (a typo away), or NULL. */
+const char *cli_closest(const char *word, const char *const *known, size_t n);
+/* An argument the command does not take: "unknown option", with the
+ * closest option its --help names, or "unexpected argument". */
+int cli_bad_arg(const cli *c, const char *what, const char *arg);
+/* True for argv[i] after "--" (an operand, whatever it looks like); a
+ * command's loop skips the "--" itself (i == c->dashdash). */
+static inline bool cli_operand(const cli *c, int i)
+{
+    return i > c->dashdash;
+}
 /* Prints "envlog: error: ..." to stderr; returns `code`. */
 int cli_error(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* The exit code for a library error, after printing it with its detail. */
@@ -63,10 +78,18 @@ void cli_jbegin(const char *type);
 envlog_err cli_record_json(const envlog_record *rec);
 /* Writes `s` as a JSON string to stdout. */
 void cli_jstr(const char *s);
-/* A progress bar on stderr, only when stderr is a terminal; for
- * envlog_replay_opts.on_progress (ctx: the label, a const char *). */
-void cli_progress(void *label, uint64_t done, uint64_t total);
-/* Ends a progress bar line if one was drawn. */
+/* progress.c: a progress line on standard error, only when it is a
+ * terminal, once the command has run ENVLOG_PROGRESS_AFTER_MS (1000 ms by
+ * default; "off" never).  cli_progress_label() names what is going on;
+ * cli_progress() is an envlog_replay_opts.on_progress (its ctx is left to
+ * on_damage); cli_progress_step() an envlog_compact_opts/bundle_opts one. */
+void cli_progress_start(void);
+void cli_progress_label(const char *label);
+void cli_progress(void *ctx, uint64_t done, uint64_t total);
+void cli_progress_step(void *ctx, const char *step, uint64_t done, uint64_t total);
+/* "N of M" progress of a count (kernels, entries), not bytes. */
+void cli_progress_count(uint64_t done, uint64_t total, const char *unit);
+/* Clears the progress line if one was drawn. */
 void cli_progress_done(void);
 /* Prints a damage report to stderr (for on_damage; ctx: int *worst exit). */
 void cli_damage(void *ctx, const envlog_damage *d, bool torn);

@@ -41,7 +41,7 @@ static int compact_run(cli *c)
         } else if (!strcmp(a, "--json")) {
             c->json = true;
         } else {
-            return cli_error(EXIT_USAGE, "compact: unexpected argument '%s'", a);
+            return cli_bad_arg(c, "compact", a);
         }
     }
     envlog_env *env;
@@ -60,7 +60,9 @@ static int compact_run(cli *c)
     if (ev_given)
         o.evidence = ev;
     o.reason = "envlog compact";
+    o.on_progress = cli_progress_step;
     e = envlog_compact_x(env, &o, &r);
+    cli_progress_done();
     envlog_env_close(env);
     if (e)
         return cli_fail(e, "compacting");
@@ -167,7 +169,13 @@ static int export_run(cli *c, int i)
     int rc, level = 0;
     for (; i < c->argc; i++) {
         const char *a = c->argv[i];
-        if ((!strcmp(a, "-o") || !strcmp(a, "--out")) && i + 1 < c->argc)
+        if (i == c->dashdash)
+            continue;
+        if (cli_operand(c, i)) {
+            if (name)
+                return cli_error(EXIT_USAGE, "bundle export: one NAME (quote names with spaces)");
+            name = a;
+        } else if ((!strcmp(a, "-o") || !strcmp(a, "--out")) && i + 1 < c->argc)
             out = c->argv[++i];
         else if ((!strcmp(a, "--namespace") || !strcmp(a, "-n")) && i + 1 < c->argc) {
             if (np == 64)
@@ -189,7 +197,7 @@ static int export_run(cli *c, int i)
         else if (cli_out_flag(a, &oflags))
             ;
         else if (a[0] == '-')
-            return cli_error(EXIT_USAGE, "bundle export: unknown option '%s'", a);
+            return cli_bad_arg(c, "bundle export", a);
         else if (!name)
             name = a;
         else
@@ -209,9 +217,11 @@ static int export_run(cli *c, int i)
     int damaged = EXIT_OK;
     envlog_bundle_opts o = {.name = name, .prefixes = prefixes, .n_prefixes = np,
                             .evidence = ev, .zstd_level = level, .on_damage = cli_damage,
-                            .ctx = &damaged};
+                            .ctx = &damaged, .on_progress = cli_progress_step};
+    cli_progress_label("bundle export");
     envlog_bundle_info *info;
     envlog_err e = envlog_bundle_export_to(env, &o, cli_out_write, &of, &info);
+    cli_progress_done();
     envlog_env_close(env);
     rc = cli_out_end("bundle export", &of, !e);
     if (e)
@@ -237,14 +247,18 @@ static int export_run(cli *c, int i)
 static int file_arg(cli *c, int i, const char *sub, const char **file)
 {
     *file = NULL;
+    char what[32];
+    snprintf(what, sizeof what, "bundle %s", sub);
     for (; i < c->argc; i++) {
-        if (!strcmp(c->argv[i], "--json"))
+        if (i == c->dashdash)
+            continue;
+        bool operand = cli_operand(c, i) || c->argv[i][0] != '-' || !strcmp(c->argv[i], "-");
+        if (!operand && !strcmp(c->argv[i], "--json"))
             c->json = true;
-        else if (!*file && (c->argv[i][0] != '-' || !strcmp(c->argv[i], "-")))
+        else if (!*file && operand)
             *file = c->argv[i];
         else
-            return cli_error(EXIT_USAGE, "bundle %s: unexpected argument '%s'", sub,
-                             c->argv[i]);
+            return cli_bad_arg(c, what, c->argv[i]);
     }
     if (!*file)
         return cli_error(EXIT_USAGE, "usage: envlog bundle %s FILE", sub);
@@ -322,12 +336,15 @@ static int embed_run(cli *c, int i)
 {
     const char *file = NULL, *sym = "envlog_bundle";
     for (; i < c->argc; i++) {
-        if (!strcmp(c->argv[i], "--name") && i + 1 < c->argc)
+        if (i == c->dashdash)
+            continue;
+        bool operand = cli_operand(c, i) || c->argv[i][0] != '-' || !strcmp(c->argv[i], "-");
+        if (!operand && !strcmp(c->argv[i], "--name") && i + 1 < c->argc)
             sym = c->argv[++i];
-        else if (!file && (c->argv[i][0] != '-' || !strcmp(c->argv[i], "-")))
+        else if (!file && operand)
             file = c->argv[i];
         else
-            return cli_error(EXIT_USAGE, "bundle embed: unexpected argument '%s'", c->argv[i]);
+            return cli_bad_arg(c, "bundle embed", c->argv[i]);
     }
     if (!file)
         return cli_error(EXIT_USAGE, "usage: envlog bundle embed FILE [--name SYMBOL] > bundle.c");

@@ -138,7 +138,11 @@ static int open_side(cli *c, side *s)
     if (!in && S_ISDIR(st.st_mode)) {
         if ((e = envlog_env_open(s->path, ENVLOG_OPEN_READONLY, &s->env)))
             return cli_fail(e, s->path);
-        envlog_replay_opts loud = {.on_damage = cli_damage, .check_snapshot = true};
+        envlog_replay_opts loud = {.on_damage = cli_damage, .on_progress = cli_progress,
+                                   .check_snapshot = true};
+        char label[48];
+        snprintf(label, sizeof label, "diff: reading %.32s", s->path);
+        cli_progress_label(label);
         envlog_replay_opts quiet = {.check_snapshot = true};
         if ((e = envlog_state_open(s->env, &loud, &s->st)) ||
             (e = envlog_replay_each(s->env, &quiet, history_visit, s)))
@@ -348,8 +352,13 @@ static int diff_run(cli *c)
 {
     side a = {0}, b = {0};
     for (int i = 1; i < c->argc; i++) {
-        if (!strcmp(c->argv[i], "--json"))
+        if (i == c->dashdash)
+            continue;
+        const char *x = c->argv[i];
+        if (!cli_operand(c, i) && !strcmp(x, "--json"))
             c->json = true;
+        else if (!cli_operand(c, i) && x[0] == '-' && x[1])
+            return cli_bad_arg(c, "diff", x);
         else if (!a.path)
             a.path = c->argv[i];
         else if (!b.path)
@@ -364,6 +373,7 @@ static int diff_run(cli *c)
     int rc = open_side(c, &a);
     if (!rc)
         rc = open_side(c, &b);
+    cli_progress_done();
     if (rc) {
         close_side(&a);
         close_side(&b);

@@ -15,8 +15,7 @@ static int sessions_run(cli *c)
         if (!strcmp(c->argv[i], "--json"))
             c->json = true;
         else
-            return cli_error(EXIT_USAGE, "sessions: unexpected argument '%s'",
-                             c->argv[i]);
+            return cli_bad_arg(c, "sessions", c->argv[i]);
     }
     envlog_env *env;
     int rc = cli_open_env(c, CLI_READ, &env);
@@ -130,7 +129,7 @@ static int cat_run(cli *c)
         else if (!strcmp(c->argv[i], "--"))
             { first_arg = i + 1; break; }
         else if (c->argv[i][0] == '-')
-            return cli_error(EXIT_USAGE, "cat: unknown option '%s'", c->argv[i]);
+            return cli_bad_arg(c, "cat", c->argv[i]);
         else
             { first_arg = i; break; }
     }

@@ -164,6 +164,7 @@ typedef struct pool {
     const char *nvrtc;
     pthread_mutex_t mu;
     size_t next;
+    size_t done; /* rebuilt, for the progress line */
 } pool;
 
 static void *worker(void *arg)
@@ -176,6 +177,10 @@ static void *worker(void *arg)
         if (i >= p->n)
             return NULL;
         rebuild_one(&p->items[i], p->nvrtc);
+        pthread_mutex_lock(&p->mu);
+        p->done++;
+        cli_progress_count(p->done, p->n, "kernels");
+        pthread_mutex_unlock(&p->mu);
     }
 }
 
@@ -293,7 +298,7 @@ static int rebuild_run(cli *c)
         else if (!strncmp(a, "-j", 2) && a[2])
             jobs = strtol(a + 2, NULL, 10);
         else
-            return cli_error(EXIT_USAGE, "rebuild: unexpected argument '%s'", a);
+            return cli_bad_arg(c, "rebuild", a);
     }
     if (jobs < 0 || jobs > 256)
         return cli_error(EXIT_USAGE, "rebuild: -j takes 1 to 256");
@@ -330,7 +335,7 @@ static int rebuild_run(cli *c)
         size_t nt = (size_t)(jobs ? jobs : (ncpu > 0 ? ncpu : 1));
         if (nt > g.n)
             nt = g.n;
-        pool p = {g.items, g.n, nvrtc, PTHREAD_MUTEX_INITIALIZER, 0};
+        pool p = {g.items, g.n, nvrtc, PTHREAD_MUTEX_INITIALIZER, 0, 0};
         pthread_t *tid = calloc(nt, sizeof *tid);
         size_t started = 0;
         for (size_t t = 1; tid && t < nt; t++)
@@ -340,6 +345,7 @@ static int rebuild_run(cli *c)
         for (size_t t = 0; t < started; t++)
             pthread_join(tid[t], NULL);
         free(tid);
+        cli_progress_done();
     }
 
     bool *restored = calloc(g.n ? g.n : 1, sizeof *restored);

@@ -114,7 +114,7 @@ static int status_run(cli *c)
         if (!strcmp(c->argv[i], "--json"))
             c->json = true;
         else
-            return cli_error(EXIT_USAGE, "status: unexpected argument '%s'", c->argv[i]);
+            return cli_bad_arg(c, "status", c->argv[i]);
     }
     envlog_env *env;
     int rc = cli_open_env(c, CLI_READ, &env);
@@ -124,10 +124,8 @@ static int status_run(cli *c)
     size_t n = 0;
     envlog_err e = envlog_sessions_list(env, &in, &n);
     int worst = EXIT_OK;
-    static char label[] = "replay";
     envlog_replay_opts o = {.on_damage = cli_damage, .on_progress = cli_progress,
-                            .check_snapshot = true,
-                            .ctx = label};
+                            .check_snapshot = true, .ctx = &worst};
     envlog_state *st = NULL;
     if (!e)
         e = envlog_state_open(env, &o, &st);
@@ -273,15 +271,15 @@ static int replay_run(cli *c)
         else if (!strcmp(a, "--json"))
             ; /* the dump is JSON already */
         else
-            return cli_error(EXIT_USAGE, "replay: unexpected argument '%s'", a);
+            return cli_bad_arg(c, "replay", a);
     }
     envlog_env *env;
     int rc = cli_open_env(c, CLI_READ, &env);
     if (rc)
         return rc;
     int worst = EXIT_OK;
-    envlog_replay_opts o = {.on_damage = cli_damage, .on_progress = NULL, .ctx = &worst,
-                            .check_snapshot = true};
+    envlog_replay_opts o = {.on_damage = cli_damage, .on_progress = cli_progress,
+                            .ctx = &worst, .check_snapshot = true};
     if (until && (rc = cli_parse_until(env, until, &o))) {
         envlog_env_close(env);
         return rc;
@@ -299,6 +297,7 @@ static int replay_run(cli *c)
         envlog_env_close(env);
         return cli_fail(e, "replaying");
     }
+    cli_progress_done();
     e = envlog_state_dump(st, cli_out_write, &o_f);
     rc = cli_out_end("replay", &o_f, !e);
     if (e && !rc)
@@ -435,7 +434,13 @@ static int forget_run(cli *c)
     bool all = false, dry = false;
     for (int i = 1; i < c->argc; i++) {
         const char *a = c->argv[i];
-        if ((!strcmp(a, "--namespace") || !strcmp(a, "-n")) && i + 1 < c->argc)
+        if (i == c->dashdash)
+            continue;
+        if (cli_operand(c, i)) {
+            if (f.key)
+                return cli_error(EXIT_USAGE, "forget: one KEY at a time");
+            f.key = a;
+        } else if ((!strcmp(a, "--namespace") || !strcmp(a, "-n")) && i + 1 < c->argc)
             f.ns = c->argv[++i];
         else if (!strcmp(a, "--checksum") && i + 1 < c->argc) {
             f.has_checksum = true;
@@ -454,7 +459,7 @@ static int forget_run(cli *c)
         else if (!strcmp(a, "--json"))
             c->json = true;
         else if (a[0] == '-')
-            return cli_error(EXIT_USAGE, "forget: unknown option '%s'", a);
+            return cli_bad_arg(c, "forget", a);
         else if (!f.key)
             f.key = a;
         else

@@ -435,7 +435,7 @@ static int trace_run(cli *c)
         else if (cli_out_flag(c->argv[i], &oflags))
             ;
         else
-            return cli_error(EXIT_USAGE, "trace: unexpected argument '%s'", c->argv[i]);
+            return cli_bad_arg(c, "trace", c->argv[i]);
     }
     envlog_env *env;
     int rc = cli_open_env(c, CLI_READ, &env);

@@ -19,10 +19,12 @@ static int config_run(cli *c)
     bool check = false;
     for (int i = 1; i < c->argc; i++) {
         const char *a = c->argv[i];
-        if (!strcmp(a, "--check"))
+        if (i == c->dashdash)
+            continue;
+        if (!cli_operand(c, i) && !strcmp(a, "--check"))
             check = true;
-        else if (a[0] == '-' && a[1])
-            return cli_error(EXIT_USAGE, "config: unknown option '%s'", a);
+        else if (!cli_operand(c, i) && a[0] == '-' && a[1])
+            return cli_bad_arg(c, "config", a);
         else if (!key)
             key = a;
         else if (!value)
@@ -144,7 +146,9 @@ static int upkeep_compact(cli *c, const char *what, envlog_env *env, envlog_comp
     o->on_removal = on_removal;
     o->ctx = &r;
     envlog_compact_report rep;
+    o->on_progress = cli_progress_step;
     envlog_err e = envlog_compact_x(env, o, &rep);
+    cli_progress_done();
     flush_session(&r);
     if (e)
         return cli_fail(e, what);
@@ -190,7 +194,7 @@ static int prune_run(cli *c)
         else if (!strcmp(a, "--json"))
             c->json = true;
         else
-            return cli_error(EXIT_USAGE, "prune: unexpected argument '%s'", a);
+            return cli_bad_arg(c, "prune", a);
     }
     if (!age && !keep)
         return cli_error(EXIT_USAGE, "prune: --older-than DURATION or --keep-sessions N");
@@ -236,7 +240,7 @@ static int gc_run(cli *c)
         else if (!strcmp(a, "--json"))
             c->json = true;
         else
-            return cli_error(EXIT_USAGE, "gc: unexpected argument '%s'", a);
+            return cli_bad_arg(c, "gc", a);
     }
     envlog_env *env;
     int rc = cli_open_env(c, CLI_WRITE, &env);

@@ -332,7 +332,7 @@ static int verify_run(cli *c)
         else if (!strcmp(a, "--") && !only_bundles)
             only_bundles = true;
         else if (a[0] == '-' && a[1] && !only_bundles)
-            return cli_error(EXIT_USAGE, "verify: unexpected argument '%s'", a);
+            return cli_bad_arg(c, "verify", a);
         else if (nb == 64)
             return cli_error(EXIT_USAGE, "verify: at most 64 bundles at a time");
         else
@@ -361,13 +361,12 @@ static int verify_run(cli *c)
     for (size_t i = 0; i < n; i++)
         total += in[i].bytes;
     uint64_t done = 0;
-    static char label[] = "verify";
     for (size_t i = 0; i < n; i++) {
         rc = verify_session(c, env, &in[i], fix);
         if (rc > worst)
             worst = rc;
         done += in[i].bytes;
-        cli_progress(label, done, total);
+        cli_progress(NULL, done, total);
     }
     cli_progress_done();
     rc = verify_snapshots(c, env, fix);

@@ -240,7 +240,13 @@ static int why_run(cli *c)
     bool has_checksum = false;
     for (int i = 1; i < c->argc; i++) {
         const char *a = c->argv[i];
-        if ((!strcmp(a, "--namespace") || !strcmp(a, "-n")) && i + 1 < c->argc)
+        if (i == c->dashdash)
+            continue;
+        if (cli_operand(c, i)) {
+            if (w.key)
+                return cli_error(EXIT_USAGE, "why: one KEY at a time");
+            w.key = a;
+        } else if ((!strcmp(a, "--namespace") || !strcmp(a, "-n")) && i + 1 < c->argc)
             w.ns = c->argv[++i];
         else if (!strcmp(a, "--checksum") && i + 1 < c->argc) {
             has_checksum = true;
@@ -249,7 +255,7 @@ static int why_run(cli *c)
         } else if (!strcmp(a, "--json"))
             c->json = true;
         else if (a[0] == '-')
-            return cli_error(EXIT_USAGE, "why: unknown option '%s'", a);
+            return cli_bad_arg(c, "why", a);
         else if (!w.key)
             w.key = a;
         else

@@ -160,6 +160,7 @@ static int main_usage(FILE *to, int code)
 int main(int argc, char **argv)
 {
     cli c = {0};
+    cli_progress_start();
     int i = 1;
     for (; i < argc; i++) {
         const char *a = argv[i];
@@ -176,7 +177,8 @@ int main(int argc, char **argv)
                 for (size_t k = 0; k < N_COMMANDS; k++)
                     if (!strcmp(argv[i + 1], commands[k]->name))
                         return cli_usage(commands[k], stdout, EXIT_OK);
-                return cli_error(EXIT_USAGE, "unknown command '%s'", argv[i + 1]);
+                return cli_error(EXIT_USAGE, "unknown command '%s' (envlog help lists them)",
+                                 argv[i + 1]);
             }
             return main_usage(stdout, EXIT_OK);
         } else if (!strcmp(a, "--version")) {
@@ -184,6 +186,10 @@ int main(int argc, char **argv)
                    ENVLOG_FORMAT_VERSION);
             return EXIT_OK;
         } else if (a[0] == '-') {
+            static const char *const global[] = {"-C", "--json", "--help", "--version"};
+            const char *s = cli_closest(a, global, sizeof global / sizeof global[0]);
+            if (s)
+                return cli_error(EXIT_USAGE, "unknown option '%s'; did you mean '%s'?", a, s);
             cli_error(EXIT_USAGE, "unknown option '%s'", a);
             return main_usage(stderr, EXIT_USAGE);
         } else {
@@ -194,9 +200,17 @@ int main(int argc, char **argv)
         return main_usage(stderr, EXIT_USAGE);
     c.argc = argc - i;
     c.argv = argv + i;
+    c.dashdash = c.argc;
+    for (int k = 1; k < c.argc; k++)
+        if (!strcmp(c.argv[k], "--")) {
+            c.dashdash = k;
+            break;
+        }
     for (size_t k = 0; k < N_COMMANDS; k++) {
         if (strcmp(c.argv[0], commands[k]->name))
             continue;
+        c.cmd = commands[k];
+        cli_progress_label(commands[k]->name);
         if (cli_wants_help(&c))
             return cli_usage(commands[k], stdout, EXIT_OK);
         int rc = commands[k]->run(&c);
@@ -204,6 +218,12 @@ int main(int argc, char **argv)
             return cli_error(EXIT_USAGE, "writing output failed");
         return rc;
     }
+    const char *names[N_COMMANDS];
+    for (size_t k = 0; k < N_COMMANDS; k++)
+        names[k] = commands[k]->name;
+    const char *s = cli_closest(c.argv[0], names, N_COMMANDS);
+    if (s)
+        return cli_error(EXIT_USAGE, "unknown command '%s'; did you mean '%s'?", c.argv[0], s);
     cli_error(EXIT_USAGE, "unknown command '%s'", c.argv[0]);
     return main_usage(stderr, EXIT_USAGE);
 }

@@ -46,30 +46,6 @@ envlog_err cli_record_json(const envlog_record *rec)
     return envlog_record_json(rec, record_piece, &first);
 }
 
-static bool bar_drawn;
-
-void cli_progress(void *label, uint64_t done, uint64_t total)
-{
-    static int tty = -1;
-    if (tty < 0)
-        tty = isatty(2);
-    if (!tty || total < (64u << 20))
-        return; /* only for large environments, only on a terminal */
-    int pct = total ? (int)(done * 100 / total) : 100;
-    int filled = pct * 30 / 100;
-    fprintf(stderr, "\r%s [%.*s%*s] %3d%% %.1f/%.1f MB", (const char *)label, filled,
-            "##############################", 30 - filled, "", pct, done / 1e6,
-            total / 1e6);
-    bar_drawn = true;
-}
-
-void cli_progress_done(void)
-{
-    if (bar_drawn)
-        fputc('\n', stderr);
-    bar_drawn = false;
-}
-
 const char *cli_damage_file(const envlog_damage *d)
 {
     switch (d->file) {

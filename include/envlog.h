@@ -952,6 +952,10 @@ typedef struct envlog_compact_opts {
     const char *reason;         /* kept in the snapshot: why it ran */
     void (*on_removal)(void *ctx, const envlog_removal *r);
     void *ctx;
+    /* How far it is (for a progress bar; may be NULL): `step` "reading"
+     * (bytes of log folded of the total) or "writing" (bytes of the new
+     * snapshot).  Called often; the caller decides what to show. */
+    void (*on_progress)(void *ctx, const char *step, uint64_t done, uint64_t total);
 } envlog_compact_opts;
 
 /*! envlog_compact_opts_from() : compaction options from the settings `c`
@@ -1042,6 +1046,9 @@ typedef struct envlog_bundle_opts {
      * reads, as envlog_state_open() with check_snapshot does); may be NULL. */
     void (*on_damage)(void *ctx, const envlog_damage *d, bool torn);
     void *ctx;
+    /* How far it is, as envlog_compact_opts.on_progress: "reading", then
+     * "compressing" (bytes of the snapshot compressed of its size). */
+    void (*on_progress)(void *ctx, const char *step, uint64_t done, uint64_t total);
 } envlog_bundle_opts;
 
 /* A bundle's manifest and a full check of its contents. */

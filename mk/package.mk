@@ -7,8 +7,18 @@
 DIST_NAME := envlog-$(VERSION)
 DIST_TAR  := $(DIST_NAME).tar.gz
 
-.PHONY: check-install
-CHECK_TARGETS += check-install checksymbols
+.PHONY: check-install check-completion
+CHECK_TARGETS += check-install checksymbols check-completion
+check-completion: $(BIN)
+	@echo "== bash completion"
+	@bash tests/package/completion.sh $(BIN)
+
+.PHONY: check-progress
+CHECK_TARGETS += check-progress
+check-progress: $(BIN) $(CUDA_REBUILD_ENV)
+	@echo "== progress on a pseudo-terminal, none on a pipe"
+	@$(DEB_PYTHON) tests/package/progress.py $(BIN) fixtures $(CUDA_REBUILD_ENV)
+
 check-install: all $(B)/envlog.pc
 	@echo "== install, use and uninstall under two prefixes"
 	@CC="$(CC)" CFLAGS="$(CFLAGS)" LDFLAGS="$(LDFLAGS)" bash tests/package/install.sh $(B)

@@ -116,6 +116,24 @@ static void note_session(build_ctx *b, const envlog_session_rec *s)
     e->n_devices = devs ? s->n_devices : 0;
 }
 
+/* The fold's progress as the build's "reading" step; with a progress
+ * callback the fold's context is the options (damage goes on to theirs). */
+typedef struct fold_watch {
+    const envlog_build_opts *o;
+} fold_watch;
+
+static void reading(void *ctx, uint64_t done, uint64_t total)
+{
+    const envlog_build_opts *o = ((fold_watch *)ctx)->o;
+    o->on_progress(o->ctx, "reading", done, total);
+}
+
+static void damaged(void *ctx, const envlog_damage *d, bool torn)
+{
+    const envlog_build_opts *o = ((fold_watch *)ctx)->o;
+    o->on_damage(o->ctx, d, torn);
+}
+
 static envlog_err track_seq(build_ctx *b, const envlog_stamp *st)
 {
     if (b->n_ss && !memcmp(b->ss[b->last_ss].id.b, st->session.b, 16)) {
@@ -610,11 +628,15 @@ envlog_err envlog_snapshot_build(envlog_env *env, const envlog_build_opts *o,
         return e;
     envlog_snap *snap = NULL;
     int lk;
+    fold_watch watch = {o};
     if (!(e = envlog_env_lock(env, false, &lk))) {
         if (!(e = build_base(env, o, &b, &snap, res)) &&
             !(e = carry_watermarks(&b, snap)) && !(e = copy_watermarks(res, snap)))
             e = envlog_replay_each_with(env, &(envlog_replay_opts){
-                                            .on_damage = o->on_damage, .ctx = o->ctx},
+                                            .on_damage = !o->on_progress ? o->on_damage
+                                                         : o->on_damage ? damaged : NULL,
+                                            .on_progress = o->on_progress ? reading : NULL,
+                                            .ctx = o->on_progress ? (void *)&watch : o->ctx},
                                         snap, true, true, build_visit, &b);
         envlog_snap_unmap(snap);
         envlog_env_unlock(lk);

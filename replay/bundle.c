@@ -315,6 +315,8 @@ typedef struct zsink {
     int level;
     envlog_buf z;
     uint64_t size;
+    const envlog_bundle_opts *o; /* on_progress */
+    uint64_t pushed;
 } zsink;
 
 static envlog_err z_begin(void *ctx, uint64_t size)
@@ -361,7 +363,12 @@ static envlog_err z_push(zsink *s, const uint8_t *p, size_t n, ZSTD_EndDirective
 
 static envlog_err z_write(void *ctx, const uint8_t *p, size_t n)
 {
-    return z_push(ctx, p, n, ZSTD_e_continue);
+    zsink *s = ctx;
+    envlog_err e = z_push(s, p, n, ZSTD_e_continue);
+    s->pushed += n;
+    if (!e && s->o->on_progress)
+        s->o->on_progress(s->o->ctx, "compressing", s->pushed, s->size);
+    return e;
 }
 
 /* A temporary name beside `path`, after removing what killed exports left
@@ -398,12 +405,13 @@ static envlog_err export_bytes(envlog_env *env, const envlog_bundle_opts *opts, 
                             NAME_MAX_LEN);
     if ((unsigned)opts->evidence > ENVLOG_EVIDENCE_ALL)
         return envlog__fail(ENVLOG_INVALID_ARG, "bad bundle options");
-    zsink zs = {NULL, opts->zstd_level ? opts->zstd_level : BUNDLE_LEVEL, {0}, 0};
+    zsink zs = {NULL, opts->zstd_level ? opts->zstd_level : BUNDLE_LEVEL, {0}, 0, opts, 0};
     envlog_sink sink = {z_begin, z_write, &zs};
     envlog_build_opts bo = {.evidence = opts->evidence, .name = opts->name,
                             .prefixes = opts->prefixes, .n_prefixes = opts->n_prefixes,
                             .content = "bundle", .no_index = true,
-                            .on_damage = opts->on_damage, .ctx = opts->ctx, .sink = &sink};
+                            .on_damage = opts->on_damage, .ctx = opts->ctx,
+                            .on_progress = opts->on_progress, .sink = &sink};
     envlog_build_result res;
     envlog_err e = envlog_snapshot_build(env, &bo, &res);
     envlog_build_result_free(&res);

@@ -248,6 +248,30 @@ static envlog_err out_write(void *ctx, const uint8_t *p, size_t n)
     return envlog_out_write(ctx, p, n);
 }
 
+/* The new snapshot's bytes on their way, counted for on_progress. */
+typedef struct progress_sink {
+    envlog_err (*write)(void *ctx, const uint8_t *p, size_t n);
+    void *ctx;
+    const envlog_compact_opts *o;
+    uint64_t size, done;
+} progress_sink;
+
+static envlog_err ps_begin(void *ctx, uint64_t size)
+{
+    ((progress_sink *)ctx)->size = size;
+    return ENVLOG_OK;
+}
+
+static envlog_err ps_write(void *ctx, const uint8_t *p, size_t n)
+{
+    progress_sink *s = ctx;
+    envlog_err e = s->write(s->ctx, p, n);
+    s->done += n;
+    if (!e && s->o->on_progress)
+        s->o->on_progress(s->o->ctx, "writing", s->done, s->size);
+    return e;
+}
+
 static uint64_t file_size(int dirfd, const char *name)
 {
     struct stat st;
@@ -383,15 +407,17 @@ envlog_err envlog_compact_x(envlog_env *env, const envlog_compact_opts *opts,
     uint64_t counted = 0;
     if (!opts->dry_run && (e = envlog_out_open(&tmp, snapfd, "current.tmp")))
         goto out;
-    envlog_sink sink = {NULL, opts->dry_run ? count_only : out_write,
-                        opts->dry_run ? (void *)&counted : (void *)&tmp};
+    progress_sink ps = {opts->dry_run ? count_only : out_write,
+                        opts->dry_run ? (void *)&counted : (void *)&tmp, opts, 0, 0};
+    envlog_sink sink = {ps_begin, ps_write, &ps};
     envlog_build_opts bo = {.evidence = evidence, .name = "", .content = "snapshot",
                             .strict = true, .sealed = sealed, .n_sealed = n_sealed,
                             .sink = &sink, .history_sessions = opts->history_sessions,
                             .history_age_ns = opts->history_age_ns, .present = present,
                             .n_present = n, .max_size = opts->max_size,
                             .dry_run = opts->dry_run, .on_removal = opts->on_removal,
-                            .ctx_removal = opts->ctx,
+                            .ctx_removal = opts->ctx, .on_progress = opts->on_progress,
+                            .ctx = opts->ctx,
                             .reason = opts->reason ? opts->reason : "envlog_compact_x()"};
     e = envlog_snapshot_build(env, &bo, &res);
     envlog_err ce = envlog_out_close(&tmp, !e);

@@ -91,6 +91,8 @@ typedef struct envlog_build_opts {
     bool strict;
     void (*on_damage)(void *ctx, const envlog_damage *d, bool torn);
     void *ctx;
+    /* "reading": bytes of log folded (may be NULL; the same ctx). */
+    void (*on_progress)(void *ctx, const char *step, uint64_t done, uint64_t total);
     /* Sessions known sealed, with their last seq: a watermark that
      * reaches it is complete. */
     const envlog_build_session *sealed;

@@ -36,7 +36,8 @@ round() {
         "$prefix/include/envlog_cuda.h" "$libdir/pkgconfig/envlog.pc" \
         "$prefix/share/man/man1/envlog.1" "$prefix/share/man/man3/envlog.3" \
         "$prefix/share/man/man5/envlog.5" "$prefix/share/envlog/schemas/record.schema.json" \
-        "$prefix/share/envlog/schemas/common.schema.json"; do
+        "$prefix/share/envlog/schemas/common.schema.json" \
+        "$prefix/share/bash-completion/completions/envlog"; do
         mode=$(stat -c %a "$d$f" 2>/dev/null)
         [ "$mode" = 644 ] && ok || bad "$name: $f is ${mode:-missing}, not 0644"
     done
