@@ -10,6 +10,7 @@
 #include "envlog.h"
 
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 
 enum {
@@ -37,6 +38,12 @@ struct cli_cmd {
     int (*run)(cli *c);
 };
 
+/* text.c: `one` when n is 1, else `many` ("1 session", "2 sessions"). */
+const char *cli_plural(uint64_t n, const char *one, const char *many);
+/* The cells a terminal gives UTF-8 text `s`; cli_pad() prints `s` to stdout
+ * and spaces up to `width` cells (a column aligned by display width). */
+size_t cli_width(const char *s);
+void cli_pad(const char *s, size_t width);
 /* suggest.c: the word of `known` closest to `word` (a typo away), or NULL. */
 const char *cli_closest(const char *word, const char *const *known, size_t n);
 /* An argument the command does not take: "unknown option", with the

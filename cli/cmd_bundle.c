@@ -79,10 +79,14 @@ static int compact_run(cli *c)
                r.sessions_damaged, r.sessions_kept, r.sessions_stray, r.bytes_before,
                r.bytes_after, r.previous_bytes, r.history_dropped, r.evicted, r.evicted_bytes);
     } else {
-        printf("compacted %" PRIu64 " sessions into a snapshot of %" PRIu64 " entries (%" PRIu64
-               " evidence records)\nremoved %" PRIu64 " session directories; kept %" PRIu64
-               " live and %" PRIu64 " damaged\n", r.sessions_folded, r.entries, r.evidence,
-               r.sessions_removed, r.sessions_live, r.sessions_damaged);
+        printf("compacted %" PRIu64 " %s into a snapshot of %" PRIu64 " %s (%" PRIu64
+               " evidence %s)\nremoved %" PRIu64 " session %s; kept %" PRIu64
+               " live and %" PRIu64 " damaged\n", r.sessions_folded,
+               cli_plural(r.sessions_folded, "session", "sessions"), r.entries,
+               cli_plural(r.entries, "entry", "entries"), r.evidence,
+               cli_plural(r.evidence, "record", "records"), r.sessions_removed,
+               cli_plural(r.sessions_removed, "directory", "directories"), r.sessions_live,
+               r.sessions_damaged);
         if (r.sessions_kept)
             printf("kept %" PRIu64 " more until the next compaction: snapshot/previous, the "
                    "generation kept, does not cover them yet\n", r.sessions_kept);
@@ -90,13 +94,15 @@ static int compact_run(cli *c)
             printf("dropped %" PRIu64 " record%s of history (retention: see `envlog config`)\n",
                    r.history_dropped, r.history_dropped == 1 ? "" : "s");
         if (r.evicted)
-            printf("evicted %" PRIu64 " entr%s, %" PRIu64 " bytes (max_size: see `envlog gc`)\n",
-                   r.evicted, r.evicted == 1 ? "y" : "ies", r.evicted_bytes);
+            printf("evicted %" PRIu64 " entr%s, %" PRIu64 " %s (max_size: see `envlog gc`)\n",
+                   r.evicted, r.evicted == 1 ? "y" : "ies", r.evicted_bytes,
+                   cli_plural(r.evicted_bytes, "byte", "bytes"));
         if (r.sessions_stray)
             printf("kept %" PRIu64 " with stray entries in their directories (see `envlog "
                    "verify`)\n", r.sessions_stray);
-        printf("%" PRIu64 " bytes before, %" PRIu64 " after (snapshot/previous: %" PRIu64
-               ")\n", r.bytes_before, r.bytes_after, r.previous_bytes);
+        printf("%" PRIu64 " %s before, %" PRIu64 " after (snapshot/previous: %" PRIu64
+               ")\n", r.bytes_before, cli_plural(r.bytes_before, "byte", "bytes"), r.bytes_after,
+               r.previous_bytes);
     }
     return r.sessions_damaged || r.sessions_stray ? EXIT_DAMAGE : EXIT_OK;
 }
@@ -323,9 +329,9 @@ static int import_run(cli *c, int i)
         else
             printf("nothing new: the environment is unchanged\n");
         if (r.foreign)
-            printf("note: %" PRIu64 " entries are under namespaces with no local entry (another "
+            printf("note: %" PRIu64 " %s under namespaces with no local entry (another "
                    "device, runtime or version?): they match only lookups under those "
-                   "namespaces\n", r.foreign);
+                   "namespaces\n", r.foreign, cli_plural(r.foreign, "entry is", "entries are"));
         if (r.rejected)
             printf("first rejected: %s\n", r.first_reject);
     }

@@ -341,7 +341,9 @@ static void history(const cli *c, const char *which, const side *s)
         printf("]}\n");
         return;
     }
-    printf("%s: %s: %" PRIu64 " sessions, %zu entries\n", which, s->path, s->sessions, s->n);
+    printf("%s: %s: %" PRIu64 " %s, %zu %s\n", which, s->path, s->sessions,
+           cli_plural(s->sessions, "session", "sessions"), s->n,
+           cli_plural(s->n, "entry", "entries"));
     for (size_t i = 0; i < s->n_runtimes; i++)
         printf("   runtime %s\n", s->runtimes[i]);
     for (size_t i = 0; i < s->n_devices; i++)

@@ -53,11 +53,13 @@ static int sessions_run(cli *c)
                    in[i].records, in[i].last_seq, in[i].segments, st, in[i].bytes,
                    in[i].dropped_bytes);
         } else {
-            printf("%-32s  %-24s  %-16s  %-12s  %7" PRIu64 "  %4" PRIu64
-                   "  %-8s  %" PRIu64 "\n",
-                   in[i].id_hex, in[i].start_unix_ns ? t : "-",
-                   *in[i].label ? in[i].label : "-", *in[i].host ? in[i].host : "-",
-                   in[i].records, in[i].segments, st, in[i].bytes);
+            /* Labels and hosts are anyone's text: padded by display width. */
+            printf("%-32s  %-24s  ", in[i].id_hex, in[i].start_unix_ns ? t : "-");
+            cli_pad(*in[i].label ? in[i].label : "-", 16);
+            fputs("  ", stdout);
+            cli_pad(*in[i].host ? in[i].host : "-", 12);
+            printf("  %7" PRIu64 "  %4" PRIu64 "  %-8s  %" PRIu64 "\n", in[i].records,
+                   in[i].segments, st, in[i].bytes);
         }
     }
     if (!c->json && n == 0)

@@ -64,16 +64,17 @@ static void print_upkeep(const envlog_upkeep *u)
         printf("config       not applied (the defaults are shown): %s\n", u->config_error);
     size_text(c->compact_bytes, a);
     size_text(u->pending_bytes, b);
-    printf("upkeep       automatic compaction %s: at %" PRIu64 " sessions or %s not "
+    printf("upkeep       automatic compaction %s: at %" PRIu64 " %s or %s not "
            "compacted (now %" PRIu64 ", %s)%s\n", c->auto_compact ? "on" : "off",
-           c->compact_sessions, a, u->pending_sessions, b,
+           c->compact_sessions, cli_plural(c->compact_sessions, "session", "sessions"), a,
+           u->pending_sessions, b,
            u->due ? "; due at the next session end" : "");
     char age[48] = "";
     if (c->history_age_ns)
         snprintf(age, sizeof age, ", younger than %" PRIu64 " s", c->history_age_ns / 1000000000u);
     if (c->history_sessions)
-        printf("             history of the newest %" PRIu64 " sessions%s; ", c->history_sessions,
-               age);
+        printf("             history of the newest %" PRIu64 " %s%s; ", c->history_sessions,
+               cli_plural(c->history_sessions, "session", "sessions"), age);
     else
         printf("             history of every session%s; ", age);
     if (c->max_size) {
@@ -206,15 +207,20 @@ static int status_run(cli *c)
                 sep = ", ";
             }
         printf("%s\n", n ? ")" : "");
-        printf("on disk      %" PRIu64 " bytes in %" PRIu64 " records\n",
-               bytes + ss.snapshot_bytes, ss.records);
+        printf("on disk      %" PRIu64 " %s in %" PRIu64 " %s\n", bytes + ss.snapshot_bytes,
+               cli_plural(bytes + ss.snapshot_bytes, "byte", "bytes"), ss.records,
+               cli_plural(ss.records, "record", "records"));
         if (ss.snapshot_bytes)
-            printf("snapshot     %" PRIu64 " entries from %" PRIu64 " sessions, %" PRIu64
-                   " bytes%s\n", ss.snapshot_entries, ss.snapshot_sessions, ss.snapshot_bytes,
+            printf("snapshot     %" PRIu64 " %s from %" PRIu64 " %s, %" PRIu64
+                   " bytes%s\n", ss.snapshot_entries,
+                   cli_plural(ss.snapshot_entries, "entry", "entries"), ss.snapshot_sessions,
+                   cli_plural(ss.snapshot_sessions, "session", "sessions"), ss.snapshot_bytes,
                    ss.snapshot_generation == 2 ? " (snapshot/previous: the current one is "
                                                  "damaged or missing)" : "");
-        printf("entries      %" PRIu64 " tunes, %" PRIu64 " kernels, %" PRIu64
-               " user records\n", ss.tunes, ss.kernels, ss.user_records);
+        printf("entries      %" PRIu64 " %s, %" PRIu64 " %s, %" PRIu64 " user %s\n", ss.tunes,
+               cli_plural(ss.tunes, "tune", "tunes"), ss.kernels,
+               cli_plural(ss.kernels, "kernel", "kernels"), ss.user_records,
+               cli_plural(ss.user_records, "record", "records"));
         for (size_t i = 0; i < cc.n; i++)
             printf("  %-6s %6" PRIu64 "  %s\n",
                    cc.v[i].table == ENVLOG_TABLE_TUNE ? "tune" : "kernel", cc.v[i].n,
@@ -222,8 +228,9 @@ static int status_run(cli *c)
         printf("last change  %s\n", last);
         print_upkeep(&up);
         if (damage) {
-            printf("damage       %" PRIu64 " region(s), %" PRIu64
-                   " bytes: run `envlog verify` for details\n", ss.damaged, damaged_bytes);
+            printf("damage       %" PRIu64 " %s, %" PRIu64 " %s: run `envlog verify` for "
+                   "details\n", ss.damaged, cli_plural(ss.damaged, "region", "regions"),
+                   damaged_bytes, cli_plural(damaged_bytes, "byte", "bytes"));
             if (snap_damage)
                 printf("             the snapshot: %" PRIu64 " damaged, %" PRIu64
                        " entries lost%s\n", ss.snapshot_damaged, ss.snapshot_lost,

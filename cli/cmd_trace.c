@@ -458,8 +458,9 @@ static int trace_run(cli *c)
     if (!rc)
         rc = wrc;
     if (!cli_is_stdio(out) && !rc)
-        fprintf(stderr, "envlog: wrote %s (%zu sessions); open it in Perfetto "
-                "(ui.perfetto.dev) or chrome://tracing\n", out, t.n_pids);
+        fprintf(stderr, "envlog: wrote %s (%zu %s); open it in Perfetto "
+                "(ui.perfetto.dev) or chrome://tracing\n", out, t.n_pids,
+                cli_plural(t.n_pids, "session", "sessions"));
     trace_free(&t);
     envlog_env_close(env);
     return rc ? rc : worst;

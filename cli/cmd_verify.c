@@ -110,15 +110,18 @@ static int verify_session(cli *c, envlog_env *env, const envlog_session_info *in
         }
         printf("],\"strays\":%" PRIu64, in->strays);
     } else {
-        printf("%s  %-8s  %" PRIu64 " records in %" PRIu64 " segments\n", in->id_hex,
-               envlog_session_state_name(st), in->records, in->segments);
+        printf("%s  %-8s  %" PRIu64 " %s in %" PRIu64 " %s\n", in->id_hex,
+               envlog_session_state_name(st), in->records,
+               cli_plural(in->records, "record", "records"), in->segments,
+               cli_plural(in->segments, "segment", "segments"));
         if (in->strays)
             printf("  %" PRIu64 " stray entr%s in its directory (neither segments nor "
                    ".broken copies): left alone, the session is never retired\n",
                    in->strays, in->strays == 1 ? "y" : "ies");
         for (size_t i = 0; i < ns; i++)
-            printf("  segment %" PRIu32 ": %" PRIu64 " records, good to offset %" PRIu64 "\n",
-                   segs[i].segment, segs[i].records, segs[i].good_end);
+            printf("  segment %" PRIu32 ": %" PRIu64 " %s, good to offset %" PRIu64 "\n",
+                   segs[i].segment, segs[i].records,
+                   cli_plural(segs[i].records, "record", "records"), segs[i].good_end);
         if (more)
             printf("  (%zu more segments)\n", more);
         for (size_t i = 0; i < nd; i++)
@@ -216,9 +219,10 @@ static void print_file(cli *c, const char *name, const envlog_snapshot_file *f)
         return;
     }
     if (f->intact)
-        printf("%-18s intact: %" PRIu64 " entries, %" PRIu64 " evidence, %" PRIu64
-               " sessions, %" PRIu64 " bytes\n", name, f->entries, f->evidence, f->sessions,
-               f->bytes);
+        printf("%-18s intact: %" PRIu64 " %s, %" PRIu64 " evidence, %" PRIu64
+               " %s, %" PRIu64 " %s\n", name, f->entries, cli_plural(f->entries, "entry", "entries"),
+               f->evidence, f->sessions, cli_plural(f->sessions, "session", "sessions"),
+               f->bytes, cli_plural(f->bytes, "byte", "bytes"));
     else
         printf("%-18s damaged: %s\n", name, f->problem);
 }
@@ -307,8 +311,8 @@ static int verify_bundle(cli *c, const char *arg)
                in->tunes + in->kernels + in->users, in->bad_records,
                in->content_ok ? "true" : "false");
     } else if (ok) {
-        printf("bundle %s  intact: %" PRIu64 " entries\n", path,
-               in->tunes + in->kernels + in->users);
+        uint64_t n = in->tunes + in->kernels + in->users;
+        printf("bundle %s  intact: %" PRIu64 " %s\n", path, n, cli_plural(n, "entry", "entries"));
     } else {
         printf("bundle %s  damaged: %" PRIu64 " damaged record%s%s\n", path, in->bad_records,
                in->bad_records == 1 ? "" : "s",
@@ -373,7 +377,8 @@ static int verify_run(cli *c)
     if (rc > worst)
         worst = rc;
     if (!c->json)
-        printf("%zu sessions checked: %s\n", n, worst ? "damage found" : "all good");
+        printf("%zu %s checked: %s\n", n, cli_plural(n, "session", "sessions"),
+               worst ? "damage found" : "all good");
     envlog_sessions_free(in, n);
     envlog_env_close(env);
     return worst;

@@ -34,7 +34,7 @@ mkdir "$root/bin"
 ln -s "$ENVLOG" "$root/bin/envlog"
 names=("$@")
 if [ ${#names[@]} -eq 0 ]; then
-    for f in "$here"/{sessions,cat,usage,output}-*.cmd; do
+    for f in "$here"/{sessions,cat,usage,output,text}-*.cmd; do
         [ -e "$f" ] && names+=("$(basename "$f" .cmd)")
     done
 fi

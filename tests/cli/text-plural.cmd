@@ -1,0 +1,5 @@
+# One of a thing is singular, any other count plural.
+envlog -C "$FIXTURES/envs/basic" bundle export one -o b.envb >/dev/null || exit 1
+envlog -C new bundle import b.envb >/dev/null || exit 1
+envlog -C new status | grep -E '^(sessions|snapshot|entries)'
+envlog -C new verify | sed -E 's/^[0-9a-f]{32}/ID/'
