@@ -39,6 +39,9 @@ typedef struct slice {
     uint32_t tid;          /* its track, once laid out */
     uint8_t kind;
     uint8_t group;         /* thread 0: the kind whose track it takes */
+    bool opening;          /* a span's opening, until its close is read */
+    bool dead;             /* an opening its close replaced */
+    uint64_t span_id;
     char *name;
     char *args;            /* the members of its "args" object */
 } slice;
@@ -48,6 +51,7 @@ typedef struct trace_ctx {
     size_t n, cap;
     envlog_id128 *ids;     /* sessions in order of appearance */
     char **pnames;
+    uint64_t *last_ns;     /* each session's last record */
     size_t n_pids, cap_pids;
     uint64_t origin;       /* the earliest session start, so ts starts near 0 */
     bool have_origin;
@@ -126,11 +130,14 @@ static uint32_t pid_of(trace_ctx *t, const envlog_replay_rec *r)
         if (p)
             t->ids = p;
         char **q = p ? realloc(t->pnames, cap * sizeof *q) : NULL;
-        if (!q) {
+        if (q)
+            t->pnames = q;
+        uint64_t *l = q ? realloc(t->last_ns, cap * sizeof *l) : NULL;
+        if (!l) {
             t->err = 1;
             return 0;
         }
-        t->pnames = q;
+        t->last_ns = l;
         t->cap_pids = cap;
     }
     char id[33];
@@ -141,6 +148,7 @@ static uint32_t pid_of(trace_ctx *t, const envlog_replay_rec *r)
              s && s->host ? s->host : "");
     if (!(t->pnames[t->n_pids] = dup_text(t, name)))
         return 0;
+    t->last_ns[t->n_pids] = 0;
     t->ids[t->n_pids++] = r->rec->stamp.session;
     return (uint32_t)t->n_pids;
 }
@@ -160,10 +168,21 @@ static uint64_t start_before(uint64_t end, uint64_t dur, uint64_t session_start)
     return dur <= end - session_start ? end - dur : session_start;
 }
 
+/* A span is one record, or two: its opening, written when what followed
+ * it could not wait, and its close, with the same id (envlog(5), SPANS).
+ * The close replaces the opening; an opening never closed is drawn to its
+ * session's last record. */
 static void add_span(trace_ctx *t, uint32_t pid, const envlog_replay_rec *r,
                      uint64_t start)
 {
     const envlog_span_rec *s = &r->rec->u.span;
+    if (!s->open)
+        for (size_t i = t->n; i-- > 0;)
+            if (t->v[i].proc == pid && t->v[i].opening && t->v[i].span_id == s->id) {
+                t->v[i].dead = true;
+                t->v[i].opening = false;
+                break;
+            }
     args a;
     if (!args_open(t, &a))
         return;
@@ -179,9 +198,15 @@ static void add_span(trace_ctx *t, uint32_t pid, const envlog_replay_rec *r,
         }
         fputs("},", a.f);
     }
+    if (s->open)
+        fputs("\"closed\":false,", a.f);
     stamp_args(a.f, r->rec);
     add_slice(t, &a, pid, K_SPAN, s->has_thread ? s->thread : 0, s->name,
               start + s->open_ns, start + s->open_ns + s->duration_ns);
+    if (s->open && !t->err) {
+        t->v[t->n - 1].opening = true;
+        t->v[t->n - 1].span_id = s->id;
+    }
 }
 
 static void add_tune(trace_ctx *t, uint32_t pid, const envlog_replay_rec *r,
@@ -258,6 +283,8 @@ static int trace_visit(void *ctx, const envlog_replay_rec *r)
     uint32_t pid = pid_of(t, r);
     if (t->err)
         return 1;
+    if (r->unix_ns > t->last_ns[pid - 1])
+        t->last_ns[pid - 1] = r->unix_ns;
     args a;
     switch (rec->kind) {
     case ENVLOG_KIND_SPAN: add_span(t, pid, r, start); break;
@@ -328,6 +355,19 @@ static void thread_meta(FILE *f, const slice *s, uint32_t tid, size_t lane_no)
 /* Lays each thread's slices out on tracks and writes every event. */
 static int trace_write(trace_ctx *t, FILE *f)
 {
+    size_t live = 0;
+    for (size_t i = 0; i < t->n; i++) {
+        slice *s = &t->v[i];
+        if (s->dead) {
+            free(s->name);
+            free(s->args);
+            continue;
+        }
+        if (s->opening && t->last_ns[s->proc - 1] > s->start)
+            s->end = t->last_ns[s->proc - 1];
+        t->v[live++] = *s;
+    }
+    t->n = live;
     qsort(t->v, t->n, sizeof *t->v, slice_cmp);
     char origin[24];
     snprintf(origin, sizeof origin, "%" PRIu64, t->origin);
@@ -423,6 +463,7 @@ static void trace_free(trace_ctx *t)
     free(t->v);
     free(t->ids);
     free(t->pnames);
+    free(t->last_ns);
 }
 
 static int trace_run(cli *c)

@@ -147,6 +147,7 @@ static const envlog_field span_f[] = {
     F(8, ENVLOG_F_U64, "duration_ns", envlog_span_rec, duration_ns),
     ARR(9, ENVLOG_F_OBJS, "attrs", envlog_span_rec, attrs, n_attrs, &attr_s),
     OPT(10, ENVLOG_F_U64, "thread", envlog_span_rec, thread, has_thread),
+    OPT(11, ENVLOG_F_BOOL, "open", envlog_span_rec, open, open),
 };
 static SCHEMA(span_s, "span", envlog_span_rec, span_f);
 

@@ -247,6 +247,8 @@ typedef struct envlog_span_rec {
     size_t n_attrs;
     bool has_thread;
     uint64_t thread;    /* the thread that opened and closed it */
+    bool open;          /* the span's opening, written before its close
+                           (envlog(5), SPANS); its close follows, same id */
 } envlog_span_rec;
 
 typedef struct envlog_mark {
@@ -387,7 +389,8 @@ envlog_err envlog_session_begin(envlog_env *env, const envlog_session_opts *opts
                                 envlog_session **s);
 
 /*! envlog_session_end() : seals the last segment, syncs per the policy and
- *  frees `s`.  Open spans are discarded.  Accepts NULL.
+ *  frees `s`.  A span still open is written as opened, never closed
+ *  (envlog(5), SPANS).  Accepts NULL.
  *  @return the first error met while sealing; `s` is freed regardless. */
 envlog_err envlog_session_end(envlog_session *s);
 
@@ -403,7 +406,8 @@ envlog_err envlog_session_flush(envlog_session *s);
 typedef struct envlog_session_stats {
     uint64_t accepted;   /* records accepted (seq given) */
     uint64_t written;    /* records handed to the kernel */
-    uint64_t held;       /* records waiting for a CHANGED record */
+    uint64_t held;       /* records waiting for a CHANGED record or for
+                            an open span (its opening counts) */
     uint64_t dropped;    /* held records dropped over budget */
     uint64_t segments;   /* segments created */
     uint64_t bytes;      /* bytes of log written */
@@ -462,11 +466,16 @@ typedef struct envlog_span {
     uint64_t parent_;
     uint64_t open_ns_;
     uint64_t pid_;
+    uint64_t seq_;
 } envlog_span;
 
-/*! envlog_span_open() : opens a span named `name` (copied on close, so it must
- *  stay valid until then).  Its parent is the innermost span of the same
- *  session still open on this thread.  Nothing is written until it closes.
+/*! envlog_span_open() : opens a span named `name` (it must stay valid until
+ *  the span closes).  Its parent is the innermost span of the same session
+ *  still open on this thread.  The span is stamped now: its seq comes before
+ *  those of the records made while it is open, and it is written when it
+ *  closes, the records after it held until then within the pending budget
+ *  (a CHANGED record, or the budget, writes its opening first: envlog(5),
+ *  SPANS).
  *  @return ENVLOG_OK or ENVLOG_INVALID_ARG. */
 envlog_err envlog_span_open(envlog_session *s, const char *name, envlog_span *sp);
 

@@ -288,12 +288,17 @@ static envlog_err fork_check(envlog_session *s)
     return identity_new(s);
 }
 
+static envlog_err held_write(envlog_session *s, bool all);
+
 static envlog_err close_disk(envlog_session *s)
 {
-    envlog_err e = ENVLOG_OK;
     if (!s->on_disk)
         return ENVLOG_OK;
-    e = envlog_segw_seal(&s->seg);
+    /* What waits behind spans never closed goes first, their openings
+     * with it: they opened, and their seqs are taken. */
+    envlog_err e = held_write(s, true);
+    envlog_err se = envlog_segw_seal(&s->seg);
+    e = e ? e : se;
     if (!e && s->sync != ENVLOG_SYNC_NONE)
         e = envlog_dir_sync(s->dirfd, "session directory");
     close(s->dirfd); /* releases the writer's lock */
@@ -439,6 +444,140 @@ static envlog_err put_record(envlog_session *s, const uint8_t *p, size_t n,
     return ENVLOG_OK;
 }
 
+/* ------------------------------------------------------- held records
+ *
+ * Held records wait in memory, in seq order: before the session's first
+ * CHANGED record, and behind a span still open, whose seq comes before
+ * theirs (envlog(5), SPANS).  Each entry is [u32 len][u64 seq][payload];
+ * an open span's entry holds its opening record, flagged in len, until the
+ * span closes and its full record takes its place.  The budget counts
+ * payload bytes. */
+#define HELD_OPENING 0x80000000u
+
+static uint32_t held_len(const envlog_session *s, size_t at)
+{
+    return envlog_get_le32(s->held.p + at) & ~HELD_OPENING;
+}
+
+static bool held_is_opening(const envlog_session *s, size_t at)
+{
+    return envlog_get_le32(s->held.p + at) & HELD_OPENING;
+}
+
+static uint64_t held_seq(const envlog_session *s, size_t at)
+{
+    uint64_t seq;
+    memcpy(&seq, s->held.p + at + 4, 8);
+    return seq;
+}
+
+static void held_pop(envlog_session *s)
+{
+    uint32_t len = held_len(s, s->held_head);
+    s->held_head += HELD_HDR + len;
+    s->held_bytes -= len;
+    s->held_count--;
+    if (s->held_head == s->held.len)
+        s->held.len = s->held_head = 0;
+}
+
+static envlog_err held_push(envlog_session *s, const uint8_t *p, size_t n, uint64_t seq,
+                            uint32_t flag)
+{
+    if (s->held_head && s->held.cap - s->held.len < HELD_HDR + n) {
+        memmove(s->held.p, s->held.p + s->held_head, s->held.len - s->held_head);
+        s->held.len -= s->held_head;
+        s->held_head = 0;
+    }
+    envlog_err e = envlog_buf_reserve(&s->held, HELD_HDR + n);
+    if (e)
+        return e;
+    envlog_put_le32(s->held.p + s->held.len, (uint32_t)n | flag);
+    memcpy(s->held.p + s->held.len + 4, &seq, 8);
+    memcpy(s->held.p + s->held.len + HELD_HDR, p, n);
+    s->held.len += HELD_HDR + n;
+    s->held_bytes += n;
+    s->held_count++;
+    return ENVLOG_OK;
+}
+
+/* Before the disk: the oldest entries go over budget, counted as dropped
+ * (an open span's opening too: the span is then dropped when it closes). */
+static void held_trim(envlog_session *s, size_t n)
+{
+    while (s->held_count && s->held_bytes + n > s->budget) {
+        held_pop(s);
+        s->dropped++;
+    }
+}
+
+/* Holds an OBSERVED record before the session's first CHANGED record. */
+static envlog_err hold(envlog_session *s, const uint8_t *p, size_t n, uint64_t seq,
+                       uint32_t flag)
+{
+    if (n > s->budget) {
+        /* Oldest first: a record too big to hold drops everything held
+         * before it too, so the dropped seqs stay one run after seq 0. */
+        s->dropped += s->held_count + 1;
+        s->held.len = s->held_head = s->held_bytes = 0;
+        s->held_count = 0;
+        return ENVLOG_OK;
+    }
+    held_trim(s, n);
+    return held_push(s, p, n, seq, flag);
+}
+
+/* On disk: writes the held entries from the oldest up to the first open
+ * span's opening, and that opening too (the span will close with a record
+ * of its own) when `all` or when over budget.  An entry leaves the list
+ * only once written. */
+static envlog_err held_write(envlog_session *s, bool all)
+{
+    while (s->held_count) {
+        size_t at = s->held_head;
+        if (held_is_opening(s, at) && !all && s->held_bytes <= s->budget)
+            return ENVLOG_OK;
+        envlog_err e = put_record(s, s->held.p + at + HELD_HDR, held_len(s, at),
+                                  held_seq(s, at));
+        if (e)
+            return e;
+        held_pop(s);
+    }
+    return ENVLOG_OK;
+}
+
+/* The entry of seq `seq`, or SIZE_MAX. */
+static size_t held_find(const envlog_session *s, uint64_t seq)
+{
+    for (size_t at = s->held_head; at < s->held.len; at += HELD_HDR + held_len(s, at)) {
+        uint64_t q = held_seq(s, at);
+        if (q == seq)
+            return at;
+        if (q > seq)
+            break;
+    }
+    return SIZE_MAX;
+}
+
+/* Puts `p` in the place of the entry at `at` (an opening), keeping its
+ * seq and so its place in the order. */
+static envlog_err held_replace(envlog_session *s, size_t at, const uint8_t *p, size_t n)
+{
+    uint32_t old = held_len(s, at);
+    size_t tail = at + HELD_HDR + old;
+    if (n > old) {
+        envlog_err e = envlog_buf_reserve(&s->held, n - old);
+        if (e)
+            return e;
+    }
+    memmove(s->held.p + at + HELD_HDR + n, s->held.p + tail, s->held.len - tail);
+    s->held.len = s->held.len - old + n;
+    envlog_put_le32(s->held.p + at, (uint32_t)n);
+    memcpy(s->held.p + at + HELD_HDR, p, n);
+    s->held_bytes = s->held_bytes - old + n;
+    return ENVLOG_OK;
+}
+
 /* Encodes the session record into `b` (the caller frees it). */
 static envlog_err encode_session_record(envlog_session *s, envlog_buf *b)
 {
@@ -507,14 +646,12 @@ static envlog_err go_disk(envlog_session *s)
     envlog_buf_free(&srec);
     if (e)
         goto undo;
-    for (size_t at = s->held_head; at < s->held.len;) {
-        uint32_t len = envlog_get_le32(s->held.p + at);
-        uint64_t seq;
-        memcpy(&seq, s->held.p + at + 4, 8);
-        if ((e = put_record(s, s->held.p + at + HELD_HDR, len, seq)))
+    /* Open spans' openings too: the spans will close with records of their
+     * own, after the records that follow them here. */
+    for (size_t at = s->held_head; at < s->held.len; at += HELD_HDR + held_len(s, at))
+        if ((e = put_record(s, s->held.p + at + HELD_HDR, held_len(s, at),
+                            held_seq(s, at))))
             goto undo;
-        at += HELD_HDR + len;
-    }
     s->held.len = s->held_head = s->held_bytes = 0;
     s->held_count = 0;
     return ENVLOG_OK;
@@ -543,42 +680,6 @@ rmdir:
     envlog_buf_free(&srec);
     io->unlinkat(s->env->sessions_fd, name, AT_REMOVEDIR);
     return e;
-}
-
-/* Holds an OBSERVED record in memory, dropping the oldest over budget.  The
- * budget counts payload bytes; each entry is [u32 len][u64 seq][payload]. */
-static envlog_err hold(envlog_session *s, const uint8_t *p, size_t n, uint64_t seq)
-{
-    if (n > s->budget) {
-        /* Oldest first: a record too big to hold drops everything held
-         * before it too, so the dropped seqs stay one run after seq 0. */
-        s->dropped += s->held_count + 1;
-        s->held.len = s->held_head = s->held_bytes = 0;
-        s->held_count = 0;
-        return ENVLOG_OK;
-    }
-    while (s->held_bytes + n > s->budget) {
-        uint32_t len = envlog_get_le32(s->held.p + s->held_head);
-        s->held_head += HELD_HDR + len;
-        s->held_bytes -= len;
-        s->held_count--;
-        s->dropped++;
-    }
-    if (s->held_head && s->held.cap - s->held.len < HELD_HDR + n) {
-        memmove(s->held.p, s->held.p + s->held_head, s->held.len - s->held_head);
-        s->held.len -= s->held_head;
-        s->held_head = 0;
-    }
-    envlog_err e = envlog_buf_reserve(&s->held, HELD_HDR + n);
-    if (e)
-        return e;
-    envlog_put_le32(s->held.p + s->held.len, (uint32_t)n);
-    memcpy(s->held.p + s->held.len + 4, &seq, 8);
-    memcpy(s->held.p + s->held.len + HELD_HDR, p, n);
-    s->held.len += HELD_HDR + n;
-    s->held_bytes += n;
-    s->held_count++;
-    return ENVLOG_OK;
 }
 
 /* getpid() is a system call (about 200 ns on a virtual machine, a fifth of
@@ -626,9 +727,12 @@ uint64_t envlog_thread_id(void)
     return tid;
 }
 
-/* The one path every record takes. */
+/* The one path every record takes.  A span's record (`sp`) keeps the stamp
+ * it took when it opened and the place of its opening among the held
+ * records, or, when its opening was written already, is a record of its
+ * own, stamped now. */
 static envlog_err submit(envlog_session *s, envlog_kind kind, const void *body,
-                         envlog_effect effect, envlog_stamp *stamp)
+                         envlog_effect effect, const envlog_span *sp, envlog_stamp *stamp)
 {
     if (!s)
         return envlog__fail(ENVLOG_INVALID_ARG, "no session");
@@ -643,11 +747,16 @@ static envlog_err submit(envlog_session *s, envlog_kind kind, const void *body,
     if (e)
         goto out;
     envlog_stamp st = {s->id, s->next_seq, envlog_clock_mono_ns() - s->start_mono};
-    if (s->level == ENVLOG_LEVEL_OFF) {
-        s->next_seq++;
-        s->st.accepted++;
-        goto stamped;
+    size_t at = SIZE_MAX;
+    bool fresh = true; /* it takes the next seq */
+    if (sp && (s->level == ENVLOG_LEVEL_OFF || sp->seq_ <= s->dropped ||
+               (at = held_find(s, sp->seq_)) != SIZE_MAX)) {
+        st.seq = sp->seq_;
+        st.offset_ns = sp->open_ns_;
+        fresh = false;
     }
+    if (s->level == ENVLOG_LEVEL_OFF || (!fresh && at == SIZE_MAX))
+        goto accepted; /* OFF, or a span dropped with its opening */
     if ((e = envlog_event_encode(&s->scratch, kind, &st, effect, s->level, body)))
         goto out;
     if (s->scratch.len > ENVLOG_RECORD_MAX) {
@@ -655,19 +764,43 @@ static envlog_err submit(envlog_session *s, envlog_kind kind, const void *body,
                          envlog_kind_name(kind), s->scratch.len, ENVLOG_RECORD_MAX);
         goto out;
     }
+    if (!fresh) {
+        if ((e = held_replace(s, at, s->scratch.p, s->scratch.len)))
+            goto out;
+        if (!s->on_disk)
+            held_trim(s, 0);
+        else if ((e = held_write(s, false)))
+            goto out;
+        goto accepted;
+    }
     if (!s->on_disk) {
         if (effect == ENVLOG_OBSERVED) {
-            if ((e = hold(s, s->scratch.p, s->scratch.len, st.seq)))
+            if ((e = hold(s, s->scratch.p, s->scratch.len, st.seq, 0)))
                 goto out;
             goto accepted;
         }
         if ((e = go_disk(s)))
             goto out;
+    } else if (s->held_count) {
+        /* Behind an open span: an OBSERVED record waits with it, within the
+         * budget; a CHANGED one writes what waits, openings included. */
+        if (effect == ENVLOG_OBSERVED) {
+            if ((e = held_push(s, s->scratch.p, s->scratch.len, st.seq, 0)))
+                goto out;
+            s->next_seq++;
+            s->st.accepted++;
+            if ((e = held_write(s, false)))
+                goto out; /* it stays held, for the next record to write */
+            goto stamped;
+        }
+        if ((e = held_write(s, true)))
+            goto out;
     }
     if ((e = put_record(s, s->scratch.p, s->scratch.len, st.seq)))
         goto out;
 accepted:
-    s->next_seq++;
+    if (fresh)
+        s->next_seq++;
     s->st.accepted++;
 stamped:
     if (s->hook)
@@ -693,9 +826,10 @@ envlog_err envlog_record_tune(envlog_session *s, const envlog_tune *t,
         for (size_t i = 0; i < t->n_trials; i++)
             if (t->trials && (int64_t)t->trials[i].index == t->winner && !t->trials[i].error)
                 c.winner_ns = t->trials[i].median_ns;
-        return submit(s, ENVLOG_KIND_TUNE, &c, envlog_effect_of(ENVLOG_KIND_TUNE, &c), stamp);
+        return submit(s, ENVLOG_KIND_TUNE, &c, envlog_effect_of(ENVLOG_KIND_TUNE, &c), NULL,
+                  stamp);
     }
-    return submit(s, ENVLOG_KIND_TUNE, t, envlog_effect_of(ENVLOG_KIND_TUNE, t), stamp);
+    return submit(s, ENVLOG_KIND_TUNE, t, envlog_effect_of(ENVLOG_KIND_TUNE, t), NULL, stamp);
 }
 
 envlog_err envlog_record_compile(envlog_session *s, const envlog_compile *c,
@@ -704,7 +838,7 @@ envlog_err envlog_record_compile(envlog_session *s, const envlog_compile *c,
     if (!c || !c->ns || !c->name)
         return envlog__fail(ENVLOG_INVALID_ARG, "a compile needs a namespace and a name");
     return submit(s, ENVLOG_KIND_COMPILE, c,
-                  envlog_effect_of(ENVLOG_KIND_COMPILE, c), stamp);
+                  envlog_effect_of(ENVLOG_KIND_COMPILE, c), NULL, stamp);
 }
 
 envlog_err envlog_record_mark(envlog_session *s, const char *label,
@@ -713,7 +847,7 @@ envlog_err envlog_record_mark(envlog_session *s, const char *label,
     if (!label)
         return envlog__fail(ENVLOG_INVALID_ARG, "a mark needs a label");
     envlog_mark m = {label, envlog_clock_unix_ns()};
-    return submit(s, ENVLOG_KIND_MARK, &m, ENVLOG_OBSERVED, stamp);
+    return submit(s, ENVLOG_KIND_MARK, &m, ENVLOG_OBSERVED, NULL, stamp);
 }
 
 envlog_err envlog_record_import(envlog_session *s, const envlog_import *im,
@@ -721,7 +855,7 @@ envlog_err envlog_record_import(envlog_session *s, const envlog_import *im,
 {
     if (!im || !im->bundle)
         return envlog__fail(ENVLOG_INVALID_ARG, "an import needs a bundle name");
-    return submit(s, ENVLOG_KIND_IMPORT, im, ENVLOG_CHANGED, stamp);
+    return submit(s, ENVLOG_KIND_IMPORT, im, ENVLOG_CHANGED, NULL, stamp);
 }
 
 envlog_err envlog_record_forget(envlog_session *s, const envlog_forget *f,
@@ -737,7 +871,7 @@ envlog_err envlog_record_forget(envlog_session *s, const envlog_forget *f,
     } else if (!f || !f->ns || !f->key) {
         return envlog__fail(ENVLOG_INVALID_ARG, "a forget needs a namespace and a key");
     }
-    return submit(s, ENVLOG_KIND_FORGET, f, ENVLOG_CHANGED, stamp);
+    return submit(s, ENVLOG_KIND_FORGET, f, ENVLOG_CHANGED, NULL, stamp);
 }
 
 envlog_err envlog_record_user(envlog_session *s, const char *kind,
@@ -751,7 +885,7 @@ envlog_err envlog_record_user(envlog_session *s, const char *kind,
     if (effect != ENVLOG_OBSERVED && effect != ENVLOG_CHANGED)
         return envlog__fail(ENVLOG_INVALID_ARG, "unknown effect %d", (int)effect);
     envlog_user u = {kind, {cbor, size}};
-    return submit(s, ENVLOG_KIND_USER, &u, effect, stamp);
+    return submit(s, ENVLOG_KIND_USER, &u, effect, NULL, stamp);
 }
 
 /* ----------------------------------------------------------------- spans */
@@ -762,24 +896,45 @@ envlog_err envlog_span_open(envlog_session *s, const char *name, envlog_span *sp
 {
     if (!s || !name || !sp)
         return envlog__fail(ENVLOG_INVALID_ARG, "a span needs a session and a name");
-    pthread_mutex_lock(&s->mu);
-    envlog_err e = fork_check(s);
-    if (!e) {
-        sp->id_ = s->next_span++;
-        sp->open_ns_ = envlog_clock_mono_ns() - s->start_mono;
-        sp->pid_ = (uint64_t)s->pid;
-    }
-    pthread_mutex_unlock(&s->mu);
-    if (e)
-        return e;
-    sp->session_ = s;
-    sp->name_ = name;
     sp->parent_ = 0;
     for (envlog_span *p = span_top; p; p = p->up_)
         if (p->session_ == s) {
             sp->parent_ = p->id_;
             break;
         }
+    /* Stamped now (envlog(5), SPANS): the seq it takes orders it before
+     * everything recorded while it is open.  Its opening record waits in
+     * its place among the held records until the span closes, or is
+     * written as it is when what follows cannot wait. */
+    pthread_mutex_lock(&s->mu);
+    envlog_err e = fork_check(s);
+    if (!e) {
+        sp->id_ = s->next_span++;
+        sp->open_ns_ = envlog_clock_mono_ns() - s->start_mono;
+        sp->pid_ = (uint64_t)s->pid;
+        sp->seq_ = s->next_seq;
+    }
+    if (!e && s->level != ENVLOG_LEVEL_OFF) {
+        envlog_span_rec r = {name, sp->id_, sp->parent_, sp->open_ns_, 0, NULL, 0,
+                             true, envlog_thread_id(), true};
+        envlog_stamp st = {s->id, sp->seq_, sp->open_ns_};
+        e = envlog_event_encode(&s->scratch, ENVLOG_KIND_SPAN, &st, ENVLOG_OBSERVED,
+                                s->level, &r);
+        if (!e)
+            e = s->on_disk ? held_push(s, s->scratch.p, s->scratch.len, sp->seq_, HELD_OPENING)
+                           : hold(s, s->scratch.p, s->scratch.len, sp->seq_, HELD_OPENING);
+        if (!e)
+            s->next_seq++;
+        if (!e && s->on_disk)
+            e = held_write(s, false); /* over budget: written at once */
+    } else if (!e) {
+        s->next_seq++;
+    }
+    pthread_mutex_unlock(&s->mu);
+    if (e)
+        return e;
+    sp->session_ = s;
+    sp->name_ = name;
     sp->up_ = span_top;
     span_top = sp;
     return ENVLOG_OK;
@@ -807,6 +962,6 @@ envlog_err envlog_span_close(envlog_span *sp, const envlog_attr *attrs, size_t n
             return envlog__fail(ENVLOG_INVALID_ARG, "span attribute %zu is NULL", i);
     uint64_t now = envlog_clock_mono_ns() - s->start_mono;
     envlog_span_rec r = {sp->name_, sp->id_, sp->parent_, sp->open_ns_,
-                         now - sp->open_ns_, attrs, n, true, envlog_thread_id()};
-    return submit(s, ENVLOG_KIND_SPAN, &r, ENVLOG_OBSERVED, stamp);
+                         now - sp->open_ns_, attrs, n, true, envlog_thread_id(), false};
+    return submit(s, ENVLOG_KIND_SPAN, &r, ENVLOG_OBSERVED, sp, stamp);
 }

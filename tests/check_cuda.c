@@ -143,6 +143,7 @@ static int collect_one(void *ctx, const envlog_replay_rec *rr)
         r->duration_ns = s->duration_ns;
         r->has_start = s->has_thread;
         r->thread = s->thread;
+        r->span_open = s->open;
         size_t used = 0;
         for (size_t i = 0; i < s->n_attrs && used < sizeof r->attrs; i++)
             used += (size_t)snprintf(r->attrs + used, sizeof r->attrs - used, "%s%s=%s",

@@ -64,6 +64,7 @@ typedef struct tc_rec {
     uint64_t start_ns, thread, wall_ns;
     bool trial_has_start[16];
     uint64_t trial_start_ns[16], trial_wall_ns[16];
+    bool span_open;          /* a span's opening (its close follows) */
 } tc_rec;
 
 typedef struct tc_recs {

@@ -278,10 +278,17 @@ START_TEST(test_compile_only_batch)
 
     tc_recs r;
     tc_collect(t.env, &r);
-    ck_assert_uint_eq(r.n, 6);
-    /* the span closes last, after its five compile records, in queue order */
-    const tc_rec *span = &r.r[5];
+    ck_assert_uint_eq(r.n, 7);
+    /* The span is stamped when it opens, so its opening comes first, written
+     * when the first compile (CHANGED) was; its close follows its five
+     * compile records, in queue order. */
+    ck_assert_int_eq(r.r[0].kind, ENVLOG_KIND_SPAN);
+    ck_assert(r.r[0].span_open);
+    ck_assert_str_eq(r.r[0].name, "envlog-cuda/compile-batch");
+    const tc_rec *span = &r.r[6];
     ck_assert_int_eq(span->kind, ENVLOG_KIND_SPAN);
+    ck_assert(!span->span_open);
+    ck_assert_uint_eq(r.r[0].open_ns, span->open_ns);
     ck_assert_str_eq(span->name, "envlog-cuda/compile-batch");
     ck_assert_ptr_nonnull(strstr(span->attrs, "kernels=5"));
     ck_assert_ptr_nonnull(strstr(span->attrs, "compiled=4"));
@@ -293,18 +300,21 @@ START_TEST(test_compile_only_batch)
      * the span's). */
     ck_assert(span->has_start);
     ck_assert_uint_eq(span->thread, envlog_thread_id());
+    const tc_rec *rk = r.r + 1;
     for (int i = 0; i < 5; i++) {
-        ck_assert_int_eq(r.r[i].kind, ENVLOG_KIND_COMPILE);
-        ck_assert_int_eq(r.r[i].outcome, i == 4 ? ENVLOG_LOADED : ENVLOG_COMPILED);
-        ck_assert_uint_ge(r.r[i].stamp.offset_ns, span->open_ns);
-        ck_assert_uint_le(r.r[i].stamp.offset_ns, span->open_ns + span->duration_ns);
-        ck_assert(r.r[i].has_start);
-        ck_assert_uint_ne(r.r[i].thread, 0);
-        ck_assert_uint_ge(r.r[i].start_ns, span->open_ns);
-        ck_assert_uint_le(r.r[i].start_ns + r.r[i].duration_ns, r.r[i].stamp.offset_ns);
+        ck_assert_int_eq(rk[i].kind, ENVLOG_KIND_COMPILE);
+        ck_assert_uint_gt(rk[i].stamp.seq, r.r[0].stamp.seq);
+        ck_assert_uint_lt(rk[i].stamp.seq, span->stamp.seq);
+        ck_assert_int_eq(rk[i].outcome, i == 4 ? ENVLOG_LOADED : ENVLOG_COMPILED);
+        ck_assert_uint_ge(rk[i].stamp.offset_ns, span->open_ns);
+        ck_assert_uint_le(rk[i].stamp.offset_ns, span->open_ns + span->duration_ns);
+        ck_assert(rk[i].has_start);
+        ck_assert_uint_ne(rk[i].thread, 0);
+        ck_assert_uint_ge(rk[i].start_ns, span->open_ns);
+        ck_assert_uint_le(rk[i].start_ns + rk[i].duration_ns, rk[i].stamp.offset_ns);
     }
-    ck_assert_uint_eq(r.r[4].thread, span->thread);
-    ck_assert_uint_eq(r.r[4].duration_ns, 0);
+    ck_assert_uint_eq(rk[4].thread, span->thread);
+    ck_assert_uint_eq(rk[4].duration_ns, 0);
     tc_recs_free(&r);
     tc_free(&t);
 }

@@ -548,18 +548,41 @@ START_TEST(test_spans)
     ck_assert_ok(envlog_session_end(s));
     tu_readback rb;
     ck_assert_ok(tu_read_session(env, &id, &rb));
-    ck_assert_uint_eq(rb.n, 5);
+    /* Spans are stamped when they open (envlog(5), SPANS): outer, inner and
+     * inner2 were held, in seq order, until the tune (CHANGED) wrote them,
+     * outer as its opening (still open), which its close then follows with
+     * a record of its own; bad never closed, and is written as opened. */
+    ck_assert_uint_eq(rb.n, 7);
     envlog_arena a = {0};
-    envlog_record r1, r2, r3;
-    envlog_arena a2 = {0}, a3 = {0};
-    decode(&rb.recs[1], &r1, &a);
-    decode(&rb.recs[2], &r2, &a2);
-    decode(&rb.recs[4], &r3, &a3);
+    envlog_record r1, r2, r3, ro, rt, rbad;
+    envlog_arena a2 = {0}, a3 = {0}, a4 = {0}, a5 = {0}, a6 = {0};
+    decode(&rb.recs[1], &ro, &a4);
+    decode(&rb.recs[2], &r1, &a);
+    decode(&rb.recs[3], &r2, &a2);
+    decode(&rb.recs[4], &rt, &a5);
+    decode(&rb.recs[5], &r3, &a3);
+    decode(&rb.recs[6], &rbad, &a6);
+    for (size_t i = 1; i < rb.n; i++)
+        ck_assert_uint_eq(rb.recs[i].seq, i);
+    ck_assert_str_eq(ro.u.span.name, "outer");
+    ck_assert(ro.u.span.open);
+    ck_assert_uint_eq(ro.stamp.offset_ns, ro.u.span.open_ns);
+    ck_assert_uint_eq(ro.u.span.duration_ns, 0);
     ck_assert_str_eq(r1.u.span.name, "inner");
     ck_assert_str_eq(r2.u.span.name, "inner2");
+    ck_assert_int_eq(rt.kind, ENVLOG_KIND_TUNE);
     ck_assert_str_eq(r3.u.span.name, "outer");
+    ck_assert(!r1.u.span.open && !r2.u.span.open && !r3.u.span.open);
+    ck_assert_uint_eq(r3.u.span.id, ro.u.span.id);
+    ck_assert_uint_eq(r3.u.span.open_ns, ro.u.span.open_ns);
+    ck_assert_str_eq(rbad.u.span.name, "bad");
+    ck_assert(rbad.u.span.open);
+    /* A span held whole keeps its opening's stamp: its seq and open time. */
     ck_assert_uint_eq(r1.stamp.seq, si.seq);
+    ck_assert_uint_eq(r1.stamp.offset_ns, r1.u.span.open_ns);
+    ck_assert_uint_eq(r2.stamp.seq, si2.seq);
     ck_assert_uint_eq(r3.stamp.seq, so.seq);
+    ck_assert_uint_ge(r3.stamp.offset_ns, rt.stamp.offset_ns);
     ck_assert_uint_eq(r3.u.span.parent, 0);
     ck_assert_uint_eq(r1.u.span.parent, r3.u.span.id);
     ck_assert_uint_eq(r2.u.span.parent, r3.u.span.id);
@@ -579,6 +602,161 @@ START_TEST(test_spans)
     envlog_arena_free(&a);
     envlog_arena_free(&a2);
     envlog_arena_free(&a3);
+    envlog_arena_free(&a4);
+    envlog_arena_free(&a5);
+    envlog_arena_free(&a6);
+    tu_readback_free(&rb);
+    envlog_env_close(env);
+    tu_rmrf(dir);
+    free(dir);
+}
+END_TEST
+
+/* The kinds and names of a session's records in file order, "kind:name"
+ * (span openings as "open:name"), comma-separated. */
+static void file_order(envlog_env *env, const envlog_id128 *id, char *out, size_t size)
+{
+    tu_readback rb;
+    ck_assert_ok(tu_read_session(env, id, &rb));
+    ck_assert_uint_eq(rb.n_corrupt + rb.n_truncated, 0);
+    size_t used = 0;
+    out[0] = '\0';
+    for (size_t i = 1; i < rb.n; i++) {
+        ck_assert_uint_gt(rb.recs[i].seq, rb.recs[i - 1].seq);
+        envlog_arena a = {0};
+        envlog_record r;
+        decode(&rb.recs[i], &r, &a);
+        const char *kind = r.kind == ENVLOG_KIND_SPAN && r.u.span.open ? "open"
+                                                                        : envlog_kind_name(r.kind);
+        const char *name = r.kind == ENVLOG_KIND_SPAN   ? r.u.span.name
+                           : r.kind == ENVLOG_KIND_MARK ? r.u.mark.label
+                           : r.kind == ENVLOG_KIND_TUNE ? "tune"
+                                                        : "?";
+        used += (size_t)snprintf(out + used, size - used, "%s%s:%s", i > 1 ? "," : "",
+                                 kind, name);
+        envlog_arena_free(&a);
+        ck_assert_uint_lt(used, size);
+    }
+    tu_readback_free(&rb);
+}
+
+static int kinds_in_order(void *ctx, const envlog_replay_rec *r)
+{
+    char *out = ctx;
+    size_t n = strlen(out);
+    snprintf(out + n, 256 - n, "%s%s", n ? "," : "",
+             r->rec->kind == ENVLOG_KIND_SPAN ? "span"
+             : r->rec->kind == ENVLOG_KIND_MARK ? "mark"
+             : r->rec->kind == ENVLOG_KIND_SESSION ? "session" : "other");
+    return 0;
+}
+
+START_TEST(test_span_stamped_when_it_opens)
+{
+    /* envlog(5), SPANS: a span's seq orders it before the records made while
+     * it is open; held records keep that order; what cannot wait (a CHANGED
+     * record, the budget) writes the opening first, and the close then
+     * follows as a record of its own. */
+    char *dir = tu_mkdtemp("span-open");
+    envlog_env *env = tu_env(dir);
+    envlog_session_opts o = tu_opts("span-open", 0);
+    o.pending_budget = 4096;
+    envlog_session *s;
+    ck_assert_ok(envlog_session_begin(env, &o, &s));
+    envlog_span a, b, c, d;
+    envlog_stamp sa, sm, sb;
+    /* Before the disk: A and a mark inside it, held; A closes first. */
+    ck_assert_ok(envlog_span_open(s, "A", &a));
+    ck_assert_ok(envlog_record_mark(s, "in-A", &sm));
+    ck_assert_ok(envlog_span_close(&a, NULL, 0, &sa));
+    ck_assert_uint_lt(sa.seq, sm.seq);
+    ck_assert_uint_le(sa.offset_ns, sm.offset_ns);
+    ck_assert_ok(tu_record_tune(s, "t", 0, 0, NULL)); /* to the disk */
+    /* On the disk: B and a mark inside it wait for B. */
+    envlog_session_stats st0, st1;
+    envlog_session_stats_get(s, &st0);
+    ck_assert_ok(envlog_span_open(s, "B", &b));
+    ck_assert_ok(envlog_record_mark(s, "in-B", &sm));
+    envlog_session_stats_get(s, &st1);
+    ck_assert_uint_eq(st1.written, st0.written);
+    ck_assert_uint_eq(st1.held, 2);
+    ck_assert_ok(envlog_span_close(&b, NULL, 0, &sb));
+    ck_assert_uint_lt(sb.seq, sm.seq);
+    envlog_session_stats_get(s, &st1);
+    ck_assert_uint_eq(st1.written, st0.written + 2);
+    ck_assert_uint_eq(st1.held, 0);
+    /* C: more than the budget recorded inside it writes its opening; its
+     * close is a record of its own, stamped at the close. */
+    ck_assert_ok(envlog_span_open(s, "C", &c));
+    char label[600];
+    memset(label, 'm', sizeof label - 1);
+    label[sizeof label - 1] = '\0';
+    for (int i = 0; i < 10; i++)
+        ck_assert_ok(envlog_record_mark(s, label, NULL));
+    envlog_session_stats_get(s, &st1);
+    ck_assert_uint_eq(st1.held, 0);
+    ck_assert_ok(envlog_span_close(&c, NULL, 0, NULL));
+    /* D stays open to the end: its opening and the mark after it are
+     * written when the session ends. */
+    ck_assert_ok(envlog_span_open(s, "D", &d));
+    ck_assert_ok(envlog_record_mark(s, "in-D", NULL));
+    envlog_id128 id = envlog_session_id(s);
+    ck_assert_ok(envlog_session_end(s));
+    char got[16384];
+    file_order(env, &id, got, sizeof got);
+    char want[16384];
+    size_t n = (size_t)snprintf(want, sizeof want,
+                                "span:A,mark:in-A,tune:tune,span:B,mark:in-B,open:C");
+    for (int i = 0; i < 10; i++)
+        n += (size_t)snprintf(want + n, sizeof want - n, ",mark:%s", label);
+    snprintf(want + n, sizeof want - n, ",span:C,open:D,mark:in-D");
+    ck_assert_str_eq(got, want);
+    /* Readers in the total order see each span before its contents. */
+    char order[256] = "";
+    envlog_replay_opts ro = {0};
+    ck_assert_ok(envlog_replay_each(env, &ro, kinds_in_order, order));
+    ck_assert_ptr_nonnull(strstr(order, "session,span,mark,other,span,mark,span,mark"));
+    envlog_env_close(env);
+    tu_rmrf(dir);
+    free(dir);
+}
+END_TEST
+
+START_TEST(test_span_dropped_with_its_opening)
+{
+    /* Before the disk the oldest held records go first over budget: an
+     * open span's opening is one of them, so the span goes too, and the
+     * dropped seqs stay one run after the session record. */
+    char *dir = tu_mkdtemp("span-drop");
+    envlog_env *env = tu_env(dir);
+    envlog_session_opts o = tu_opts("span-drop", 0);
+    o.pending_budget = 2048;
+    envlog_session *s;
+    ck_assert_ok(envlog_session_begin(env, &o, &s));
+    envlog_span a;
+    ck_assert_ok(envlog_span_open(s, "early", &a));
+    char label[300];
+    memset(label, 'x', sizeof label - 1);
+    label[sizeof label - 1] = '\0';
+    for (int i = 0; i < 20; i++)
+        ck_assert_ok(envlog_record_mark(s, label, NULL));
+    envlog_stamp sa;
+    ck_assert_ok(envlog_span_close(&a, NULL, 0, &sa));
+    ck_assert_uint_eq(sa.seq, 1);
+    ck_assert_ok(tu_record_tune(s, "t", 0, 0, NULL));
+    envlog_id128 id = envlog_session_id(s);
+    ck_assert_ok(envlog_session_end(s));
+    tu_readback rb;
+    ck_assert_ok(tu_read_session(env, &id, &rb));
+    ck_assert_uint_eq(rb.n_corrupt + rb.n_truncated, 0);
+    envlog_arena ar = {0};
+    envlog_record sr;
+    decode(&rb.recs[0], &sr, &ar);
+    ck_assert_uint_gt(sr.u.session.dropped, 1);
+    ck_assert_uint_eq(rb.recs[1].seq, sr.u.session.dropped + 1);
+    for (size_t i = 1; i < rb.n; i++)
+        ck_assert_int_ne(rb.recs[i].kind, ENVLOG_KIND_SPAN);
+    envlog_arena_free(&ar);
     tu_readback_free(&rb);
     envlog_env_close(env);
     tu_rmrf(dir);
@@ -1310,7 +1488,9 @@ START_TEST(test_threads)
     ck_assert_ok(envlog_session_end(s));
     tu_readback rb;
     ck_assert_ok(tu_read_session(env, &id, &rb));
-    size_t total = 1 + THREADS * (PER_THREAD + 2);
+    /* Each span is written twice: its opening, before the tunes (CHANGED)
+     * recorded inside it, and its close after them (envlog(5), SPANS). */
+    size_t total = 1 + THREADS * (PER_THREAD + 4);
     ck_assert_uint_eq(rb.n, total);
     ck_assert_uint_eq(rb.n_corrupt + rb.n_truncated, 0);
     ck_assert_int_eq(rb.state, ENVLOG_STATE_SEALED);
@@ -1563,6 +1743,8 @@ Suite *suite_session(void)
     tcase_add_test(tc, test_levels);
     tcase_add_test(tc, test_every_kind_recorded);
     tcase_add_test(tc, test_spans);
+    tcase_add_test(tc, test_span_stamped_when_it_opens);
+    tcase_add_test(tc, test_span_dropped_with_its_opening);
     tcase_add_test(tc, test_invalid_input);
     tcase_add_test(tc, test_rotation);
     tcase_add_test(tc, test_sync_policies);

@@ -59,7 +59,7 @@ SCHEMA = {
                 14: "binary_size", 15: "binary", 16: "log", 17: "source", 18: "ir",
                 19: ("tune", "stamp"), 20: "imported", 21: "start_ns", 22: "thread"},
     "span": {4: "name", 5: "id", 6: "parent", 7: "open_ns", 8: "duration_ns",
-             9: ("attrs", ATTR), 10: "thread"},
+             9: ("attrs", ATTR), 10: "thread", 11: "open"},
     "mark": {4: "label", 5: "wall_unix_ns"},
     "import": {4: "bundle", 5: "bundle_hash", 6: "manifest", 7: "taken", 8: "skipped",
                9: "rejected"},

@@ -738,6 +738,7 @@ static void make_span(envlog_span_rec *s, tu_variant v)
     s->n_attrs = na;
     s->has_thread = true;
     s->thread = max ? UINT64_MAX : 4244;
+    s->open = true; /* written only when true: present in every sample */
 }
 
 static void make_mark(envlog_mark *m, tu_variant v)
@@ -949,6 +950,7 @@ static void check_span(const envlog_span_rec *w, const envlog_span_rec *g)
     }
     ck_assert_int_eq(w->has_thread, g->has_thread);
     ck_assert_uint_eq(w->has_thread ? w->thread : 0, g->thread);
+    ck_assert_int_eq(w->open, g->open);
 }
 
 void tu_sample_check(envlog_kind kind, const void *want, const void *got, bool full)

@@ -9,20 +9,45 @@
 "$GEN" "$TMP/gen" || fail "the generator failed"
 expect_rc 2 "$GEN" "$TMP/gen" # never over an existing directory
 
+# Spans are left out of the comparison of records: the committed fixtures
+# were written when spans were stamped as they closed, and spans now take
+# their seq when they open, a span with a changed record inside it being
+# its opening and its close (envlog(5), SPANS).  So records are counted
+# without openings, and a stamp in the state is the rank of its record
+# among the session's records that are not spans.
 normalize() { # ENV: the sessions and the state with ids numbered
     "$ENVLOG" -C "$1" sessions --json >"$TMP/s.json"
     "$ENVLOG" -C "$1" replay >"$TMP/r.json" 2>/dev/null
-    "$PY" - "$TMP/s.json" "$TMP/r.json" <<'PY'
+    "$ENVLOG" -C "$1" cat --json >"$TMP/c.json" 2>/dev/null
+    "$PY" - "$TMP/s.json" "$TMP/r.json" "$TMP/c.json" <<'PY'
 import json, sys
+from collections import Counter
+openings = Counter(r["session"] for r in map(json.loads, open(sys.argv[3]))
+                   if r.get("kind") == "span" and r.get("open"))
 ids = {}
 for l in open(sys.argv[1]):
     s = json.loads(l)
     ids[s["session"]] = f"S{len(ids)}"
-    print(ids[s["session"]], s["label"], s["records"], s["segments"], s["state"])
+    print(ids[s["session"]], s["label"], s["records"] - openings[s["session"]],
+          s["segments"], s["state"])
+rank = {}
+for r in map(json.loads, open(sys.argv[3])):
+    if r.get("kind") != "span":
+        n = sum(1 for (sid, _) in rank if sid == r["session"])
+        rank[(r["session"], r["seq"])] = n
+def restamp(v):
+    if isinstance(v, dict):
+        if "session" in v and "seq" in v and (v["session"], v["seq"]) in rank:
+            v = dict(v, seq=f"R{rank[(v['session'], v['seq'])]}")
+        return {k: restamp(x) for k, x in v.items()}
+    if isinstance(v, list):
+        return [restamp(x) for x in v]
+    return v
 for l in open(sys.argv[2]):
+    l = json.dumps(restamp(json.loads(l)), sort_keys=True)
     for k, v in ids.items():
         l = l.replace(k, v)
-    print(l, end="")
+    print(l)
 PY
 }
 

@@ -231,6 +231,10 @@ def check_records(doc, events, records, min_threads):
             bad(f"{what} {rec['session'][:8]}:{rec['seq']} without a thread is on "
                 f"track {name!r}")
 
+    # A span written as its opening and its close (same id) is one slice,
+    # the close's; an opening never closed is drawn from where it opened.
+    closed = {(r["session"], r["id"]) for r in records
+              if r["kind"] == "span" and not r.get("open")}
     drawn = 0
     for r in records:
         kind = r["kind"]
@@ -238,6 +242,18 @@ def check_records(doc, events, records, min_threads):
             continue
         s0 = start.get(r["session"])
         got = slices.get((r["session"], r["seq"]), [])
+        if kind == "span" and r.get("open"):
+            if (r["session"], r["id"]) in closed:
+                if got:
+                    bad(f"span opening {r['session'][:8]}:{r['seq']} drawn beside its close")
+                continue
+            if len(got) != 1 or (got[0].get("args") or {}).get("closed") is not False:
+                bad(f"span {r['session'][:8]}:{r['seq']}, never closed, is not one slice "
+                    "saying so")
+                continue
+            drawn += 1
+            placed(got[0], r, "span", s0 + r["open_ns"], None, r.get("thread"))
+            continue
         if len(got) != 1 or got[0].get("cat") != kind:
             bad(f"{kind} record {r['session'][:8]}:{r['seq']} is not one {kind} slice")
             continue

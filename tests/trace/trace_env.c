@@ -11,7 +11,9 @@
  *                            shapes the layout must keep apart: spans that
  *                            close out of order on one thread, a compile
  *                            recorded without its thread and start, a tune
- *                            whose trials carry no times, marks
+ *                            whose trials carry no times, marks, a span
+ *                            written as its opening and its close, and one
+ *                            the session ends with still open
  *
  * The session clock and thread ids are real in both; nothing here asserts
  * anything about them: tests/trace/check_trace.py reads the result.
@@ -249,6 +251,11 @@ static int threads(envlog_env *env)
     TRY("span", envlog_span_close(&b, NULL, 0, NULL));
     envlog_attr at[] = {{"phase", "all"}, {"quote", "\"x\""}};
     TRY("span", envlog_span_close(&all, at, 2, NULL));
+    /* A span the session ends with still open: its opening is written
+     * then, with what followed it. */
+    envlog_span never;
+    TRY("span", envlog_span_open(s, "never-closed", &never));
+    sleep_us(1000);
     TRY("mark", envlog_record_mark(s, "end", NULL));
     TRY("session end", envlog_session_end(s));
     return 0;
