@@ -446,9 +446,43 @@ static envlog_err bad(const envlog_field *f, const char *what)
     return envlog__fail(ENVLOG_BAD_DATA, "field %s: %s", f->name, what);
 }
 
+/* The heads pull() leaves: short arrays and maps (a trial list, a trial),
+ * booleans and 16-byte hashes read in place, everything else by
+ * envlog_pull_next(), which reads the same tokens. */
+static envlog_err pull_rest(envlog_pull *p, envlog_tok *t)
+{
+    if (p->pos < p->n) {
+        const uint8_t *s = p->p + p->pos;
+        size_t left = p->n - p->pos;
+        uint8_t ib = s[0];
+        if (ib >= 0x80 && ib < 0xb8 && (ib < 0x98 || ib >= 0xa0)) {
+            t->type = ib < 0xa0 ? ENVLOG_TOK_ARRAY : ENVLOG_TOK_MAP;
+            t->u = ib & 31;
+            p->pos++;
+            return ENVLOG_OK;
+        }
+        if (ib == 0xf4 || ib == 0xf5) {
+            t->type = ENVLOG_TOK_BOOL;
+            t->u = 0;
+            t->b = ib == 0xf5;
+            p->pos++;
+            return ENVLOG_OK;
+        }
+        if (ib >= 0x40 && ib < 0x58 && (size_t)(ib - 0x40) < left) {
+            t->type = ENVLOG_TOK_BYTES;
+            t->u = 0;
+            t->data = s + 1;
+            t->len = (size_t)(ib - 0x40);
+            p->pos += 1 + t->len;
+            return ENVLOG_OK;
+        }
+    }
+    return envlog_pull_next(p, t);
+}
+
 /* envlog_pull_next(), with the heads a record is mostly made of (small
  * integers, short text, single floats) read in place; the same tokens, and
- * everything else is left to it. */
+ * everything else is left to pull_rest(). */
 static inline envlog_err pull(envlog_pull *p, envlog_tok *t)
 {
     if (p->pos < p->n) {
@@ -487,7 +521,7 @@ static inline envlog_err pull(envlog_pull *p, envlog_tok *t)
             return ENVLOG_OK;
         }
     }
-    return envlog_pull_next(p, t);
+    return pull_rest(p, t);
 }
 
 /* A text value; copied into the arena when `out` is not NULL. */
@@ -590,6 +624,14 @@ static envlog_err dec_array(envlog_pull *p, const envlog_field *f, size_t elem,
 static envlog_err dec_pairs(envlog_pull *p, uint64_t pairs, const envlog_schema *s,
                             void *out, dec_ctx *c, int depth, envlog_keyset *ks,
                             envlog_record *env);
+
+/* envlog_keyset_free(), called only when the set took memory (a map of
+ * small keys takes none). */
+static inline void keys_done(envlog_keyset *ks)
+{
+    if (ks->v || ks->slots)
+        envlog_keyset_free(ks);
+}
 
 /* Decodes the value of field `f`, which lies at depth `depth`, into `out`;
  * with `out` NULL only checks it. */
@@ -718,7 +760,7 @@ static envlog_err dec_field(envlog_pull *p, const envlog_field *f, void *out,
             envlog_keyset ks;
             envlog_keyset_init(&ks);
             e = dec_pairs(p, t.u, f->sub, item, c, depth + 1, &ks, NULL);
-            envlog_keyset_free(&ks);
+            keys_done(&ks);
         }
         if (e)
             return e;
@@ -788,13 +830,28 @@ static envlog_err dec_pairs_x(envlog_pull *p, uint64_t pairs, const envlog_schem
         envlog_tok k, v;
         envlog_key key;
         size_t start = p->pos;
-        envlog_err e = pull(p, &k);
-        if (!e)
-            e = envlog_key_read(p, &k, start, depth + 1, &key);
-        if (!e)
-            e = envlog_keyset_add(ks, &key);
-        if (e)
-            return e;
+        envlog_err e;
+        if (start < p->n && p->p[start] < 0x18) {
+            uint8_t ib = p->p[start];
+            /* A small key, as envlog_key_read and envlog_keyset_add take
+             * it: one bit of the set's small keys. */
+            uint64_t bit = (uint64_t)1 << ib;
+            if (ks->small & bit)
+                return envlog__fail(ENVLOG_BAD_DATA, "map holds key %llu twice",
+                                    (unsigned long long)ib);
+            ks->small |= bit;
+            k.type = ENVLOG_TOK_UINT;
+            k.u = ib;
+            p->pos++;
+        } else {
+            e = pull(p, &k);
+            if (!e)
+                e = envlog_key_read(p, &k, start, depth + 1, &key);
+            if (!e)
+                e = envlog_keyset_add(ks, &key);
+            if (e)
+                return e;
+        }
         const envlog_field *f =
             s && k.type == ENVLOG_TOK_UINT ? field_of(s, k.u, &hint) : NULL;
         if (f)
@@ -827,7 +884,7 @@ envlog_err envlog_struct_decode(envlog_pull *pull, const envlog_tok *t,
     envlog_keyset ks;
     envlog_keyset_init(&ks);
     envlog_err e = dec_pairs(pull, t->u, s, out, &c, 0, &ks, NULL);
-    envlog_keyset_free(&ks);
+    keys_done(&ks);
     return e;
 }
 
@@ -877,7 +934,7 @@ static envlog_err event_decode(const uint8_t *data, size_t n, envlog_record *rec
     bool fold_only = fold && rec->kind != ENVLOG_KIND_SESSION &&
                      rec->kind != ENVLOG_KIND_FORGET && rec->kind != ENVLOG_KIND_USER;
     e = dec_pairs_x(&p, t.u - 1, s, &rec->u, &c, 0, &ks, rec, fold_only);
-    envlog_keyset_free(&ks);
+    keys_done(&ks);
     if (e)
         return e;
     if (p.pos != n)
