@@ -17,10 +17,20 @@ WERROR  ?=
 CFLAGS  ?= -O2 -g
 WARN    := -std=c11 -Wall -Wextra -Wshadow -Wcast-qual -Wstrict-prototypes \
            -Wmissing-prototypes -Wundef -Wvla -Wformat=2 -Wwrite-strings $(WERROR)
-# The library's modules see each other's internal headers; the command and
-# the examples see only include/.
-LIB_CPPFLAGS := -D_GNU_SOURCE -Iinclude -Icore -Ilog -Ireplay -Icuda $(CPPFLAGS)
+# Each module of the library sees its own headers and those of the layers
+# below it, never one above (core <- log <- replay <- remote; cuda on log):
+# an include across the line does not compile, and `make check-layers`
+# names it.  The command and the examples see only include/; the tests and
+# the benchmark see everything.
+INC_core     := -Iinclude -Icore
+INC_log      := $(INC_core) -Ilog
+INC_replay   := $(INC_log) -Ireplay
+INC_remote   := $(INC_replay) -Iremote
+INC_cuda     := $(INC_log) -Icuda
+LIB_CPPFLAGS := -D_GNU_SOURCE $(INC_remote) -Icuda $(CPPFLAGS)
 PUB_CPPFLAGS := -D_GNU_SOURCE -Iinclude $(CPPFLAGS)
+# Each object depends on the headers it includes, as the compiler saw them.
+DEPFLAGS     := -MMD -MP
 CFLAGS_ALL   := $(WARN) -fPIC -fvisibility=hidden -pthread $(CFLAGS)
 LDLIBS_ALL   := -lcbor -lxxhash -lzstd -lpthread -ldl -lm $(LDLIBS)
 
@@ -33,7 +43,8 @@ LIB_SRC := $(wildcard core/*.c log/*.c replay/*.c remote/*.c cuda/*.c)
 CLI_SRC := $(wildcard cli/*.c)
 LIB_OBJ := $(LIB_SRC:%.c=$(B)/%.o)
 CLI_OBJ := $(CLI_SRC:%.c=$(B)/%.o)
-HEADERS := $(wildcard include/*.h core/*.h log/*.h replay/*.h cuda/*.h)
+HEADERS := $(wildcard include/*.h core/*.h log/*.h replay/*.h remote/*.h cuda/*.h)
+MODULES := core log replay remote cuda
 
 STATIC := $(B)/libenvlog.a
 SHARED := $(B)/libenvlog.so.$(VERSION)
@@ -88,15 +99,26 @@ $(B)/.test-deps-ok: | $(B)/.deps-ok
 	@$(MAKE) --no-print-directory deps
 	@mkdir -p $(B) && touch $@
 
-$(B)/cli/%.o: cli/%.c $(HEADERS) | $(B)/.deps-ok
+$(B)/cli/%.o: cli/%.c | $(B)/.deps-ok
 	@mkdir -p $(dir $@)
 	@echo "  CC  $<"
-	@$(CC) $(PUB_CPPFLAGS) $(CFLAGS_ALL) -c $< -o $@
+	@$(CC) $(PUB_CPPFLAGS) $(CFLAGS_ALL) $(DEPFLAGS) -c $< -o $@
 
+define module_rule
+$(B)/$(1)/%.o: $(1)/%.c | $(B)/.deps-ok
+	@mkdir -p $$(dir $$@)
+	@echo "  CC  $$<"
+	@$$(CC) -D_GNU_SOURCE $$(INC_$(1)) $$(CPPFLAGS) $$(CFLAGS_ALL) $$(DEPFLAGS) -c $$< -o $$@
+endef
+$(foreach m,$(MODULES),$(eval $(call module_rule,$(m))))
+
+# Other objects (tests, benchmark, examples): their fragment's rules.
 $(B)/%.o: %.c $(HEADERS) | $(B)/.deps-ok
 	@mkdir -p $(dir $@)
 	@echo "  CC  $<"
 	@$(CC) $(LIB_CPPFLAGS) $(CFLAGS_ALL) -c $< -o $@
+
+-include $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d)
 
 $(STATIC): $(LIB_OBJ)
 	@rm -f $@

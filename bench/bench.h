@@ -9,7 +9,7 @@
  * disk cache hits envlog and the baseline alike; each row reports the median
  * and the spread of its repetitions.  Nothing here asserts a timing.
  *
- * A section is one function in the table in main.c; a later section (replay
+ * A section is one function in the table in bench_main.c; a later section (replay
  * fold, cold open and lookup, bundles) is one more file and one more line.
  */
 #ifndef ENVLOG_BENCH_H

@@ -16,7 +16,7 @@ $(CUDA_GEN)/%.cu.inc: cuda/kernels/%.cu
 	  $< > $@.tmp && mv $@.tmp $@
 
 $(B)/cuda/builtins.o: $(CUDA_KERNEL_INC)
-$(B)/cuda/builtins.o: LIB_CPPFLAGS += -I$(CUDA_GEN)
+$(B)/cuda/builtins.o: INC_cuda += -I$(CUDA_GEN)
 
 # A CPU stand-in for libcuda.so.1, so the driver glue and the GPU tests of
 # the cuda suite run on machines without a GPU (tests/fake_cuda.c).

@@ -47,3 +47,17 @@ distcheck: dist
 	  [ -z "$$left" ] || { echo "distcheck: uninstall left: $$left" >&2; exit 1; }
 	@rm -rf $(DISTCHECK_DIR)
 	@echo "distcheck: $(DIST_TAR) builds, passes make check, installs and uninstalls"
+
+# The layers the build enforces (the include paths of each module's
+# compile), named file by file; and proof the check can fail.
+.PHONY: check-layers
+CHECK_TARGETS += check-layers
+check-layers:
+	@echo "== layers: core <- log <- replay <- remote, cuda on log, cli on the public headers"
+	@bash mk/check-layers.sh .
+	@set -e; t=$$(mktemp -d "$${TMPDIR:-/tmp}/envlog-layers-XXXXXX"); trap 'rm -rf "$$t"' EXIT; \
+	  mkdir -p "$$t/core" "$$t/replay"; touch "$$t/replay/replay_int.h"; \
+	  echo '#include "replay_int.h"' > "$$t/core/up.c"; \
+	  if bash mk/check-layers.sh "$$t" 2>/dev/null; then \
+	    echo "layers: an include from core of replay_int.h was not caught" >&2; exit 1; fi; \
+	  echo "layers: an include from core of replay's header is caught"

@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: MIT
 # mk/reliability.mk - the reliability harness outside the Check runner
 # (the "reliability" suite, tests/check_reliability.c, runs inside it):
-#  - the kill -9 loop (tests/crash/driver.c killing tests/crash/writer.c),
+#  - the kill -9 loop (tests/crash/crash_driver.c killing tests/crash/writer.c),
 #    CRASH_KILLS kills (200 in `make check`);
 #  - the concurrency run (tests/crash/conc.c): 16 writer processes, a
 #    compaction loop and a reader loop for CONC_SECONDS (10 in `make check`);
@@ -38,7 +38,7 @@ $(CRASH_WRITER): $(CRASH_DIR)/writer.o $(STATIC)
 	@echo "  LD  $@"
 	@$(CC) $(CFLAGS_ALL) $(LDFLAGS) -o $@ $^ $(LDLIBS_ALL)
 
-$(CRASH_DRIVER): $(CRASH_DIR)/driver.o $(CRASH_DIR)/verify.o $(STATIC)
+$(CRASH_DRIVER): $(CRASH_DIR)/crash_driver.o $(CRASH_DIR)/verify.o $(STATIC)
 	@echo "  LD  $@"
 	@$(CC) $(CFLAGS_ALL) $(LDFLAGS) -o $@ $^ $(LDLIBS_ALL)
 

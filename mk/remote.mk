@@ -11,7 +11,7 @@ REMOTE_REC := $(B)/tests/remote/rec
 # The remote module's own header, and the public one.
 $(patsubst %.c,$(B)/%.o,$(wildcard remote/*.c)): $(wildcard remote/*.h)
 
-$(REMOTE_REC): tests/remote/rec.c include/envlog.h $(SHARED) | $(B)/.test-deps-ok
+$(REMOTE_REC): tests/remote/remote_rec.c include/envlog.h $(SHARED) | $(B)/.test-deps-ok
 	@mkdir -p $(dir $@)
 	@echo "  LD  $@"
 	@$(CC) $(PUB_CPPFLAGS) $(CFLAGS_ALL) $(LDFLAGS) -o $@ $< -L$(B) -lenvlog \

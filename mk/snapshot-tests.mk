@@ -3,7 +3,7 @@
 # (with the golden diff output), the upkeep commands, and the bundle read by
 # zstd and cbor2.
 
-$(B)/tests/snapshot-rec: tests/snapshot/rec.c $(STATIC)
+$(B)/tests/snapshot-rec: tests/snapshot/snapshot_rec.c $(STATIC)
 	@mkdir -p $(dir $@)
 	@echo "  LD  $@"
 	@$(CC) $(PUB_CPPFLAGS) $(CFLAGS_ALL) $(LDFLAGS) -o $@ $< $(STATIC) $(LDLIBS_ALL)

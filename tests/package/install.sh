@@ -75,12 +75,16 @@ C
         out=$(LD_LIBRARY_PATH="$d$libdir" "$root/$name.prog")
         [ "$out" = "$number $version 1" ] && ok || bad "$name: the program said '$out'"
         # It runs with the installed library, not a static copy.
-        LD_LIBRARY_PATH="$d$libdir" ldd "$root/$name.prog" | grep -q "$d$libdir/libenvlog.so" &&
-            ok || bad "$name: the program does not load $d$libdir/libenvlog.so"
+        # (ldd's whole output first: grep -q stopping early would make the
+        # pipe fail under pipefail)
+        local libs
+        libs=$(LD_LIBRARY_PATH="$d$libdir" ldd "$root/$name.prog")
+        grep -q "$d$libdir/libenvlog.so" <<< "$libs" && ok ||
+            bad "$name: the program does not load $d$libdir/libenvlog.so: $libs"
     else
         bad "$name: building against the install failed: $(cat "$root/$name.ccerr")"
     fi
-    "$d$prefix/bin/envlog" --version | grep -q "^envlog $version " && ok ||
+    grep -q "^envlog $version " <<< "$("$d$prefix/bin/envlog" --version)" && ok ||
         bad "$name: the installed envlog --version"
     # Only what the exports declare: an internal function is not there.
     if nm -D --defined-only "$d$libdir/libenvlog.so.$version" | grep -q ' envlog__'; then

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * driver.c - the kill -9 loop.
+ * crash_driver.c - the kill -9 loop.
  *
  *   crash-driver -e ENVLOG -w WRITER -n KILLS [-s SEED] [-d DIR] [-r RESET]
  *

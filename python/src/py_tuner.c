@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * tuner.c - Session._tune(): Python callables autotuned by the library's own
+ * py_tuner.c - Session._tune(): Python callables autotuned by the library's own
  * tuner (envlog_cuda_tune on a host stream), so the sampling policy, the
  * scoring rule and the record are exactly the C tuner's.
  *

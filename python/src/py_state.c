@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * state.c - envlog._envlog.State: lookups of a folded state (winners,
+ * py_state.c - envlog._envlog.State: lookups of a folded state (winners,
  * kernels, what is near a miss), its entries in canonical order, its
  * statistics and its canonical dump.
  */

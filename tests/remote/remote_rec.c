@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * rec.c - a runtime that records and never calls the remote API: the remote
+ * remote_rec.c - a runtime that records and never calls the remote API: the remote
  * tests' machines.  It is linked against the shared library, as a runtime
  * is, so automatic sharing (auto_pull at open, auto_push at session end)
  * comes from the library by itself.

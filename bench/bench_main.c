@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * main.c - envlog-bench: options, the table of sections, and the run.
+ * bench_main.c - envlog-bench: options, the table of sections, and the run.
  *
  * One command measures envlog against SQLite and against the machine's own
  * limits in the same run.  The limits come first because the other sections

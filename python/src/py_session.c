@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * session.c - envlog._envlog.Session and Span: recording tunes, compiles,
+ * py_session.c - envlog._envlog.Session and Span: recording tunes, compiles,
  * marks, user records, forgets and spans.
  *
  * Each call checks its arguments, builds the library's record on the stack

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * rec.c - records a small, repeatable history for the snapshot CLI tests:
+ * snapshot_rec.c - records a small, repeatable history for the snapshot CLI tests:
  * three tuned keys whose winner is argv[2] (0-2), one kernel whose binary
  * is seeded by argv[3], and a user record.
  *
