@@ -9,6 +9,7 @@
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 static int parse_evidence(const char *s, envlog_evidence *ev)
 {
@@ -165,6 +166,23 @@ static void print_info(const cli *c, const envlog_bundle_info *in, const char *f
            in->content_ok ? "matches" : "DOES NOT MATCH");
 }
 
+/* EXIT_OK when the existing file `o` replaces reads as an envlog bundle
+ * (or is empty); else says what it is and refuses. */
+static int replaces_bundle(const cli_out *o)
+{
+    struct stat st;
+    if (stat(o->path, &st) || !S_ISREG(st.st_mode) || st.st_size == 0)
+        return EXIT_OK;
+    envlog_bundle_info *info;
+    envlog_err e = envlog_bundle_inspect(o->path, &info);
+    envlog_bundle_info_free(info);
+    if (!e || e == ENVLOG_TOO_BIG)
+        return EXIT_OK;
+    return cli_error(EXIT_USAGE, "bundle export: %s exists and is not an envlog bundle (%s); "
+                     "refused, even with --force: remove it first", o->path,
+                     envlog_errmsg());
+}
+
 static int export_run(cli *c, int i)
 {
     const char *name = NULL, *out = NULL;
@@ -186,7 +204,14 @@ static int export_run(cli *c, int i)
         else if ((!strcmp(a, "--namespace") || !strcmp(a, "-n")) && i + 1 < c->argc) {
             if (np == 64)
                 return cli_error(EXIT_USAGE, "bundle export: at most 64 --namespace prefixes");
-            prefixes[np++] = c->argv[++i];
+            /* "nvrtc/" names what "nvrtc" does: whole components. */
+            char *p = c->argv[++i];
+            for (size_t n = strlen(p); n > 1 && p[n - 1] == '/'; n--)
+                p[n - 1] = 0;
+            const char *why = envlog_ns_prefix_problem(p);
+            if (why)
+                return cli_error(EXIT_USAGE, "bundle export: --namespace '%s': %s", p, why);
+            prefixes[np++] = p;
         } else if (!strcmp(a, "--evidence") && i + 1 < c->argc) {
             if ((rc = parse_evidence(c->argv[++i], &ev)))
                 return rc;
@@ -220,6 +245,13 @@ static int export_run(cli *c, int i)
         envlog_env_close(env);
         return rc;
     }
+    /* --force replaces a bundle, never a file that is something else (a
+     * mistyped -o must not cost a file). */
+    if (of.how == CLI_OUT_REPLACE && (rc = replaces_bundle(&of))) {
+        cli_out_end("bundle export", &of, false);
+        envlog_env_close(env);
+        return rc;
+    }
     int damaged = EXIT_OK;
     envlog_bundle_opts o = {.name = name, .prefixes = prefixes, .n_prefixes = np,
                             .evidence = ev, .zstd_level = level, .on_damage = cli_damage,
@@ -230,6 +262,8 @@ static int export_run(cli *c, int i)
     cli_progress_done();
     envlog_env_close(env);
     rc = cli_out_end("bundle export", &of, !e);
+    if (e == ENVLOG_NOT_FOUND)
+        return cli_error(EXIT_DAMAGE, "bundle export: %s (no file written)", envlog_errmsg());
     if (e)
         return cli_fail(e, "exporting the bundle");
     if (rc) {
@@ -320,6 +354,8 @@ static int import_run(cli *c, int i)
                ",\"foreign\":%" PRIu64 ",\"session\":\"%s\",\"first_reject\":", r.taken,
                r.skipped, r.rejected, r.foreign, id);
         cli_jstr(r.first_reject);
+        printf(",\"other_version\":%" PRIu64 ",\"other_versions\":", r.other_version);
+        cli_jstr(r.other_versions);
         printf("}\n");
     } else {
         printf("imported %s: %" PRIu64 " taken, %" PRIu64 " skipped (already present), %" PRIu64
@@ -335,6 +371,11 @@ static int import_run(cli *c, int i)
         if (r.rejected)
             printf("first rejected: %s\n", r.first_reject);
     }
+    if (r.other_version)
+        fprintf(stderr, "envlog: warning: %s: %" PRIu64 " %s of a runtime version this "
+                "environment had no entry of (%s): %s only lookups by that version\n", file,
+                r.other_version, cli_plural(r.other_version, "entry is", "entries are"),
+                r.other_versions, r.other_version == 1 ? "it matches" : "they match");
     return r.rejected ? EXIT_INPUT : EXIT_OK;
 }
 

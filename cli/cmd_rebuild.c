@@ -3,12 +3,16 @@
  * cmd_rebuild.c - `envlog rebuild [--verify]`: is every recorded kernel
  * reproducible from what was recorded?
  *
- * A compile recorded at FULL carries its source, options, compiler version
- * and arch.  Rebuilding compiles them again with this machine's NVRTC and
- * compares the binary's hash with the recorded one, so a build can be
- * audited from its log alone.  Without --verify, a rebuilt kernel that the
- * state no longer holds (forgotten, or never stored) is recorded again in a
- * new session; --verify only compares and never writes.
+ * A compile record carries its options, compiler version and arch, and its
+ * source at FULL; at the default level the CUDA runtime records each source
+ * once beside its compiles, content-addressed by its hash (an
+ * "envlog-cuda/source" user record).  Rebuilding compiles them again with
+ * this machine's NVRTC and compares the binary's hash with the recorded
+ * one, so a build can be audited from its log alone.  It is green only when
+ * it checked every kernel it found: a kernel it could not check (no source,
+ * no matching compiler) is not a pass.  Without --verify, a rebuilt kernel
+ * that the state no longer holds (forgotten, or never stored) is recorded
+ * again in a new session; --verify only compares and never writes.
  */
 #include "cli.h"
 #include "envlog_cuda.h"
@@ -22,7 +26,15 @@
 typedef enum { ST_REPRODUCIBLE, ST_DIFFERS, ST_UNAVAILABLE } status;
 static const char *const status_names[] = {"reproducible", "differs", "unavailable"};
 
-/* One kernel to rebuild: the first FULL compile record of its key. */
+/* Why a kernel could not be checked. */
+typedef enum { WHY_NONE, WHY_NO_COMPILER, WHY_OTHER_COMPILER, WHY_ERROR } why_not;
+static const char *const why_names[] = {"", "no_compiler", "other_compiler", "error"};
+
+/* The recorded inputs a differing kernel is compared on. */
+enum { IN_SOURCE = 1, IN_KEY = 2 };
+
+/* One kernel to rebuild: the first compile record of its key (its source
+ * from that record, else from a later one or a source record). */
 typedef struct item {
     char *ns, *name, *options, *compiler_version, *arch, *source;
     envlog_hash128 kernel_key, binary_hash, source_hash;
@@ -31,14 +43,25 @@ typedef struct item {
     envlog_stamp stamp;
     /* the rebuild */
     status st;
+    why_not why;
+    unsigned inputs_differ; /* IN_* */
     envlog_cuda_binary *bin;
     char reason[320];
+    char cause[400];        /* for a kernel that differs: which input */
 } item;
+
+/* A source recorded on its own (ENVLOG_CUDA_SOURCE_KIND). */
+typedef struct source {
+    envlog_hash128 hash;
+    char *text;
+} source;
 
 typedef struct gather {
     item *items;
     size_t n, cap;
-    uint64_t skipped; /* compile records without a source */
+    source *sources;
+    size_t n_sources, cap_sources;
+    uint64_t skipped; /* kernels without a recorded source */
     int err;
 } gather;
 
@@ -47,23 +70,80 @@ static char *dup_or_empty(const char *s)
     return strdup(s ? s : "");
 }
 
+/* The body of a source record: [bytes(16) hash, text source].  Returns
+ * false for a body that is not one (left out, as a reader ignores what it
+ * does not know). */
+static bool source_body(const uint8_t *b, size_t n, envlog_hash128 *hash, const char **text,
+                        size_t *len)
+{
+    if (n < 19 || b[0] != 0x82 || b[1] != 0x50 || (b[18] >> 5) != 3)
+        return false;
+    memcpy(hash->b, b + 2, 16);
+    unsigned ai = b[18] & 31;
+    size_t hl = ai < 24 ? 1 : ai == 24 ? 2 : ai == 25 ? 3 : ai == 26 ? 5 : ai == 27 ? 9 : 0;
+    if (!hl || n < 18 + hl)
+        return false;
+    uint64_t v = ai < 24 ? ai : 0;
+    for (size_t i = 1; i < hl; i++)
+        v = v << 8 | b[18 + i];
+    if (v != n - 18 - hl)
+        return false;
+    *text = (const char *)b + 18 + hl;
+    *len = (size_t)v;
+    return !memchr(*text, 0, *len);
+}
+
+static int add_source(gather *g, const envlog_user *u)
+{
+    envlog_hash128 h;
+    const char *text;
+    size_t len;
+    if (!source_body(u->body.data, u->body.size, &h, &text, &len))
+        return 0;
+    envlog_hash128 want = envlog_hash128_bytes(text, len);
+    if (memcmp(want.b, h.b, 16))
+        return 0; /* not the source its hash names: never used */
+    for (size_t i = 0; i < g->n_sources; i++)
+        if (!memcmp(g->sources[i].hash.b, h.b, 16))
+            return 0;
+    if (g->n_sources == g->cap_sources) {
+        size_t cap = g->cap_sources ? g->cap_sources * 2 : 16;
+        source *p = realloc(g->sources, cap * sizeof *p);
+        if (!p)
+            return g->err = 1;
+        g->sources = p;
+        g->cap_sources = cap;
+    }
+    char *t = malloc(len + 1);
+    if (!t)
+        return g->err = 1;
+    memcpy(t, text, len);
+    t[len] = 0;
+    g->sources[g->n_sources].hash = h;
+    g->sources[g->n_sources++].text = t;
+    return 0;
+}
+
 static int on_record(void *ctx, const envlog_replay_rec *r)
 {
     gather *g = ctx;
     const envlog_record *rec = r->rec;
+    if (rec->kind == ENVLOG_KIND_USER && !strcmp(rec->u.user.kind, ENVLOG_CUDA_SOURCE_KIND))
+        return add_source(g, &rec->u.user);
     if (rec->kind != ENVLOG_KIND_COMPILE)
         return 0;
     const envlog_compile *cp = &rec->u.compile;
-    if (cp->outcome == ENVLOG_LOADED)
+    if (cp->outcome == ENVLOG_LOADED || !cp->arch || !cp->ns || !cp->name)
         return 0;
-    if (!cp->source || !cp->arch || !cp->ns || !cp->name) {
-        g->skipped++;
-        return 0;
-    }
     for (size_t i = 0; i < g->n; i++)
         if (!memcmp(g->items[i].kernel_key.b, cp->kernel_key.b, 16) &&
-            !strcmp(g->items[i].ns, cp->ns))
+            !strcmp(g->items[i].ns, cp->ns)) {
+            /* A later record of the key may carry the source the first
+             * did not. */
+            if (!g->items[i].source && cp->source && !(g->items[i].source = strdup(cp->source)))
+                return g->err = 1;
             return 0;
+        }
     if (g->n == g->cap) {
         size_t cap = g->cap ? g->cap * 2 : 32;
         item *p = realloc(g->items, cap * sizeof *p);
@@ -76,14 +156,15 @@ static int on_record(void *ctx, const envlog_replay_rec *r)
     }
     item *it = &g->items[g->n];
     memset(it, 0, sizeof *it);
+    g->n++;
     it->ns = dup_or_empty(cp->ns);
     it->name = dup_or_empty(cp->name);
     it->options = dup_or_empty(cp->options);
     it->compiler_version = dup_or_empty(cp->compiler_version);
     it->arch = dup_or_empty(cp->arch);
-    it->source = dup_or_empty(cp->source);
+    it->source = cp->source ? strdup(cp->source) : NULL;
     if (!it->ns || !it->name || !it->options || !it->compiler_version || !it->arch ||
-        !it->source) {
+        (cp->source && !it->source)) {
         g->err = 1;
         return 1;
     }
@@ -93,7 +174,6 @@ static int on_record(void *ctx, const envlog_replay_rec *r)
     it->binary_size = cp->binary_size;
     it->outcome = cp->outcome;
     it->stamp = rec->stamp;
-    g->n++;
     return 0;
 }
 
@@ -120,10 +200,48 @@ static void log_line(const char *log, char *out, size_t size)
     out[len] = 0;
 }
 
+/* For a kernel that differs: which recorded input is not what was used. */
+static void compare_inputs(item *it, const char *nvrtc)
+{
+    char want[33], got[33];
+    envlog_hash128 h = envlog_hash128_bytes(it->source, strlen(it->source));
+    size_t used = 0;
+    if (memcmp(h.b, it->source_hash.b, 16)) {
+        it->inputs_differ |= IN_SOURCE;
+        envlog_id_format(&it->source_hash, want);
+        envlog_id_format(&h, got);
+        used += (size_t)snprintf(it->cause + used, sizeof it->cause - used,
+                                 "source hash: recorded %.16s, the source used hashes to "
+                                 "%.16s; ",
+                                 want, got);
+    }
+    envlog_cuda_kernel_desc d = {it->name, it->source, it->options, it->arch};
+    envlog_hash128 k;
+    if (envlog_cuda_kernel_key(&d, it->compiler_version, &k) == ENVLOG_OK &&
+        memcmp(k.b, it->kernel_key.b, 16)) {
+        it->inputs_differ |= IN_KEY;
+        envlog_id_format(&it->kernel_key, want);
+        envlog_id_format(&k, got);
+        used += (size_t)snprintf(it->cause + used, sizeof it->cause - used,
+                                 "kernel key: recorded %.16s, the source, options, compiler "
+                                 "version and arch used give %.16s (the record does not "
+                                 "hold the inputs its key was made from); ",
+                                 want, got);
+    }
+    if (!it->inputs_differ)
+        snprintf(it->cause, sizeof it->cause,
+                 "every recorded input is what was used (source hash, options \"%s\", "
+                 "NVRTC %s, arch %s): the compiler gave other output for the same inputs",
+                 it->options, nvrtc, it->arch);
+    else if (used >= 2 && used < sizeof it->cause)
+        it->cause[used - 2] = 0;
+}
+
 static void rebuild_one(item *it, const char *nvrtc)
 {
     if (strcmp(it->compiler_version, nvrtc)) {
         it->st = ST_UNAVAILABLE;
+        it->why = WHY_OTHER_COMPILER;
         snprintf(it->reason, sizeof it->reason,
                  "recorded with NVRTC %s; this machine has NVRTC %s", it->compiler_version,
                  nvrtc);
@@ -134,6 +252,7 @@ static void rebuild_one(item *it, const char *nvrtc)
     bool refused = e == ENVLOG_BAD_DATA && it->bin;
     if (e && !refused) {
         it->st = ST_UNAVAILABLE;
+        it->why = WHY_ERROR;
         snprintf(it->reason, sizeof it->reason, "%s (%s)", envlog_errmsg(),
                  envlog_strerror(e));
         return;
@@ -142,20 +261,19 @@ static void rebuild_one(item *it, const char *nvrtc)
         it->st = refused ? ST_REPRODUCIBLE : ST_DIFFERS;
         snprintf(it->reason, sizeof it->reason, "%s",
                  refused ? "refused again, as recorded" : "recorded as refused, compiles now");
-        return;
-    }
-    if (refused) {
+    } else if (refused) {
         char line[200];
         log_line(it->bin->log, line, sizeof line);
         it->st = ST_DIFFERS;
         snprintf(it->reason, sizeof it->reason, "compiled when recorded, refused now: %s",
                  line);
-        return;
-    }
-    it->st = !memcmp(it->bin->binary_hash.b, it->binary_hash.b, 16) &&
-                     it->bin->size == it->binary_size
-                 ? ST_REPRODUCIBLE
-                 : ST_DIFFERS;
+    } else
+        it->st = !memcmp(it->bin->binary_hash.b, it->binary_hash.b, 16) &&
+                         it->bin->size == it->binary_size
+                     ? ST_REPRODUCIBLE
+                     : ST_DIFFERS;
+    if (it->st == ST_DIFFERS)
+        compare_inputs(it, nvrtc);
 }
 
 typedef struct pool {
@@ -215,6 +333,16 @@ static void print_item(const cli *c, const item *it, bool restored)
             fputs(",\"reason\":", stdout);
             envlog_json_string(it->reason, cli_fwrite, stdout);
         }
+        if (it->why)
+            printf(",\"unavailable_because\":\"%s\"", why_names[it->why]);
+        if (it->st == ST_DIFFERS) {
+            printf(",\"inputs_differ\":[%s%s%s]",
+                   it->inputs_differ & IN_SOURCE ? "\"source_hash\"" : "",
+                   it->inputs_differ == (IN_SOURCE | IN_KEY) ? "," : "",
+                   it->inputs_differ & IN_KEY ? "\"kernel_key\"" : "");
+            fputs(",\"cause\":", stdout);
+            envlog_json_string(it->cause, cli_fwrite, stdout);
+        }
         printf(",\"restored\":%s}\n", restored ? "true" : "false");
         return;
     }
@@ -226,6 +354,8 @@ static void print_item(const cli *c, const item *it, bool restored)
                want, it->binary_size, got, it->bin->size);
     if (it->reason[0])
         printf("\n              %s", it->reason);
+    if (it->st == ST_DIFFERS)
+        printf("\n              %s", it->cause);
     if (restored)
         printf("\n              recorded again: the state no longer held it");
     putchar('\n');
@@ -283,14 +413,80 @@ static int restore(cli *c, gather *g, bool *restored, size_t *n_restored)
     return EXIT_OK;
 }
 
+static void gather_free(gather *g)
+{
+    for (size_t i = 0; i < g->n; i++)
+        item_free(&g->items[i]);
+    free(g->items);
+    for (size_t i = 0; i < g->n_sources; i++)
+        free(g->sources[i].text);
+    free(g->sources);
+}
+
+/* Gives each kernel without a source of its own the one recorded under its
+ * source hash; a kernel with none is left out, counted as skipped. */
+static int resolve_sources(gather *g)
+{
+    size_t kept = 0;
+    for (size_t i = 0; i < g->n; i++) {
+        item *it = &g->items[i];
+        for (size_t j = 0; !it->source && j < g->n_sources; j++)
+            if (!memcmp(g->sources[j].hash.b, it->source_hash.b, 16) &&
+                !(it->source = strdup(g->sources[j].text)))
+                return 1;
+        if (!it->source) {
+            g->skipped++;
+            item_free(it);
+            continue;
+        }
+        g->items[kept++] = *it;
+    }
+    g->n = kept;
+    return 0;
+}
+
+/* What a run that was not green lacked, in words, on standard error. */
+static void say_unchecked(const size_t why[4], uint64_t skipped, size_t checked,
+                          size_t total, const char *nvrtc)
+{
+    fflush(stdout); /* after the summary, where both go to one place */
+    fprintf(stderr, "envlog: rebuild: %zu of %zu kernel%s checked", checked, total,
+            total == 1 ? "" : "s");
+    const char *sep = ": not checked: ";
+    if (why[WHY_NO_COMPILER]) {
+        fprintf(stderr, "%s%zu (no NVRTC here)", sep, why[WHY_NO_COMPILER]);
+        sep = ", ";
+    }
+    if (why[WHY_OTHER_COMPILER]) {
+        fprintf(stderr, "%s%zu (recorded with another NVRTC than %s)", sep,
+                why[WHY_OTHER_COMPILER], nvrtc);
+        sep = ", ";
+    }
+    if (why[WHY_ERROR]) {
+        fprintf(stderr, "%s%zu (the compile could not run)", sep, why[WHY_ERROR]);
+        sep = ", ";
+    }
+    if (skipped)
+        fprintf(stderr, "%s%" PRIu64 " (no source recorded)", sep, skipped);
+    if (!total)
+        fputs(": no kernel compile is recorded", stderr);
+    fputc('\n', stderr);
+}
+
 static int rebuild_run(cli *c)
 {
-    bool verify = false;
+    bool verify = false, partial = false;
     long jobs = 0;
     for (int i = 1; i < c->argc; i++) {
         const char *a = c->argv[i];
+        if (i == c->dashdash)
+            continue;
+        if (cli_operand(c, i))
+            return cli_bad_arg(c, "rebuild", a);
         if (!strcmp(a, "--verify"))
             verify = true;
+        else if (!strcmp(a, "--partial"))
+            partial = true;
         else if (!strcmp(a, "--json"))
             c->json = true;
         else if (!strcmp(a, "-j") && i + 1 < c->argc)
@@ -310,24 +506,21 @@ static int rebuild_run(cli *c)
     envlog_replay_opts o = {.on_damage = cli_damage, .check_snapshot = true};
     envlog_err e = envlog_replay_each(env, &o, on_record, &g);
     envlog_env_close(env);
-    if (g.err) {
-        for (size_t i = 0; i < g.n; i++)
-            item_free(&g.items[i]);
-        free(g.items);
+    if (g.err || (!e && resolve_sources(&g))) {
+        gather_free(&g);
         return cli_error(EXIT_USAGE, "rebuild: out of memory");
     }
     if (e) {
-        for (size_t i = 0; i < g.n; i++)
-            item_free(&g.items[i]);
-        free(g.items);
+        gather_free(&g);
         return cli_fail(e, "reading the compile records");
     }
 
-    char nvrtc[32];
+    char nvrtc[32] = "";
     e = envlog_cuda_nvrtc_version(nvrtc, sizeof nvrtc);
     if (e) {
         for (size_t i = 0; i < g.n; i++) {
             g.items[i].st = ST_UNAVAILABLE;
+            g.items[i].why = WHY_NO_COMPILER;
             snprintf(g.items[i].reason, sizeof g.items[i].reason, "%s", envlog_errmsg());
         }
     } else if (g.n) {
@@ -354,56 +547,76 @@ static int rebuild_run(cli *c)
         rc = cli_error(EXIT_USAGE, "rebuild: out of memory");
     else if (!verify && g.n)
         rc = restore(c, &g, restored, &n_restored);
-    size_t count[3] = {0, 0, 0};
+    size_t count[3] = {0, 0, 0}, why[4] = {0, 0, 0, 0};
     for (size_t i = 0; i < g.n; i++) {
         count[g.items[i].st]++;
+        why[g.items[i].why]++;
         print_item(c, &g.items[i], restored && restored[i]);
     }
+    size_t checked = count[ST_REPRODUCIBLE] + count[ST_DIFFERS];
+    size_t total = g.n + (size_t)g.skipped;
+    /* Green only when it checked what it found: every kernel, or with
+     * --partial at least one. */
+    bool unchecked = checked < total;
+    const char *verdict = count[ST_DIFFERS] ? "differs"
+                          : !checked        ? "unverified"
+                          : unchecked       ? "partial"
+                                            : "reproducible";
     if (c->json) {
         cli_jbegin("rebuild.summary");
         printf(",\"summary\":true,\"reproducible\":%zu,\"differs\":%zu,\"unavailable\":%zu,"
-               "\"skipped_without_source\":%" PRIu64 ",\"restored\":%zu}\n",
-               count[0], count[1], count[2], g.skipped, n_restored);
-    } else if (g.n || g.skipped)
-        printf("%zu reproducible, %zu differ, %zu unavailable; %" PRIu64
-               " compile record%s without a source (recorded below FULL) skipped%s\n",
-               count[0], count[1], count[2], g.skipped, g.skipped == 1 ? "" : "s",
-               n_restored ? "; some kernels recorded again" : "");
-    else
-        printf("no compile recorded at FULL: nothing to rebuild\n");
-    for (size_t i = 0; i < g.n; i++)
-        item_free(&g.items[i]);
-    free(g.items);
+               "\"skipped_without_source\":%" PRIu64 ",\"restored\":%zu,\"kernels\":%zu,"
+               "\"checked\":%zu,\"no_compiler\":%zu,\"other_compiler\":%zu,"
+               "\"compile_error\":%zu,\"verdict\":\"%s\"}\n",
+               count[0], count[1], count[2], g.skipped, n_restored, total, checked,
+               why[WHY_NO_COMPILER], why[WHY_OTHER_COMPILER], why[WHY_ERROR], verdict);
+    } else
+        printf("%zu reproducible, %zu differ, %zu unavailable, %" PRIu64
+               " without a recorded source: %zu of %zu kernel%s checked%s\n",
+               count[0], count[1], count[2], g.skipped, checked, total,
+               total == 1 ? "" : "s", n_restored ? "; some kernels recorded again" : "");
+    if (!rc && (!checked || (unchecked && !partial)))
+        say_unchecked(why, g.skipped, checked, total, nvrtc);
+    gather_free(&g);
     free(restored);
     if (rc)
         return rc;
-    return count[ST_DIFFERS] ? EXIT_DAMAGE : EXIT_OK;
+    if (count[ST_DIFFERS] || !checked || (unchecked && !partial))
+        return EXIT_DAMAGE;
+    return EXIT_OK;
 }
 
 const cli_cmd cli_cmd_rebuild = {
     "rebuild",
     "recompile recorded kernels; say if each is reproducible",
-    "usage: envlog [-C DIR] rebuild [--verify] [-j N] [--json]\n"
+    "usage: envlog [-C DIR] rebuild [--verify] [--partial] [-j N] [--json]\n"
     "\n"
-    "Recompiles every kernel compile recorded at FULL (which carries its source)\n"
-    "from its recorded source, options and arch with this machine's NVRTC, and\n"
-    "compares the binary's hash with the recorded one.  Each kernel key is\n"
-    "rebuilt once and reported as:\n"
+    "Recompiles every recorded kernel compile from its recorded source, options\n"
+    "and arch with this machine's NVRTC, and compares the binary's hash with the\n"
+    "recorded one.  The source is the compile record's (level FULL) or the one\n"
+    "the CUDA runtime records once beside its compiles (every level but OFF).\n"
+    "Each kernel key is rebuilt once and reported as:\n"
     "  reproducible  the same bytes (or, for a recorded failure, refused again)\n"
-    "  differs       other bytes, or it compiles or fails where it did not\n"
+    "  differs       other bytes, or it compiles or fails where it did not; the\n"
+    "                line under it says which recorded input differs from what\n"
+    "                was used, or that none does\n"
     "  unavailable   it cannot be rebuilt here; the reason says why (no NVRTC,\n"
     "                another NVRTC version than the one recorded, ...)\n"
-    "Compiles recorded below FULL have no source and are counted as skipped.\n"
+    "Kernels with no recorded source are counted as not checked.\n"
     "\n"
     "Without --verify, a rebuilt kernel the state no longer holds is recorded\n"
     "again in a new session (label \"rebuild\"); --verify never writes.\n"
     "\n"
     "options:\n"
     "  --verify   compare only; open the environment read-only\n"
+    "  --partial  succeed when some kernels could not be checked, as long as\n"
+    "             one was and none differs\n"
     "  -j N       compile on N threads (default: online CPUs)\n"
     "  --json     one JSON object per kernel, then a summary object\n"
     "\n"
-    "exit status: 0 when nothing differs, 1 when any kernel differs, 2 on\n"
+    "exit status: 0 when every kernel found was checked and none differs; 1\n"
+    "when any differs, when none could be checked (nothing recorded, no source,\n"
+    "no matching NVRTC), or, without --partial, when any could not be; 2 on\n"
     "usage or system error.\n",
     rebuild_run,
 };

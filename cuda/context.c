@@ -154,6 +154,7 @@ void envlog_cuda_close(envlog_cuda *c)
     envlog_free(c->runtime);
     envlog_free(c->runtime_version);
     envlog_free(c->compiler_version);
+    envlog_free(c->sources);
     pthread_mutex_destroy(&c->mu);
     pthread_mutex_destroy(&c->load_mu);
     envlog_free(c);

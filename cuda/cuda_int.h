@@ -212,6 +212,8 @@ struct envlog_cuda {
     int cu_dev;
     void *cu_ctx;              /* the retained primary context */
     char cpu_fp[200];
+    envlog_hash128 *sources;   /* source hashes recorded (under mu) */
+    size_t n_sources, cap_sources;
 };
 
 /* The compiler version of kernel keys (opts, else NVRTC's).  Owned by c. */
@@ -234,6 +236,9 @@ void envlog_cuda__compile_starts(envlog_cuda_kernel *k);
  * and now. */
 envlog_err envlog_cuda__settle(envlog_cuda_kernel *k, envlog_cuda_binary *b,
                                envlog_bytes ir);
+/* Records k's source as an "envlog-cuda/source" user record unless `c`
+ * recorded that source hash already (sources.c). */
+envlog_err envlog_cuda__record_source(envlog_cuda_kernel *k);
 /* Makes a kernel runnable on the device: its module and function. */
 envlog_err envlog_cuda__kernel_module(envlog_cuda_kernel *k);
 

@@ -233,9 +233,15 @@ envlog_err envlog_cuda__settle(envlog_cuda_kernel *k, envlog_cuda_binary *b,
         rec.log = b->log;
         rec.source = k->source;
     }
+    /* The source first, so a reader meets it before the records naming it;
+     * a source that could not be recorded is reported, the compile record
+     * written all the same. */
+    envlog_err se = b->outcome != ENVLOG_LOADED ? envlog_cuda__record_source(k) : ENVLOG_OK;
     envlog_stamp stamp;
     envlog_err e = envlog_record_compile(c->s, &rec, &stamp);
     b->recorded = e == ENVLOG_OK;
+    if (!e)
+        e = se;
     if (b->recorded)
         b->stamp = stamp;
     switch (b->outcome) {

@@ -1047,7 +1047,8 @@ envlog_err envlog_snapshot_repair(envlog_env *env, envlog_snapshot_fix *out);
 
 typedef struct envlog_bundle_opts {
     const char *name;              /* e.g. "H100 Linux" */
-    const char *const *prefixes;   /* namespaces to take (prefix match); */
+    const char *const *prefixes;   /* namespaces to take (whole components,
+                                      as envlog_ns_under()); */
     size_t n_prefixes;             /* none: all */
     envlog_evidence evidence;
     int zstd_level;                /* 0: the default (19) */
@@ -1084,10 +1085,14 @@ typedef struct envlog_bundle_info {
 void envlog_bundle_info_free(envlog_bundle_info *info);
 
 /*! envlog_bundle_export() : writes the environment's standing entries (those
- *  under `opts->prefixes`) as a bundle to `path`: under a temporary name
- *  beside it, then renamed over it; the file is 0666 less the umask (made
- *  to leave the environment).  `info` may be NULL.  @return ENVLOG_OK,
- *  ENVLOG_INVALID_ARG (no name), ENVLOG_IO, ENVLOG_NOSPACE, ENVLOG_NOMEM. */
+ *  whose namespace lies under one of `opts->prefixes`, comparing whole
+ *  components as envlog_ns_under() does) as a bundle to `path`: under a
+ *  temporary name beside it, then renamed over it; the file is 0666 less the
+ *  umask (made to leave the environment).  `info` may be NULL.
+ *  @return ENVLOG_OK; ENVLOG_NOT_FOUND when the selection holds no tune and
+ *  no kernel (nothing is written); ENVLOG_INVALID_ARG (no name, a prefix
+ *  envlog_ns_prefix_problem() refuses); ENVLOG_IO, ENVLOG_NOSPACE,
+ *  ENVLOG_NOMEM. */
 envlog_err envlog_bundle_export(envlog_env *env, const envlog_bundle_opts *opts,
                                 const char *path, envlog_bundle_info **info);
 
@@ -1114,6 +1119,12 @@ typedef struct envlog_import_report {
     char first_reject[160];
     envlog_id128 session; /* the import session (when taken > 0) */
     uint64_t foreign;   /* entries under namespaces with no local entry */
+    /* Entries of a runtime version (the table/runtime/version part of their
+     * namespace) the environment held no entry of before the import, counted
+     * whatever it holds, an empty environment too; and the first of those
+     * versions, separated by ','. */
+    uint64_t other_version;
+    char other_versions[160];
 } envlog_import_report;
 
 /*! envlog_bundle_import() / _memory() : checks the bundle's manifest and each

@@ -343,6 +343,15 @@ envlog_err envlog_cuda_nvrtc_compile(const envlog_cuda_kernel_desc *d,
 envlog_err envlog_cuda_compile(envlog_cuda *c, const envlog_cuda_kernel_desc *d,
                                envlog_cuda_binary **out);
 
+/* The kind of the user records that hold kernel sources: the runtime
+ * records each source it compiles (or sees refused) once per session, as an
+ * OBSERVED user record whose body is the CBOR array [source_hash (a 16-byte
+ * string), source (text)], before the first compile record naming that
+ * source hash, at every level but OFF; so `envlog rebuild` finds sources at
+ * the default level, where compile records carry none (envlog-cuda(3),
+ * SOURCES). */
+#define ENVLOG_CUDA_SOURCE_KIND "envlog-cuda/source"
+
 /* A kernel the runtime knows: compiled when first loaded, then launched. */
 typedef struct envlog_cuda_kernel envlog_cuda_kernel;
 

@@ -43,7 +43,7 @@ static bool ns_taken(const envlog_build_opts *o, const char *ns)
     if (!o->n_prefixes)
         return true;
     for (size_t i = 0; i < o->n_prefixes; i++)
-        if (ns && !strncmp(ns, o->prefixes[i], strlen(o->prefixes[i])))
+        if (ns && envlog_ns_under(ns, o->prefixes[i]))
             return true;
     return false;
 }

@@ -403,8 +403,15 @@ static envlog_err export_bytes(envlog_env *env, const envlog_bundle_opts *opts, 
         !envlog_utf8_valid(opts->name, strlen(opts->name)))
         return envlog__fail(ENVLOG_INVALID_ARG, "a bundle needs a name (UTF-8, at most %d bytes)",
                             NAME_MAX_LEN);
-    if ((unsigned)opts->evidence > ENVLOG_EVIDENCE_ALL)
+    if ((unsigned)opts->evidence > ENVLOG_EVIDENCE_ALL || (opts->n_prefixes && !opts->prefixes))
         return envlog__fail(ENVLOG_INVALID_ARG, "bad bundle options");
+    for (size_t i = 0; i < opts->n_prefixes; i++) {
+        const char *why = opts->prefixes[i] ? envlog_ns_prefix_problem(opts->prefixes[i])
+                                            : "it is missing";
+        if (why)
+            return envlog__fail(ENVLOG_INVALID_ARG, "namespace prefix '%s': %s",
+                                opts->prefixes[i] ? opts->prefixes[i] : "", why);
+    }
     zsink zs = {NULL, opts->zstd_level ? opts->zstd_level : BUNDLE_LEVEL, {0}, 0, opts, 0};
     envlog_sink sink = {z_begin, z_write, &zs};
     envlog_build_opts bo = {.evidence = opts->evidence, .name = opts->name,
@@ -421,6 +428,17 @@ static envlog_err export_bytes(envlog_env *env, const envlog_bundle_opts *opts, 
     /* What is written is what its readers take. */
     if (!e)
         e = envlog_bundle_inspect_memory(zs.z.p, zs.z.len, info);
+    /* A bundle of no tune and no kernel is a mistake (a mistyped prefix,
+     * the wrong environment) to say, not a file to ship. */
+    if (!e && !(*info)->tunes && !(*info)->kernels) {
+        envlog_bundle_info_free(*info);
+        *info = NULL;
+        e = envlog__fail(ENVLOG_NOT_FOUND, "%s",
+                         opts->n_prefixes ? "no tune or kernel entry lies under the namespace "
+                                            "prefixes given: nothing to export"
+                                          : "the environment holds no tune or kernel entry: "
+                                            "nothing to export");
+    }
     if (e) {
         envlog_buf_free(&zs.z);
         return e;
@@ -584,6 +602,48 @@ static bool ns_local(const import_ctx *c, const char *ns)
     return false;
 }
 
+/* The length of the table/runtime/version part of `ns`: its first three
+ * components. */
+static size_t version_part(const char *ns)
+{
+    size_t n = 0;
+    for (int k = 0; k < 3; k++) {
+        n += strcspn(ns + n, "/");
+        if (k < 2 && ns[n])
+            n++;
+    }
+    return n;
+}
+
+/* Whether some local entry is of the runtime version of `ns`. */
+static bool version_local(const import_ctx *c, const char *ns)
+{
+    size_t n = version_part(ns);
+    for (size_t i = 0; i < c->n_local; i++)
+        if (version_part(c->local_ns[i]) == n && !strncmp(c->local_ns[i], ns, n))
+            return true;
+    return false;
+}
+
+/* Counts an entry of a runtime version the target has no entry of, and
+ * names the first few such versions. */
+static void note_version(import_ctx *c, const char *ns)
+{
+    if (version_local(c, ns))
+        return;
+    c->rep->other_version++;
+    size_t n = version_part(ns), have = strlen(c->rep->other_versions);
+    for (const char *p = c->rep->other_versions; *p;) {
+        size_t len = strcspn(p, ",");
+        if (len == n && !strncmp(p, ns, n))
+            return;
+        p += len + (p[len] == ',');
+    }
+    if (have + n + 2 < sizeof c->rep->other_versions)
+        snprintf(c->rep->other_versions + have, sizeof c->rep->other_versions - have, "%s%.*s",
+                 have ? "," : "", (int)n, ns);
+}
+
 static envlog_err begin_import(import_ctx *c)
 {
     if (c->s)
@@ -626,6 +686,7 @@ static envlog_err import_entry(import_ctx *c, const envlog_snap_item *it,
                               rec->u.tune.checksum, &te) == ENVLOG_OK
         : envlog_state_kernel(c->live, rec->u.compile.ns, &rec->u.compile.kernel_key,
                               &ke) == ENVLOG_OK;
+    note_version(c, it->table == ENVLOG_TABLE_TUNE ? rec->u.tune.ns : rec->u.compile.ns);
     if (present) {
         c->rep->skipped++;
         return ENVLOG_OK;
@@ -724,7 +785,8 @@ out:
             envlog__fail(e, "%s", why);
         }
         if (e) {
-            rep->taken = rep->foreign = 0;
+            rep->taken = rep->foreign = rep->other_version = 0;
+            rep->other_versions[0] = 0;
             memset(&rep->session, 0, sizeof rep->session);
         }
     }

@@ -90,6 +90,12 @@ static int collect_one(void *ctx, const envlog_replay_rec *rr)
     const envlog_record *rec = rr->rec;
     if (rec->kind == ENVLOG_KIND_SESSION || rec->kind < ENVLOG_KIND_SESSION)
         return 0;
+    /* The sources the runtime records beside its compiles are counted, not
+     * listed (test_source_recorded_once_at_basic looks at them). */
+    if (rec->kind == ENVLOG_KIND_USER && !strcmp(rec->u.user.kind, ENVLOG_CUDA_SOURCE_KIND)) {
+        out->sources++;
+        return 0;
+    }
     tc_rec *p = realloc(out->r, (out->n + 1) * sizeof *p);
     ck_assert_ptr_nonnull(p);
     out->r = p;
@@ -156,6 +162,7 @@ void tc_collect(envlog_env *env, tc_recs *out)
 {
     out->r = NULL;
     out->n = 0;
+    out->sources = 0;
     ck_assert_ok(envlog_replay_each(env, NULL, collect_one, out));
 }
 
@@ -441,6 +448,80 @@ START_TEST(test_compile_hit_and_records)
 }
 END_TEST
 
+/* The order of compile records and source records, and the bodies. */
+typedef struct src_walk {
+    char seq[16]; /* 's' a source record, 'c' a compile record */
+    size_t n;
+    envlog_hash128 hash[4];
+    size_t n_hash;
+    bool bodies_ok;
+} src_walk;
+
+static int src_one(void *ctx, const envlog_replay_rec *rr)
+{
+    src_walk *w = ctx;
+    const envlog_record *rec = rr->rec;
+    if (rec->kind == ENVLOG_KIND_COMPILE && w->n < sizeof w->seq - 1)
+        w->seq[w->n++] = 'c';
+    if (rec->kind != ENVLOG_KIND_USER || strcmp(rec->u.user.kind, ENVLOG_CUDA_SOURCE_KIND))
+        return 0;
+    if (w->n < sizeof w->seq - 1)
+        w->seq[w->n++] = 's';
+    /* [h'<16 bytes>', "<source>"] with the source over 23 bytes long */
+    const uint8_t *b = rec->u.user.body.data;
+    size_t n = rec->u.user.body.size;
+    envlog_hash128 h;
+    if (n < 21 || b[0] != 0x82 || b[1] != 0x50 || (b[18] >> 5) != 3) {
+        w->bodies_ok = false;
+        return 0;
+    }
+    memcpy(h.b, b + 2, 16);
+    size_t hl = (b[18] & 31) == 24 ? 2 : (b[18] & 31) == 25 ? 3 : 1;
+    envlog_hash128 want = envlog_hash128_bytes(b + 18 + hl, n - 18 - hl);
+    if (memcmp(want.b, h.b, 16) || w->n_hash == 4)
+        w->bodies_ok = false;
+    else
+        w->hash[w->n_hash++] = h;
+    return 0;
+}
+
+START_TEST(test_source_recorded_once_at_basic)
+{
+    if (!tc_nvrtc("sources recorded beside compiles"))
+        return;
+    tc_env t;
+    tc_open(&t, "cuda-src", ENVLOG_LEVEL_BASIC, NULL);
+    /* One source for two archs, another one, and a loaded kernel. */
+    envlog_cuda_kernel_desc d[] = {{"tc_scale", good_src, NULL, "sm_80"},
+                                   {"tc_scale", good_src, NULL, "compute_80"},
+                                   {"tc_bad", "extern \"C\" __global__ void tc_bad() { nope(); }",
+                                    NULL, "sm_80"},
+                                   {"tc_scale", good_src, NULL, "sm_80"}};
+    for (size_t i = 0; i < 4; i++) {
+        envlog_cuda_binary *b = NULL;
+        envlog_err e = envlog_cuda_compile(t.c, &d[i], &b);
+        ck_assert(e == ENVLOG_OK || (i == 2 && e == ENVLOG_BAD_DATA));
+        envlog_cuda_binary_free(b);
+    }
+    tc_end(&t);
+    src_walk w = {.bodies_ok = true};
+    ck_assert_ok(envlog_replay_each(t.env, NULL, src_one, &w));
+    /* Each source once, before the first compile record that names it;
+     * the compile records carry none at BASIC. */
+    ck_assert_str_eq(w.seq, "sccscc");
+    ck_assert(w.bodies_ok);
+    ck_assert_uint_eq(w.n_hash, 2);
+    ck_assert_mem_eq(w.hash[0].b, envlog_hash128_bytes(good_src, strlen(good_src)).b, 16);
+    tc_recs r;
+    tc_collect(t.env, &r);
+    ck_assert_uint_eq(r.sources, 2);
+    for (size_t i = 0; i < r.n; i++)
+        ck_assert(!r.r[i].has_source);
+    tc_recs_free(&r);
+    tc_free(&t);
+}
+END_TEST
+
 START_TEST(test_compile_error_returns_log)
 {
     if (!tc_nvrtc("a refused compile"))
@@ -486,7 +567,7 @@ START_TEST(test_compile_error_returns_log)
     envlog_session_stats ss;
     envlog_session_stats_get(t.s, &ss);
     ck_assert(!ss.on_disk);
-    ck_assert_uint_eq(ss.held, 3);
+    ck_assert_uint_eq(ss.held, 5); /* and the two sources beside them */
     /* ...until something changes the environment. */
     d.options = NULL;
     ck_assert_ok(envlog_cuda_compile(t.c, &d, &b));
@@ -920,6 +1001,7 @@ Suite *suite_cuda(void)
     tcase_add_test(tc, test_nvrtc_every_builtin);
     tcase_add_test(tc, test_compile_hit_and_records);
     tcase_add_test(tc, test_compile_error_returns_log);
+    tcase_add_test(tc, test_source_recorded_once_at_basic);
     tcase_add_test(tc, test_nvrtc_unavailable);
     suite_add_tcase(s, tc);
     tc = tcase_create("backends");

@@ -70,6 +70,7 @@ typedef struct tc_rec {
 typedef struct tc_recs {
     tc_rec *r;
     size_t n;
+    size_t sources;          /* "envlog-cuda/source" records (not in r) */
 } tc_recs;
 
 /* Every record of the environment, in replay's total order (sessions and

@@ -6,10 +6,15 @@
  *   cuda_rebuild_env probe          exit 0 when NVRTC loads, 77 otherwise
  *   cuda_rebuild_env DIR good       at FULL: three built-in kernels (two
  *                                   CUBINs, one PTX) and one refused source;
- *                                   then at BASIC one more (no source)
+ *                                   then at BASIC one more (its source
+ *                                   recorded on its own)
  *   cuda_rebuild_env DIR timestamp  at FULL: a kernel whose binary holds
  *                                   __TIME__, so a rebuild a second later
  *                                   differs
+ *   cuda_rebuild_env DIR mismatch   at FULL, by hand: a compile record whose
+ *                                   source does not hash to its source_hash
+ *                                   and whose binary is not NVRTC's, so the
+ *                                   rebuild differs and names the input
  */
 #include "envlog.h"
 #include "envlog_cuda.h"
@@ -64,13 +69,44 @@ static int session(envlog_env *env, envlog_level level, const envlog_cuda_kernel
     return 0;
 }
 
+static int mismatch(envlog_env *env)
+{
+    char v[32];
+    envlog_err e = envlog_cuda_nvrtc_version(v, sizeof v);
+    if (e)
+        return fail(e, "asking NVRTC its version");
+    envlog_session_opts so;
+    envlog_session_opts_init(&so);
+    so.label = "rebuild-test";
+    so.level = ENVLOG_LEVEL_FULL;
+    envlog_session *s;
+    if ((e = envlog_session_begin(env, &so, &s)))
+        return fail(e, "beginning a session");
+    const char *src = "extern \"C\" __global__ void edited(float *x) { x[0] = 1.0f; }\n";
+    const char *was = "extern \"C\" __global__ void edited(float *x) { x[0] = 2.0f; }\n";
+    envlog_cuda_kernel_desc d = {"edited", was, "", "sm_80"};
+    envlog_compile c = {.ns = "kernel/test/1/sm_80", .name = "edited", .options = "",
+                        .compiler_version = v, .arch = "sm_80", .outcome = ENVLOG_COMPILED,
+                        .source = src, .log = "", .binary = {"not a cubin", 11},
+                        .binary_size = 11};
+    if ((e = envlog_cuda_kernel_key(&d, v, &c.kernel_key)))
+        return fail(e, "a kernel key");
+    c.source_hash = envlog_hash128_bytes(was, strlen(was));
+    c.binary_hash = envlog_hash128_bytes("not a cubin", 11);
+    if ((e = envlog_record_compile(s, &c, NULL)))
+        return fail(e, "recording");
+    if ((e = envlog_session_end(s)))
+        return fail(e, "ending the session");
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     char v[32];
     if (argc == 2 && !strcmp(argv[1], "probe"))
         return envlog_cuda_nvrtc_version(v, sizeof v) == ENVLOG_OK ? 0 : 77;
     if (argc != 3) {
-        fprintf(stderr, "usage: cuda_rebuild_env probe | DIR good|timestamp\n");
+        fprintf(stderr, "usage: cuda_rebuild_env probe | DIR good|timestamp|mismatch\n");
         return 2;
     }
     envlog_env *env;
@@ -104,6 +140,8 @@ int main(int argc, char **argv)
              NULL, "sm_80"},
         };
         rc = session(env, ENVLOG_LEVEL_FULL, d, 1);
+    } else if (!strcmp(argv[2], "mismatch")) {
+        rc = mismatch(env);
     } else {
         fprintf(stderr, "cuda_rebuild_env: unknown mode '%s'\n", argv[2]);
         rc = 2;
