@@ -27,6 +27,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -220,6 +221,11 @@ int main(int argc, char **argv)
     snprintf(errf, sizeof errf, "%s/err", work);
     snprintf(werrf, sizeof werrf, "%s/writer.err", work);
     signal(SIGPIPE, SIG_IGN);
+    /* A writer's session end may start a compaction in a detached process:
+     * adopted here, it is waited for before the environment is removed (a
+     * compactor still at work would otherwise put files back into the new
+     * one, and it would not be an environment). */
+    prctl(PR_SET_CHILD_SUBREAPER, 1);
     printf("crash loop: %ld kills, seed %llu\n", kills, (unsigned long long)seed);
     fflush(stdout);
 
@@ -231,6 +237,8 @@ int main(int argc, char **argv)
     uint64_t t_writer = 0, t_cli = 0, t_check = 0;
     for (long iter = 0; killed < kills && failures == 0; iter++, runs++) {
         if (iter % reset == 0) {
+            while (waitpid(-1, NULL, 0) > 0 || errno == EINTR)
+                ;
             rmrf(envdir);
             crash_acks_free(&acks);
         }
