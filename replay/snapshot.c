@@ -38,6 +38,9 @@ struct envlog_snap {
     uint8_t *idx_ok;
     size_t idx_blocks;
     size_t items_start;        /* where ENTRY/EVIDENCE records begin */
+    uint64_t chain0;           /* the chain value at items_start, */
+    bool chain0_known;         /* worked out by the first walk that needs it */
+    bool chain_pending;        /* a rewind left the walk's chain to set */
     envlog_frame_reader fr;
     envlog_arena arena;        /* per lookup */
     /* Damage found by walks in file order (the full check, envlog_snap_next),
@@ -287,6 +290,42 @@ static bool pair_at(envlog_snap *s, uint64_t i, uint64_t *hash, uint64_t *off)
     return true;
 }
 
+/* The INDEX record's extent from its first fragment (at `pos`, `len`
+ * payload bytes, the pairs' byte string head at `head` of it) and its
+ * count, given the writer's fixed framing (idx_file_off): true, with its
+ * length, end and blocks, when the byte string holds exactly the pairs and
+ * the last block's header says what the framing implies. */
+static bool index_extent(const envlog_snap *s, size_t pos, size_t len, size_t head,
+                         uint64_t count, uint64_t *total, size_t *end, size_t *blocks)
+{
+    const uint8_t *r = s->p + pos + ENVLOG_FRAG_HDR;
+    size_t at = head + 1; /* past key 5 */
+    if (at >= len || r[at] >> 5 != 2 || (r[at] & 31) > 27 || count > s->n / 16)
+        return false;
+    unsigned ai = r[at] & 31;
+    size_t hb = ai < 24 ? 1 : 1 + ((size_t)1 << (ai - 24));
+    if (at + hb > len)
+        return false;
+    uint64_t l = ai < 24 ? ai : 0;
+    for (size_t i = 1; i < hb; i++)
+        l = l << 8 | r[at + i];
+    if (l != count * 16)
+        return false;
+    uint64_t all = at + hb + l, per = ENVLOG_BLOCK - ENVLOG_FRAG_HDR;
+    if (all <= len)
+        return false;
+    uint64_t rest = all - len, more = (rest + per - 1) / per;
+    size_t last_len = (size_t)(rest - (more - 1) * per);
+    size_t last = (size_t)((pos / ENVLOG_BLOCK + more) * ENVLOG_BLOCK);
+    if (last + ENVLOG_FRAG_HDR + last_len > s->n ||
+        s->p[last + 6] != ENVLOG_FRAG_LAST || envlog_get_le16(s->p + last + 4) != last_len)
+        return false;
+    *total = all;
+    *end = last + ENVLOG_FRAG_HDR + last_len;
+    *blocks = (size_t)more + 1;
+    return true;
+}
+
 /* The INDEX found in place: its first fragment is checked and gives the
  * count; the block headers after it give its length, so where the entries
  * start is known without reading the pairs.  Each lookup then reads the few
@@ -327,10 +366,17 @@ static envlog_err map_index(envlog_snap *s)
                (type == ENVLOG_FRAG_FIRST &&
                 len != ENVLOG_BLOCK - pos % ENVLOG_BLOCK - ENVLOG_FRAG_HDR)))
         e = ENVLOG_BAD_DATA;
-    /* The record's length: its fragments' lengths, from their headers. */
+    /* The record's length: its fragments' lengths, from their headers;
+     * worked out from the count when the pairs' head is in the first
+     * fragment, with only the last header read (the others are checked by
+     * the lookups that read their blocks).  Reading every header touched a
+     * page per 32 KiB of index: most of what an open cost at 100k entries. */
     uint64_t total = len;
     size_t end = pos + ENVLOG_FRAG_HDR + len;
     size_t blocks = 1;
+    if (!e && !none && type == ENVLOG_FRAG_FIRST &&
+        index_extent(s, pos, len, pl.pos, count, &total, &end, &blocks))
+        type = ENVLOG_FRAG_LAST;
     while (!e && type != ENVLOG_FRAG_FULL && type != ENVLOG_FRAG_LAST) {
         size_t at = (pos / ENVLOG_BLOCK + blocks) * ENVLOG_BLOCK;
         if (at + ENVLOG_FRAG_HDR > s->n) {
@@ -550,6 +596,62 @@ static bool key_matches(const envlog_record *rec, envlog_table table, const char
            !strcmp(rec->u.compile.ns, ns);
 }
 
+/* The first pair whose hash is not below `h` (n_index when none is), into
+ * *at.  Key hashes are uniform, so the pair's place is guessed from `h`
+ * itself and the guess's neighbourhood searched, widening: at a million
+ * entries a lookup reads one or two index blocks, where a binary search
+ * from the middle reads about ten, each checked before it is trusted.
+ * False when a block it reads fails its check. */
+static bool index_lower_bound(envlog_snap *s, uint64_t h, uint64_t *at)
+{
+    uint64_t n = s->n_index, lo = 0, hi = n, ph, po;
+    if (!n) {
+        *at = 0;
+        return true;
+    }
+    double g = (double)h / 18446744073709551616.0 * (double)n;
+    uint64_t guess = g < (double)(n - 1) ? (uint64_t)g : n - 1;
+    if (!pair_at(s, guess, &ph, &po))
+        return false;
+    if (ph < h) {
+        /* Past the guess: widen until a pair is not below h. */
+        lo = guess + 1;
+        for (uint64_t step = 64; lo < hi; step *= 2) {
+            uint64_t probe = hi - lo > step ? lo + step : hi - 1;
+            if (!pair_at(s, probe, &ph, &po))
+                return false;
+            if (ph >= h) {
+                hi = probe;
+                break;
+            }
+            lo = probe + 1;
+        }
+    } else {
+        hi = guess;
+        for (uint64_t step = 64; lo < hi; step *= 2) {
+            uint64_t probe = hi - lo > step ? hi - step : lo;
+            if (!pair_at(s, probe, &ph, &po))
+                return false;
+            if (ph < h) {
+                lo = probe + 1;
+                break;
+            }
+            hi = probe;
+        }
+    }
+    while (lo < hi) {
+        uint64_t mid = lo + (hi - lo) / 2;
+        if (!pair_at(s, mid, &ph, &po))
+            return false;
+        if (ph < h)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    *at = lo;
+    return true;
+}
+
 envlog_err envlog_snap_find(envlog_snap *s, envlog_table table, const char *ns,
                             const char *key, const envlog_hash128 *kkey,
                             uint64_t checksum, envlog_snap_item *item,
@@ -558,16 +660,9 @@ envlog_err envlog_snap_find(envlog_snap *s, envlog_table table, const char *ns,
     uint64_t h = table == ENVLOG_TABLE_TUNE
                      ? envlog_entry_key_hash(table, ns, key, strlen(key), checksum)
                      : envlog_entry_key_hash(table, ns, kkey->b, 16, 0);
-    uint64_t lo = 0, hi = s->n_index, ph, po;
-    while (lo < hi) {
-        uint64_t mid = lo + (hi - lo) / 2;
-        if (!pair_at(s, mid, &ph, &po))
-            return envlog__fail(ENVLOG_CORRUPT, "snapshot index is damaged");
-        if (ph < h)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
+    uint64_t lo, ph, po;
+    if (!index_lower_bound(s, h, &lo))
+        return envlog__fail(ENVLOG_CORRUPT, "snapshot index is damaged");
     for (; lo < s->n_index; lo++) {
         if (!pair_at(s, lo, &ph, &po))
             return envlog__fail(ENVLOG_CORRUPT, "snapshot index is damaged");
@@ -630,10 +725,22 @@ static uint64_t chain_before_items(const envlog_snap *s)
     return chain;
 }
 
+/* Sets the walk's chain to its value at the entries, worked out once (it
+ * reads a header per block before them: a lookup never needs it). */
+static void walk_chain(envlog_snap *s)
+{
+    if (!s->chain0_known) {
+        s->chain0 = chain_before_items(s);
+        s->chain0_known = true;
+    }
+    s->fr.chain = s->fr.chain_start = s->chain0;
+    s->chain_pending = false;
+}
+
 void envlog_snap_rewind(envlog_snap *s)
 {
     s->fr.pos = s->items_start;
-    s->fr.chain = s->fr.chain_start = chain_before_items(s);
+    s->chain_pending = true;
     s->walk_count = 2; /* the MANIFEST and the INDEX */
     s->walk_have_last = false;
     envlog_h128_free(&s->walk_hash);
@@ -675,6 +782,8 @@ static void walk_end(envlog_snap *s, const uint8_t *seal, size_t seal_len, size_
 
 envlog_err envlog_snap_next(envlog_snap *s, envlog_snap_item *it, envlog_record *rec)
 {
+    if (s->chain_pending)
+        walk_chain(s);
     for (;;) {
         if (s->fr.pos >= s->n && !s->walk_from_start)
             return ENVLOG_END;
