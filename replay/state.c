@@ -190,10 +190,10 @@ static uint64_t kernel_hash(const char *ns, const envlog_hash128 *k)
     return envlog_entry_key_hash(ENVLOG_TABLE_KERNEL, ns, k->b, 16, 0);
 }
 
-static entry *find_tune(const envlog_state *st, const char *ns, const char *key,
-                        uint64_t checksum)
+/* The tune entry of key hash `h` (tune_hash's). */
+static entry *find_tune_h(const envlog_state *st, uint64_t h, const char *ns,
+                          const char *key, uint64_t checksum)
 {
-    uint64_t h = tune_hash(ns, key, checksum);
     size_t mask = st->n_slots - 1;
     for (size_t i = h & mask; st->slots[i].e; i = (i + 1) & mask) {
         const entry *e = st->slots[i].e;
@@ -202,6 +202,12 @@ static entry *find_tune(const envlog_state *st, const char *ns, const char *key,
             return st->slots[i].e;
     }
     return NULL;
+}
+
+static entry *find_tune(const envlog_state *st, const char *ns, const char *key,
+                        uint64_t checksum)
+{
+    return find_tune_h(st, tune_hash(ns, key, checksum), ns, key, checksum);
 }
 
 static entry *find_kernel(const envlog_state *st, const char *ns,
@@ -378,7 +384,7 @@ static envlog_err keep_payload(entry *e, const envlog_bytes *payload)
 }
 
 /* Makes the entry a tune record sets (not yet installed). */
-static envlog_err make_tune(envlog_state *st, const envlog_tune *t,
+static envlog_err make_tune(envlog_state *st, const envlog_tune *t, uint64_t h,
                             const envlog_stamp *stamp, uint64_t unix_ns,
                             const envlog_bytes *payload, envlog_origin origin,
                             envlog_rule rule, entry **out)
@@ -389,7 +395,7 @@ static envlog_err make_tune(envlog_state *st, const envlog_tune *t,
     bool oom = false;
     e->table = ENVLOG_TABLE_TUNE;
     e->live = true;
-    e->hash = tune_hash(t->ns, t->key, t->checksum);
+    e->hash = h;
     e->unix_ns = unix_ns;
     e->t.ns = keep_ns(st, t->ns, &oom);
     e->t.key = keep(st, t->key, &oom);
@@ -511,7 +517,7 @@ static envlog_err materialize(envlog_state *st, envlog_table table, const char *
         e = install(st, n, NULL, true);
     } else if (!e) {
         e = table == ENVLOG_TABLE_TUNE
-                ? make_tune(st, &rec.u.tune, &it.stamp, it.unix_ns, &it.record,
+                ? make_tune(st, &rec.u.tune, h, &it.stamp, it.unix_ns, &it.record,
                             (envlog_origin)it.origin, (envlog_rule)it.rule, &n)
                 : make_kernel(st, &rec.u.compile, &it.stamp, it.unix_ns, &it.record,
                               (envlog_origin)it.origin, (envlog_rule)it.rule, &n);
@@ -556,11 +562,15 @@ static envlog_err fold_tune(envlog_state *st, const envlog_record *rec, uint64_t
         (size_t)t->winner >= t->n_candidates)
         return ENVLOG_OK;
     envlog_origin origin = t->imported ? ENVLOG_IMPORTED : ENVLOG_LOCAL;
-    entry *old, *e;
-    envlog_err err = find_known(st, ENVLOG_TABLE_TUNE, t->ns, t->key, NULL, t->checksum, &old);
+    /* The key is hashed once, for the probe and for the entry. */
+    uint64_t h = tune_hash(t->ns, t->key, t->checksum);
+    entry *old = find_tune_h(st, h, t->ns, t->key, t->checksum), *e;
+    envlog_err err = ENVLOG_OK;
+    if (!old && st->snap && !st->snap_loaded)
+        err = materialize(st, ENVLOG_TABLE_TUNE, t->ns, t->key, NULL, t->checksum, &old);
     if (err || !may_set(old, origin))
         return err;
-    if ((err = make_tune(st, t, &rec->stamp, unix_ns, &rec->payload, origin,
+    if ((err = make_tune(st, t, h, &rec->stamp, unix_ns, &rec->payload, origin,
                          standing_rule(old, origin, it), &e)))
         return err;
     return install(st, e, old, false);
@@ -1006,14 +1016,16 @@ static envlog_err load_all(envlog_state *st)
         /* The walk hands out only entries that stand (decode_item). */
         read[it.table]++;
         bool tune = it.table == ENVLOG_TABLE_TUNE;
-        entry *old = tune ? find_tune(st, rec.u.tune.ns, rec.u.tune.key, rec.u.tune.checksum)
+        uint64_t h = tune ? tune_hash(rec.u.tune.ns, rec.u.tune.key, rec.u.tune.checksum) : 0;
+        entry *old = tune ? find_tune_h(st, h, rec.u.tune.ns, rec.u.tune.key,
+                                        rec.u.tune.checksum)
                           : find_kernel(st, rec.u.compile.ns, &rec.u.compile.kernel_key);
         /* What sessions set or forgot since stands; a miss a lookup could
          * not resolve through a damaged INDEX does not. */
         if (old && !old->miss)
             continue;
         entry *n;
-        e = tune ? make_tune(st, &rec.u.tune, &it.stamp, it.unix_ns, &it.record,
+        e = tune ? make_tune(st, &rec.u.tune, h, &it.stamp, it.unix_ns, &it.record,
                              (envlog_origin)it.origin, (envlog_rule)it.rule, &n)
                  : make_kernel(st, &rec.u.compile, &it.stamp, it.unix_ns, &it.record,
                                (envlog_origin)it.origin, (envlog_rule)it.rule, &n);
