@@ -40,6 +40,8 @@ struct cli_cmd {
 
 /* text.c: `one` when n is 1, else `many` ("1 session", "2 sessions"). */
 const char *cli_plural(uint64_t n, const char *one, const char *many);
+/* A duration in the unit that suits it: "950ns", "12.5us", "3.2ms", "1.5s". */
+void cli_duration(uint64_t ns, char out[24]);
 /* The cells a terminal gives UTF-8 text `s`; cli_pad() prints `s` to stdout
  * and spaces up to `width` cells (a column aligned by display width). */
 size_t cli_width(const char *s);

@@ -28,6 +28,8 @@ typedef struct why_ctx {
     group *g;
     size_t n, cap;
     size_t tunes, forgets;
+    size_t compacted;    /* tunes read from the snapshot */
+    envlog_compaction comp;
     int err;
 } why_ctx;
 
@@ -77,25 +79,128 @@ static const char *verdict(group *g, const envlog_tune *t, const char *sid,
                        : "ignored: the first local value stands";
 }
 
-static void print_trials(const envlog_tune *t)
+/* What became of a tune's trials: they ran, none did, or they were lost on
+ * the way here (compacted away, or not carried by a bundle). */
+static const char *trials_fate(const why_ctx *w, const envlog_replay_rec *r)
 {
-    if (!t->n_trials) {
-        printf("    no trials ran\n");
+    const envlog_tune *t = &r->rec->u.tune;
+    if (t->n_trials)
+        return "ran";
+    /* A stored pick was measured, so a stored tune without trials lost
+     * them; a snapshot at evidence none strips every tune's. */
+    bool measured = t->stored && !t->short_circuit;
+    if (r->compacted && (measured || w->comp.evidence == ENVLOG_EVIDENCE_NONE))
+        return "compacted";
+    if (t->imported && measured)
+        return "not-in-bundle";
+    return "none-ran";
+}
+
+static const char *stop_words(const envlog_trial *r, envlog_stop s)
+{
+    switch (s) {
+    case ENVLOG_STOP_CONVERGED: return "converged";
+    case ENVLOG_STOP_DROPPED: return "dropped: too slow";
+    case ENVLOG_STOP_SAMPLE_LIMIT: return "sample limit";
+    case ENVLOG_STOP_ERROR: return r->error;
+    default: return "not told by the policy";
+    }
+}
+
+static bool was_tried(const envlog_tune *t, size_t cand)
+{
+    for (size_t i = 0; i < t->n_trials; i++)
+        if (t->trials[i].index == cand)
+            return true;
+    return false;
+}
+
+static void print_trials(const why_ctx *w, const envlog_replay_rec *rr,
+                         const envlog_rank *rank, int64_t runner_up)
+{
+    const envlog_tune *t = &rr->rec->u.tune;
+    const char *fate = trials_fate(w, rr);
+    if (!strcmp(fate, "compacted")) {
+        char tm[32];
+        cli_time(w->comp.created_unix_ns, tm);
+        printf("    trials no longer recorded: compacted away (snapshot of %s, %s%s"
+               "evidence %s)\n", tm, w->comp.reason, w->comp.reason[0] ? ", " : "",
+               w->comp.evidence == ENVLOG_EVIDENCE_NONE ? "none" : "from an earlier one");
         return;
     }
-    printf("    %-3s %-24s %8s %12s %12s %12s %12s %10s\n", "#", "candidate", "samples",
-           "min", "median", "mean", "max", "stddev");
+    if (!strcmp(fate, "not-in-bundle")) {
+        printf("    trials not carried by the bundle it was imported from\n");
+        return;
+    }
+    if (!t->n_trials) {
+        printf("    no trials ran%s\n", t->short_circuit ? ": picked without measuring" : "");
+        return;
+    }
+    size_t wn = strlen("candidate");
+    for (size_t i = 0; i < t->n_candidates; i++)
+        if (cli_width(t->candidates[i]) > wn)
+            wn = cli_width(t->candidates[i]);
+    for (size_t i = 0; i < t->n_trials; i++)
+        if (t->trials[i].name && cli_width(t->trials[i].name) > wn)
+            wn = cli_width(t->trials[i].name);
+    printf("    %-4s %-3s ", "rank", "#");
+    cli_pad("candidate", wn);
+    printf(" %7s %10s %10s %10s %10s %9s %7s  %s\n", "samples", "min", "median", "mean",
+           "max", "stddev", "cost", "stopped");
     for (size_t i = 0; i < t->n_trials; i++) {
-        const envlog_trial *r = &t->trials[i];
-        if (r->error) {
-            printf("    %-3u %-24s  failed: %s\n", r->index, r->name ? r->name : "-",
-                   r->error);
-            continue;
+        const envlog_trial *r = &t->trials[rank[i].trial];
+        printf("    %-4zu %-3u ", i + 1, r->index);
+        cli_pad(r->name ? r->name : "-", wn);
+        if (r->error)
+            printf(" %7" PRIu64 " %10s %10s %10s %10s %9s %7s  failed: %s\n", r->samples, "-",
+                   "-", "-", "-", "-", "-", r->error);
+        else {
+            char pct[16] = "-";
+            if (rank[i].percent > 0)
+                snprintf(pct, sizeof pct, "%.1f%%", rank[i].percent);
+            printf(" %7" PRIu64 " %8.0fns %8.0fns %8.0fns %8.0fns %7.0fns %7s  %s%s\n",
+                   r->samples, r->min_ns, r->median_ns, r->mean_ns, r->max_ns, r->stddev_ns,
+                   pct, stop_words(r, rank[i].stop),
+                   (int64_t)r->index == t->winner ? "  <- winner"
+                   : (int64_t)r->index == runner_up ? "  <- runner-up" : "");
         }
-        printf("    %-3u %-24s %8" PRIu64 " %10.0fns %10.0fns %10.0fns %10.0fns %8.0fns%s\n",
-               r->index, r->name ? r->name : "-", r->samples, r->min_ns, r->median_ns,
-               r->mean_ns, r->max_ns, r->stddev_ns,
-               (int64_t)r->index == t->winner ? "  <- winner" : "");
+    }
+    for (size_t i = 0; i < t->n_candidates; i++)
+        if (!was_tried(t, i)) {
+            printf("    %-4s %-3zu ", "-", i);
+            cli_pad(t->candidates[i], wn);
+            printf(" %7s  not measured%s\n", "0", t->short_circuit ? " (short-circuited)" : "");
+        }
+}
+
+/* The ranking as JSON fields of a tune event. */
+static void json_ranking(const why_ctx *w, const envlog_replay_rec *rr,
+                         const envlog_rank *rank, int64_t runner_up)
+{
+    const envlog_tune *t = &rr->rec->u.tune;
+    const char *fate = trials_fate(w, rr);
+    printf(",\"trials\":\"%s\",\"ranking\":[", fate);
+    for (size_t i = 0; i < t->n_trials; i++) {
+        const envlog_trial *r = &t->trials[rank[i].trial];
+        printf("%s{\"rank\":%zu,\"index\":%u,\"candidate\":", i ? "," : "", i + 1, r->index);
+        cli_jstr(r->name ? r->name : "");
+        printf(",\"cost_ns\":%.17g,\"percent\":%.17g,\"stopped\":\"%s\"}", rank[i].cost_ns,
+               rank[i].percent, envlog_stop_name(rank[i].stop));
+    }
+    putchar(']');
+    if (runner_up >= 0 && (size_t)runner_up < t->n_candidates) {
+        printf(",\"runner_up\":");
+        cli_jstr(t->candidates[runner_up]);
+    }
+    if (!strcmp(fate, "compacted")) {
+        char tm[32];
+        cli_time(w->comp.created_unix_ns, tm);
+        printf(",\"compaction\":{\"time\":\"%s\",\"reason\":", tm);
+        cli_jstr(w->comp.reason);
+        printf(",\"evidence\":\"%s\"}",
+               w->comp.evidence == ENVLOG_EVIDENCE_NONE    ? "none"
+               : w->comp.evidence == ENVLOG_EVIDENCE_WINNERS ? "winners"
+                                                              : "all");
     }
 }
 
@@ -182,6 +287,13 @@ static int why_visit(void *ctx, const envlog_replay_rec *r)
     const char *rule;
     const char *v = verdict(g, tu, sid, rec->stamp.seq, &rule);
     const envlog_session_rec *s = r->session;
+    w->compacted += r->compacted;
+    envlog_rank *rank = tu->n_trials ? malloc(tu->n_trials * sizeof *rank) : NULL;
+    int64_t runner_up = -1;
+    if ((tu->n_trials && !rank) || envlog_tune_rank(tu, rank, &runner_up)) {
+        free(rank);
+        return w->err = 1;
+    }
     if (w->c->json) {
         cli_jbegin("why");
         printf(",\"event\":\"tune\",\"time\":\"%s\",\"verdict\":", t);
@@ -200,7 +312,10 @@ static int why_visit(void *ctx, const envlog_replay_rec *r)
                 putchar(',');
             cli_jstr(s->devices[i]);
         }
-        printf("],\"record\":");
+        putchar(']');
+        json_ranking(w, r, rank, runner_up);
+        free(rank);
+        printf(",\"record\":");
         if (envlog_record_json(rec, cli_fwrite, stdout))
             return w->err = 1;
         printf("}\n");
@@ -217,18 +332,29 @@ static int why_visit(void *ctx, const envlog_replay_rec *r)
     }
     printf("  namespace %s\n  checksum 0x%016" PRIx64 " over %zu candidates%s\n", tu->ns,
            tu->checksum, tu->n_candidates, tu->imported ? " (imported)" : "");
-    print_trials(tu);
+    print_trials(w, r, rank, runner_up);
+    free(rank);
     printf("  policy %s", tu->policy ? tu->policy : "-");
     for (size_t i = 0; i < tu->n_params; i++)
         printf("%s%s=%g", i ? ", " : " (", tu->params[i].name, tu->params[i].value);
     printf("%s\n", tu->n_params ? ")" : "");
-    if (tu->winner >= 0 && (size_t)tu->winner < tu->n_candidates)
-        printf("  winner %s, margin %.1f%% to the runner-up%s%s\n",
-               tu->candidates[tu->winner], tu->margin * 100,
-               tu->within_noise ? " (within noise)" : "",
+    if (tu->winner >= 0 && (size_t)tu->winner < tu->n_candidates) {
+        printf("  winner %s", tu->candidates[tu->winner]);
+        if (runner_up >= 0 && (size_t)runner_up < tu->n_candidates)
+            printf(", runner-up %s at +%.1f%%", tu->candidates[runner_up], tu->margin * 100);
+        else
+            printf(", margin %.1f%% to the runner-up", tu->margin * 100);
+        printf("%s%s\n", tu->within_noise ? " (within noise)" : "",
                tu->short_circuit ? ", short-circuited" : "");
-    else
+    } else {
         printf("  no winner\n");
+    }
+    char wall[24];
+    cli_duration(tu->wall_ns, wall);
+    if (tu->wall_ns)
+        printf("  tuned in %s\n", wall);
+    else
+        printf("  wall time not recorded\n");
     printf("  -> %s\n\n", v);
     return 0;
 }
@@ -269,7 +395,9 @@ static int why_run(cli *c)
         return rc;
     int worst = EXIT_OK;
     envlog_replay_opts o = {.on_damage = cli_damage, .ctx = &worst, .check_snapshot = true};
-    envlog_err e = envlog_replay_each(env, &o, why_visit, &w);
+    envlog_err e = envlog_compaction_get(env, &w.comp);
+    if (!e)
+        e = envlog_replay_each(env, &o, why_visit, &w);
     envlog_state *st = NULL;
     /* The same generation as the history above (damage said once). */
     envlog_replay_opts quiet = {.check_snapshot = true};
@@ -278,6 +406,25 @@ static int why_run(cli *c)
     if (e || w.err) {
         rc = w.err ? cli_error(EXIT_USAGE, "why: out of memory") : cli_fail(e, "replaying");
         goto done;
+    }
+    if (w.compacted && w.comp.evidence != ENVLOG_EVIDENCE_ALL) {
+        /* Compaction kept the tunes that set entries, not the others. */
+        char tm[32];
+        cli_time(w.comp.created_unix_ns, tm);
+        const char *ev = w.comp.evidence == ENVLOG_EVIDENCE_NONE ? "none" : "winners";
+        if (c->json) {
+            cli_jbegin("why");
+            printf(",\"event\":\"compacted\",\"time\":\"%s\",\"reason\":", tm);
+            cli_jstr(w.comp.reason);
+            printf(",\"evidence\":\"%s\"}\n", ev);
+        } else {
+            printf("compacted  %s%s%s, evidence %s\n  tunes of this key before it that set"
+                   " no standing entry are no longer recorded%s\n\n",
+                   tm, w.comp.reason[0] ? ": " : "", w.comp.reason, ev,
+                   w.comp.evidence == ENVLOG_EVIDENCE_NONE ? "; nor are the trials of those"
+                                                            " that did"
+                                                          : "");
+        }
     }
     /* What stands now, straight from the fold: it must agree with the
      * verdicts above. */

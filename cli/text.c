@@ -1,19 +1,34 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * text.c - words and columns for people: singular or plural by count, and
- * columns padded by the width a terminal gives text (a CJK character takes
- * two cells, a combining accent none), not by its bytes.
+ * text.c - words and columns for people: singular or plural by count,
+ * durations in a unit that suits them, and columns padded by the width a
+ * terminal gives text (a CJK character takes two cells, a combining accent
+ * none), not by its bytes.
  */
 #define _XOPEN_SOURCE 700
 #include "cli.h"
 
+#include <inttypes.h>
 #include <locale.h>
+#include <stdio.h>
 #include <string.h>
 #include <wchar.h>
 
 const char *cli_plural(uint64_t n, const char *one, const char *many)
 {
     return n == 1 ? one : many;
+}
+
+void cli_duration(uint64_t ns, char out[24])
+{
+    if (ns < 1000)
+        snprintf(out, 24, "%" PRIu64 "ns", ns);
+    else if (ns < 1000000)
+        snprintf(out, 24, "%.1fus", (double)ns / 1e3);
+    else if (ns < 1000000000)
+        snprintf(out, 24, "%.1fms", (double)ns / 1e6);
+    else
+        snprintf(out, 24, "%.2fs", (double)ns / 1e9);
 }
 
 /* One UTF-8 sequence at s (n bytes left): its code point in *cp and its

@@ -674,6 +674,9 @@ typedef struct envlog_replay_rec {
     const envlog_record *rec;
     const envlog_session_rec *session; /* NULL when unreadable */
     uint64_t unix_ns;                  /* session start + offset */
+    bool compacted;                    /* read from the snapshot, not from a
+                                          session's log (envlog_compaction_get()
+                                          says what that snapshot kept) */
 } envlog_replay_rec;
 
 /*! envlog_replay_each() : calls `fn` for every record of `env` in the total
@@ -767,6 +770,42 @@ envlog_err envlog_state_explain(envlog_state *st, envlog_table table,
                                 size_t n_candidates, envlog_near **out, size_t *n);
 void envlog_near_free(envlog_near *near);
 
+/* Why a candidate's sampling stopped, as its tune's policy parameters tell
+ * it (envlog_tune_rank()). */
+typedef enum envlog_stop {
+    ENVLOG_STOP_UNKNOWN = 0,      /* the policy records no rule that explains it */
+    ENVLOG_STOP_CONVERGED = 1,    /* stddev / sqrt(n) <= rel_tol x median */
+    ENVLOG_STOP_DROPPED = 2,      /* median above drop_factor x the best
+                                     median of the candidates run before it */
+    ENVLOG_STOP_SAMPLE_LIMIT = 3, /* max_samples taken */
+    ENVLOG_STOP_ERROR = 4         /* the candidate failed */
+} envlog_stop;
+
+/*! envlog_stop_name() : "unknown", "converged", "dropped", "sample-limit",
+ *  "error". */
+const char *envlog_stop_name(envlog_stop stop);
+
+/* One trial of a tune in its place in the ranking. */
+typedef struct envlog_rank {
+    size_t trial;       /* index into the tune's trials */
+    double cost_ns;     /* its score, the median (0 when it failed) */
+    double percent;     /* cost / the winner's cost x 100 (0 when it failed
+                           or the winner's cost is not known) */
+    envlog_stop stop;
+} envlog_rank;
+
+/*! envlog_tune_rank() : ranks the trials of `t` into `out`, which holds
+ *  t->n_trials entries: measured trials by cost, lowest first (ties to the
+ *  lower candidate index), then failed ones in the order they ran.  The
+ *  winner's cost is t->winner_ns, else its trial's median.  Each trial's
+ *  stop is read from the policy parameters min_samples, max_samples,
+ *  rel_tol and drop_factor as far as the tune recorded them, in the order
+ *  the adaptive policy applies them (envlog-cuda(3)): dropped, converged,
+ *  then the sample limit.  `*runner_up` (may be NULL) is the candidate
+ *  index of the best measured trial other than the winner's, or -1.
+ *  @return ENVLOG_OK; ENVLOG_INVALID_ARG when t or out is NULL. */
+envlog_err envlog_tune_rank(const envlog_tune *t, envlog_rank *out, int64_t *runner_up);
+
 /* What envlog_state_each() hands out: exactly one of tune or kernel. */
 typedef struct envlog_entry {
     envlog_table table;
@@ -853,6 +892,24 @@ typedef struct envlog_compact_report {
  *  ENVLOG_NOSPACE, ENVLOG_NOMEM (the environment is then as it was). */
 envlog_err envlog_compact(envlog_env *env, envlog_evidence evidence,
                           envlog_compact_report *report);
+
+/* The compaction whose snapshot stands under an environment's sessions. */
+typedef struct envlog_compaction {
+    bool present;              /* false: never compacted (the rest is 0) */
+    uint64_t created_unix_ns;  /* when the snapshot was written */
+    char reason[160];          /* why ("envlog compact", "automatic: ...") */
+    envlog_evidence evidence;  /* what of the history it kept */
+    uint64_t sessions;         /* sessions it compacts */
+    uint64_t entries;          /* standing entries it holds */
+    uint64_t records;          /* records it holds, entries and evidence */
+    uint64_t last_unix_ns;     /* the time of the newest record it holds */
+} envlog_compaction;
+
+/*! envlog_compaction_get() : the compaction of the snapshot readers of `env`
+ *  use now (current, or previous when current is damaged).  Reads the
+ *  snapshot's records, not the sessions.
+ *  @return ENVLOG_OK; ENVLOG_IO, ENVLOG_NOMEM. */
+envlog_err envlog_compaction_get(envlog_env *env, envlog_compaction *out);
 
 /* ----------------------------------------------------------- maintenance */
 

@@ -5,9 +5,14 @@
  *
  * Namespaces are stored whole and compared component by component ('/'
  * separated), so a miss can be explained offline: "sm_80 here, sm_90 asked".
+ *
+ * Also how one tune decided (its trials ranked, why each stopped sampling)
+ * and what the standing compaction kept: the facts `envlog why` and
+ * `envlog replay --until` tell, derived from records alone.
  */
 #include "replay_int.h"
 
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -157,4 +162,122 @@ envlog_err envlog_state_explain(envlog_state *st, envlog_table table,
 void envlog_near_free(envlog_near *near)
 {
     envlog_free(near);
+}
+
+const char *envlog_stop_name(envlog_stop stop)
+{
+    static const char *const names[] = {"unknown", "converged", "dropped", "sample-limit",
+                                        "error"};
+    return (unsigned)stop < sizeof names / sizeof names[0] ? names[stop] : "unknown";
+}
+
+static bool param(const envlog_tune *t, const char *name, double *v)
+{
+    for (size_t i = 0; i < t->n_params; i++)
+        if (t->params[i].name && !strcmp(t->params[i].name, name)) {
+            *v = t->params[i].value;
+            return true;
+        }
+    return false;
+}
+
+static bool measured(const envlog_trial *r)
+{
+    return !r->error && r->samples > 0;
+}
+
+/* The adaptive policy's verdict after the last sample (envlog-cuda(3)),
+ * for what of it the tune recorded; `leader` is the best median of the
+ * trials run before (negative: none). */
+static envlog_stop stop_of(const envlog_tune *t, const envlog_trial *r, double leader)
+{
+    if (r->error)
+        return ENVLOG_STOP_ERROR;
+    double min_s = 1, max_s, drop, tol;
+    (void)param(t, "min_samples", &min_s);
+    if ((double)r->samples >= min_s) {
+        if (param(t, "drop_factor", &drop) && drop > 0 && leader >= 0 &&
+            r->median_ns > drop * leader)
+            return ENVLOG_STOP_DROPPED;
+        if (param(t, "rel_tol", &tol) && r->samples > 0 &&
+            r->stddev_ns / sqrt((double)r->samples) <= tol * r->median_ns)
+            return ENVLOG_STOP_CONVERGED;
+    }
+    if (param(t, "max_samples", &max_s) && (double)r->samples >= max_s)
+        return ENVLOG_STOP_SAMPLE_LIMIT;
+    return ENVLOG_STOP_UNKNOWN;
+}
+
+static bool ranks_before(const envlog_trial *a, const envlog_trial *b)
+{
+    if (measured(a) != measured(b))
+        return measured(a);
+    if (!measured(a))
+        return false; /* failed ones keep the order they ran in */
+    return a->median_ns < b->median_ns || (a->median_ns == b->median_ns && a->index < b->index);
+}
+
+envlog_err envlog_tune_rank(const envlog_tune *t, envlog_rank *out, int64_t *runner_up)
+{
+    if (runner_up)
+        *runner_up = -1;
+    if (!t || (!out && t->n_trials))
+        return envlog__fail(ENVLOG_INVALID_ARG, "ranking needs a tune and room for its trials");
+    double leader = -1, winner_cost = t->winner_ns;
+    for (size_t i = 0; i < t->n_trials; i++) {
+        const envlog_trial *r = &t->trials[i];
+        if (winner_cost <= 0 && t->winner >= 0 && r->index == (uint64_t)t->winner && measured(r))
+            winner_cost = r->median_ns;
+        out[i] = (envlog_rank){.trial = i, .cost_ns = measured(r) ? r->median_ns : 0,
+                               .stop = stop_of(t, r, leader)};
+        if (measured(r) && (leader < 0 || r->median_ns < leader))
+            leader = r->median_ns;
+    }
+    /* Insertion sort: stable, and a tune has a handful of candidates. */
+    for (size_t i = 1; i < t->n_trials; i++) {
+        envlog_rank v = out[i];
+        size_t j = i;
+        for (; j > 0 && ranks_before(&t->trials[v.trial], &t->trials[out[j - 1].trial]); j--)
+            out[j] = out[j - 1];
+        out[j] = v;
+    }
+    for (size_t i = 0; i < t->n_trials; i++) {
+        const envlog_trial *r = &t->trials[out[i].trial];
+        if (measured(r) && winner_cost > 0)
+            out[i].percent = r->median_ns / winner_cost * 100;
+        if (runner_up && *runner_up < 0 && measured(r) &&
+            (t->winner < 0 || r->index != (uint64_t)t->winner))
+            *runner_up = r->index;
+    }
+    return ENVLOG_OK;
+}
+
+envlog_err envlog_compaction_get(envlog_env *env, envlog_compaction *out)
+{
+    memset(out, 0, sizeof *out);
+    if (!env)
+        return envlog__fail(ENVLOG_INVALID_ARG, "no environment");
+    envlog_snap *snap = NULL;
+    int gen;
+    envlog_err e = envlog_snap_pick(env, false, NULL, NULL, &snap, &gen);
+    if (e || !snap)
+        return e;
+    const envlog_snap_manifest *m = envlog_snap_manifest_get(snap);
+    out->present = true;
+    out->created_unix_ns = m->created_unix_ns;
+    snprintf(out->reason, sizeof out->reason, "%s", m->compacted_by ? m->compacted_by : "");
+    out->evidence = (envlog_evidence)m->evidence_level;
+    out->sessions = m->n_wms;
+    envlog_snap_item it;
+    envlog_record rec;
+    envlog_snap_rewind(snap);
+    while ((e = envlog_snap_next(snap, &it, &rec)) == ENVLOG_OK) {
+        out->records++;
+        out->entries += it.kind == ENVLOG_KIND_ENTRY;
+        if (it.unix_ns > out->last_unix_ns)
+            out->last_unix_ns = it.unix_ns;
+    }
+    envlog_snap_rewind(snap);
+    envlog_snap_unmap(snap);
+    return e == ENVLOG_END ? ENVLOG_OK : e;
 }

@@ -376,7 +376,7 @@ envlog_err envlog_replay_each_with(envlog_env *env, const envlog_replay_opts *op
         envlog_replay_rec rr = {c->rec,
                                 c->snap ? snap_session(&m, &c->id)
                                         : c->have_session ? &c->session : NULL,
-                                c->key_ns};
+                                c->key_ns, c->snap != NULL};
         if (fn(ctx, &rr, c->snap ? &c->item : NULL)) {
             e = envlog__fail(ENVLOG_STATE, "replay stopped by its caller");
             break;

@@ -852,6 +852,91 @@ END_TEST
 
 /* ------------------------------------------------------------------ suite */
 
+
+/* Issue 15, item 10: a tune's trials ranked by cost with their percent of
+ * the winner's, the runner-up named, and why each stopped sampling, read
+ * from the adaptive policy's recorded parameters. */
+START_TEST(test_why_ranks_trials_and_says_why_each_stopped)
+{
+    static const char *const names[] = {"best", "slow", "noisy", "broken", "second"};
+    envlog_trial tr[] = {
+        {.name = "best", .index = 0, .samples = 7, .median_ns = 100, .stddev_ns = 1},
+        {.name = "slow", .index = 1, .samples = 5, .median_ns = 500, .stddev_ns = 1},
+        {.name = "noisy", .index = 2, .samples = 50, .median_ns = 150, .stddev_ns = 40},
+        {.name = "broken", .index = 3, .error = "launch failed"},
+        {.name = "second", .index = 4, .samples = 6, .median_ns = 125, .stddev_ns = 0.5},
+    };
+    envlog_param params[] = {{"min_samples", 5}, {"max_samples", 50}, {"drop_factor", 2},
+                             {"rel_tol", 0.01}};
+    envlog_tune t = {.ns = NS_A, .key = "k", .candidates = names, .n_candidates = 5,
+                     .trials = tr, .n_trials = 5, .params = params, .n_params = 4,
+                     .winner = 0};
+    envlog_rank rk[5];
+    int64_t ru;
+    ck_assert_ok(envlog_tune_rank(&t, rk, &ru));
+    size_t order[] = {0, 4, 2, 1, 3};
+    envlog_stop stops[] = {ENVLOG_STOP_CONVERGED, ENVLOG_STOP_CONVERGED,
+                           ENVLOG_STOP_SAMPLE_LIMIT, ENVLOG_STOP_DROPPED, ENVLOG_STOP_ERROR};
+    for (size_t i = 0; i < 5; i++) {
+        ck_assert_uint_eq(rk[i].trial, order[i]);
+        ck_assert_int_eq(rk[i].stop, stops[i]);
+    }
+    ck_assert_int_eq(ru, 4);
+    ck_assert(rk[0].percent == 100 && rk[1].percent == 125 && rk[3].percent == 500);
+    ck_assert(rk[4].percent == 0 && rk[4].cost_ns == 0);
+    ck_assert_str_eq(envlog_stop_name(rk[2].stop), "sample-limit");
+
+    /* The policy's own score when it recorded one; and a policy that
+     * records no stopping rule is not guessed at. */
+    t.winner_ns = 50;
+    ck_assert_ok(envlog_tune_rank(&t, rk, NULL));
+    ck_assert(rk[0].percent == 200);
+    t.n_params = 0;
+    ck_assert_ok(envlog_tune_rank(&t, rk, &ru));
+    ck_assert_int_eq(rk[0].stop, ENVLOG_STOP_UNKNOWN);
+    ck_assert_int_eq(rk[4].stop, ENVLOG_STOP_ERROR);
+    ck_assert_int_eq(envlog_tune_rank(NULL, rk, &ru), ENVLOG_INVALID_ARG);
+}
+END_TEST
+
+static int count_compacted(void *ctx, const envlog_replay_rec *r)
+{
+    size_t *n = ctx;
+    n[r->compacted]++;
+    return 0;
+}
+
+/* Issue 15, item 10: a reader can tell a record compacted into the
+ * snapshot from one in a session's log, and what that compaction kept. */
+START_TEST(test_replay_says_which_records_were_compacted)
+{
+    rp_renv r = rp_renv_new("compacted");
+    envlog_compaction cp;
+    ck_assert_ok(envlog_compaction_get(r.env, &cp));
+    ck_assert(!cp.present);
+    envlog_session *s = rp_sbegin(r.env, "one", 0);
+    rp_rtune(s, NS_A, "k", 0);
+    rp_end(s);
+    envlog_compact_report rep;
+    ck_assert_ok(envlog_compact(r.env, ENVLOG_EVIDENCE_NONE, &rep));
+    s = rp_sbegin(r.env, "two", 0);
+    rp_rtune(s, NS_A, "k2", 0);
+    rp_end(s);
+    size_t n[2] = {0, 0};
+    ck_assert_ok(envlog_replay_each(r.env, NULL, count_compacted, n));
+    ck_assert_uint_gt(n[0], 0);
+    ck_assert_uint_gt(n[1], 0);
+    ck_assert_ok(envlog_compaction_get(r.env, &cp));
+    ck_assert(cp.present);
+    ck_assert_int_eq(cp.evidence, ENVLOG_EVIDENCE_NONE);
+    ck_assert_uint_eq(cp.entries, 1);
+    ck_assert_uint_eq(cp.sessions, 1);
+    ck_assert_uint_gt(cp.last_unix_ns, 0);
+    ck_assert_uint_ge(cp.created_unix_ns, cp.last_unix_ns);
+    rp_renv_free(&r);
+}
+END_TEST
+
 Suite *suite_replay(void)
 {
     Suite *s = suite_create("replay");
@@ -880,6 +965,8 @@ Suite *suite_replay(void)
     tcase_add_test(t, test_explain_checksum);
     tcase_add_test(t, test_explain_namespace);
     tcase_add_test(t, test_explain_kernel);
+    tcase_add_test(t, test_why_ranks_trials_and_says_why_each_stopped);
+    tcase_add_test(t, test_replay_says_which_records_were_compacted);
     suite_add_tcase(s, t);
 
     rp_add_history_tcases(s);
