@@ -33,8 +33,14 @@ envlog_err envlog_cuda_kernel_queue(envlog_cuda_kernel *k)
         return envlog__fail(ENVLOG_INVALID_ARG, "no kernel to queue");
     envlog_cuda *c = k->c;
     envlog_err e = ENVLOG_OK;
+    int st = atomic_load(&k->st);
+    if (st != ENVLOG_CUDA__K_NEW && st != ENVLOG_CUDA__K_FAILED)
+        return ENVLOG_OK;
+    /* Asked for: registered now, settled by the batch (or abandoned). */
+    envlog_cuda__kernel_register(k);
     pthread_mutex_lock(&c->mu);
-    if (atomic_load(&k->st) == ENVLOG_CUDA__K_NEW) {
+    st = atomic_load(&k->st);
+    if (st == ENVLOG_CUDA__K_NEW || st == ENVLOG_CUDA__K_FAILED) {
         if (c->nq == c->capq) {
             size_t cap = c->capq ? c->capq * 2 : 16;
             envlog_cuda_kernel **q = envlog_realloc(c->queue, cap * sizeof *q);
@@ -147,12 +153,13 @@ static envlog_err requeue(envlog_cuda *c, job *jobs, size_t n)
     if (need > c->capq) {
         envlog_cuda_kernel **q = envlog_realloc(c->queue, need * sizeof *q);
         if (!q) {
+            /* They stay registered, unqueued: their next load settles them,
+             * or freeing them abandons them. */
             e = envlog__fail(ENVLOG_NOMEM, "out of memory for the compile queue");
             for (size_t i = 0; i < n; i++)
                 if (jobs[i].what != SETTLED)
                     atomic_store(&jobs[i].k->st, ENVLOG_CUDA__K_NEW);
             pthread_mutex_unlock(&c->mu);
-            envlog_cuda__count(c, ENVLOG_CUDA__KABANDONED, back);
             return e;
         }
         c->queue = q;

@@ -143,8 +143,9 @@ void envlog_cuda_close(envlog_cuda *c)
         c->queue[i]->st = ENVLOG_CUDA__K_NEW;
     c->nq = 0;
     pthread_mutex_unlock(&c->mu);
-    if (abandoned)
-        envlog_cuda__count(c, ENVLOG_CUDA__KABANDONED, abandoned);
+    for (size_t i = 0; i < abandoned; i++)
+        envlog_cuda__kernel_settled(c->queue[i], ENVLOG_CUDA__KABANDONED);
+    envlog_cuda__gathered_abandon(c);
     if (c->cu_ctx) {
         const envlog_cuda_drv *d;
         if (envlog_cuda__drv(&d) == ENVLOG_OK)

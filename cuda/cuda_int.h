@@ -141,16 +141,56 @@ enum {
     ENVLOG_CUDA__TPERSISTED,
     ENVLOG_CUDA__LEXECUTED,
     ENVLOG_CUDA__LDISCARDED,
+    ENVLOG_CUDA__TSINGLE,
+    ENVLOG_CUDA__TABANDONED,
     ENVLOG_CUDA__NCOUNTS
 };
 
 struct envlog_cuda_stats {
     _Atomic uint64_t v[ENVLOG_CUDA__NCOUNTS];
+    /* The caller's hold, one per override naming it and one per open
+     * registration counted into it: freed when the last goes. */
+    _Atomic size_t refs;
 };
 
-/* Adds `n` to count `which` of `c` and of every collector of the overrides
- * in force. */
+/* Takes or drops a hold on `st` (NULL accepted). */
+void envlog_cuda__stats_hold(envlog_cuda_stats *st);
+void envlog_cuda__stats_release(envlog_cuda_stats *st);
+
+/* Adds `n` to count `which` of `c` and of the collector in force (a launch,
+ * counted where it happens). */
 void envlog_cuda__count(envlog_cuda *c, int which, uint64_t n);
+/* The collector in force, with a hold taken (NULL: none); c->mu held. */
+envlog_cuda_stats *envlog_cuda__collector_locked(envlog_cuda *c);
+/* Opens a registration: counts `which` (KREG or TREG) into `c` and the
+ * collector in force, and returns that collector, held (NULL: none), which
+ * the settlement is counted into. */
+envlog_cuda_stats *envlog_cuda__register(envlog_cuda *c, int which);
+/* Counts `which` into `c` and `col` (may be NULL). */
+void envlog_cuda__count_to(envlog_cuda *c, envlog_cuda_stats *col, int which);
+/* Settles a registration as `which` and drops its hold on `col`. */
+void envlog_cuda__settle_reg(envlog_cuda *c, envlog_cuda_stats *col, int which);
+
+/* Tunes gathered under COMPILE_ONLY and not measured yet (gathered.c): each
+ * an open registration, settled by the tune that measures its key. */
+typedef struct envlog_cuda__gathered {
+    char *ns, *key;
+    uint64_t checksum;
+    envlog_cuda_stats *col;
+} envlog_cuda__gathered;
+
+/* True when (ns, key, checksum) is gathered. */
+bool envlog_cuda__gathered_has(envlog_cuda *c, const char *ns, const char *key,
+                               uint64_t checksum);
+/* Keeps a registration for (ns, key, checksum).  @return ENVLOG_OK or
+ * ENVLOG_NOMEM (the registration is then the caller's to settle). */
+envlog_err envlog_cuda__gathered_add(envlog_cuda *c, const char *ns, const char *key,
+                                     uint64_t checksum, envlog_cuda_stats *col);
+/* Takes (ns, key, checksum) out: true and its collector when it was in. */
+bool envlog_cuda__gathered_take(envlog_cuda *c, const char *ns, const char *key,
+                                uint64_t checksum, envlog_cuda_stats **col);
+/* Abandons every gathered registration (the runtime closes). */
+void envlog_cuda__gathered_abandon(envlog_cuda *c);
 
 /* ---------------------------------------------------------------- runtime */
 
@@ -176,6 +216,11 @@ struct envlog_cuda_kernel {
     bool has_tune;
     envlog_stamp tune;
     bool temporary;            /* made by envlog_cuda_compile() */
+    /* Its registration (under c->mu): open from when it is asked for until
+     * it settles, counted into reg_col too. */
+    bool reg_open;
+    envlog_cuda_stats *reg_col;
+    uint64_t settles;          /* how many times it settled (load_mu) */
     /* Where its compile ran (session clock, thread), set by the thread that
      * runs it, read by the one that records it. */
     bool ran_known;
@@ -187,7 +232,7 @@ struct envlog_cuda_stream {
     envlog_cuda_stream_kind kind;
     void *cu;                  /* CUstream */
     void *ev_start, *ev_stop;  /* for the events timer */
-    envlog_cuda_stream_override *top;
+    int forced;                /* the stream override's mode; -1: none */
     int measuring;
 };
 
@@ -214,6 +259,8 @@ struct envlog_cuda {
     char cpu_fp[200];
     envlog_hash128 *sources;   /* source hashes recorded (under mu) */
     size_t n_sources, cap_sources;
+    envlog_cuda__gathered *gathered; /* under mu */
+    size_t n_gathered, cap_gathered;
 };
 
 /* The compiler version of kernel keys (opts, else NVRTC's).  Owned by c. */
@@ -239,6 +286,10 @@ envlog_err envlog_cuda__settle(envlog_cuda_kernel *k, envlog_cuda_binary *b,
 /* Records k's source as an "envlog-cuda/source" user record unless `c`
  * recorded that source hash already (sources.c). */
 envlog_err envlog_cuda__record_source(envlog_cuda_kernel *k);
+/* Opens k's registration unless one is open. */
+void envlog_cuda__kernel_register(envlog_cuda_kernel *k);
+/* Settles k's open registration as `which` (nothing when none is open). */
+void envlog_cuda__kernel_settled(envlog_cuda_kernel *k, int which);
 /* Makes a kernel runnable on the device: its module and function. */
 envlog_err envlog_cuda__kernel_module(envlog_cuda_kernel *k);
 

@@ -8,7 +8,11 @@
  * without compiling.  Every load leaves one compile record: OBSERVED
  * `loaded` for a hit (held in memory, so a warm run writes nothing), CHANGED
  * `compiled` with the binary for a miss, and `failed` with the compiler's
- * log for a source NVRTC refused.
+ * log for a source NVRTC refused.  A kernel is registered when it is asked
+ * for and its registration settles with that record, or as abandoned when
+ * the kernel is dropped first; a failure is not kept forever: the next load
+ * registers the kernel again and tries again (a header fixed on disk, a
+ * binary that reached the cache meanwhile).
  */
 #include "cuda_int.h"
 
@@ -151,9 +155,35 @@ envlog_err envlog_cuda_kernel_new(envlog_cuda *c, const envlog_cuda_kernel_desc 
         envlog_free(k);
         return e;
     }
-    envlog_cuda__count(c, ENVLOG_CUDA__KREG, 1);
     *out = k;
     return ENVLOG_OK;
+}
+
+void envlog_cuda__kernel_register(envlog_cuda_kernel *k)
+{
+    envlog_cuda *c = k->c;
+    pthread_mutex_lock(&c->mu);
+    bool opens = !k->reg_open;
+    if (opens) {
+        k->reg_open = true;
+        k->reg_col = envlog_cuda__collector_locked(c);
+    }
+    pthread_mutex_unlock(&c->mu);
+    if (opens)
+        envlog_cuda__count_to(c, k->reg_col, ENVLOG_CUDA__KREG);
+}
+
+void envlog_cuda__kernel_settled(envlog_cuda_kernel *k, int which)
+{
+    envlog_cuda *c = k->c;
+    pthread_mutex_lock(&c->mu);
+    bool open = k->reg_open;
+    envlog_cuda_stats *col = k->reg_col;
+    k->reg_open = false;
+    k->reg_col = NULL;
+    pthread_mutex_unlock(&c->mu);
+    if (open)
+        envlog_cuda__settle_reg(c, col, which);
 }
 
 void envlog_cuda_kernel_free(envlog_cuda_kernel *k)
@@ -162,10 +192,9 @@ void envlog_cuda_kernel_free(envlog_cuda_kernel *k)
         return;
     envlog_cuda *c = k->c;
     pthread_mutex_lock(&c->mu);
-    bool was_queued = envlog_cuda__queue_remove(c, k);
+    envlog_cuda__queue_remove(c, k);
     pthread_mutex_unlock(&c->mu);
-    if (was_queued)
-        envlog_cuda__count(c, ENVLOG_CUDA__KABANDONED, 1);
+    envlog_cuda__kernel_settled(k, ENVLOG_CUDA__KABANDONED);
     envlog_cuda__kernel_clear(k);
     envlog_free(k);
 }
@@ -244,15 +273,14 @@ envlog_err envlog_cuda__settle(envlog_cuda_kernel *k, envlog_cuda_binary *b,
         e = se;
     if (b->recorded)
         b->stamp = stamp;
-    switch (b->outcome) {
-    case ENVLOG_COMPILED:
-        envlog_cuda__count(c, ENVLOG_CUDA__KCOMPILED, 1);
-        if (b->recorded)
-            envlog_cuda__count(c, ENVLOG_CUDA__KSTORED, 1);
-        break;
-    case ENVLOG_LOADED: envlog_cuda__count(c, ENVLOG_CUDA__KLOADED, 1); break;
-    case ENVLOG_FAILED: envlog_cuda__count(c, ENVLOG_CUDA__KFAILED, 1); break;
-    }
+    /* A settle always follows a registration (envlog_cuda__obtain and the
+     * queue open one); stored is counted while it is still open. */
+    if (b->outcome == ENVLOG_COMPILED && b->recorded)
+        envlog_cuda__count_to(c, k->reg_col, ENVLOG_CUDA__KSTORED);
+    envlog_cuda__kernel_settled(k, b->outcome == ENVLOG_COMPILED ? ENVLOG_CUDA__KCOMPILED
+                                   : b->outcome == ENVLOG_LOADED ? ENVLOG_CUDA__KLOADED
+                                                                 : ENVLOG_CUDA__KFAILED);
+    k->settles++;
     envlog_cuda_binary_free(k->bin);
     k->bin = b;
     k->tune_token = NULL;
@@ -293,11 +321,10 @@ static envlog_err nvrtc_matches(const envlog_cuda_kernel *k)
 
 envlog_err envlog_cuda__obtain(envlog_cuda_kernel *k)
 {
-    int st = atomic_load(&k->st);
-    if (st == ENVLOG_CUDA__K_READY)
+    if (atomic_load(&k->st) == ENVLOG_CUDA__K_READY)
         return ENVLOG_OK;
-    if (st == ENVLOG_CUDA__K_FAILED)
-        return failed(k);
+    /* New, queued, or failed before: this load is asked for (again). */
+    envlog_cuda__kernel_register(k);
     envlog_cuda_binary *b = NULL;
     envlog_err e = envlog_cuda__lookup(k, &b);
     if (e == ENVLOG_OK)
@@ -327,20 +354,18 @@ envlog_err envlog_cuda_kernel_load(envlog_cuda_kernel *k)
     if (!k)
         return envlog__fail(ENVLOG_INVALID_ARG, "no kernel");
     envlog_cuda *c = k->c;
+    if (atomic_load(&k->st) == ENVLOG_CUDA__K_READY)
+        return ENVLOG_OK;
+    pthread_mutex_lock(&c->load_mu);
+    uint64_t settles = k->settles;
+    envlog_err e = envlog_cuda_compile_queued(c, NULL);
     int st = atomic_load(&k->st);
     if (st == ENVLOG_CUDA__K_READY)
-        return ENVLOG_OK;
-    if (st == ENVLOG_CUDA__K_FAILED)
-        return failed(k);
-    pthread_mutex_lock(&c->load_mu);
-    envlog_err e = envlog_cuda_compile_queued(c, NULL);
-    st = atomic_load(&k->st);
-    if (st == ENVLOG_CUDA__K_READY)
         e = ENVLOG_OK;
-    else if (st == ENVLOG_CUDA__K_FAILED)
-        e = failed(k);
-    else if (!e || st == ENVLOG_CUDA__K_NEW)
-        e = envlog_cuda__obtain(k);
+    else if (st == ENVLOG_CUDA__K_FAILED && k->settles != settles)
+        e = failed(k); /* the batch tried it, just now */
+    else if (!e || st != ENVLOG_CUDA__K_QUEUED)
+        e = envlog_cuda__obtain(k); /* new, or failed before: try it */
     pthread_mutex_unlock(&c->load_mu);
     return e;
 }
@@ -360,10 +385,10 @@ envlog_err envlog_cuda_compile(envlog_cuda *c, const envlog_cuda_kernel_desc *d,
         return e;
     }
     k.temporary = true;
-    envlog_cuda__count(c, ENVLOG_CUDA__KREG, 1);
     pthread_mutex_lock(&c->load_mu);
     e = envlog_cuda__obtain(&k);
     pthread_mutex_unlock(&c->load_mu);
+    envlog_cuda__kernel_settled(&k, ENVLOG_CUDA__KABANDONED); /* if it stopped short */
     *out = k.bin;
     k.bin = NULL;
     envlog_cuda__kernel_clear(&k);

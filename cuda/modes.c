@@ -8,9 +8,12 @@
  * (the compile queue, the tune cache, measurements that other work would
  * skew); a stream only knows whether its launches run.  The process mode sets
  * every stream's default; a measurement switches the stream it measures on
- * to EXECUTE while it measures, and the stream never knows why.  Overrides
- * nest when they agree and refuse when they do not, so two parts of a
- * program can never silently fight over the mode.
+ * to EXECUTE while it measures, and the stream never knows why.  Process
+ * overrides nest when they agree (mode and collector) and refuse when they
+ * do not, so two parts of a program can never silently fight over state the
+ * whole process shares; they may end in any order, the mode holding while
+ * any is in force.  A stream is one caller's, so its overrides nest with the
+ * newest deciding, each restoring what it found, as a scope guard does.
  */
 #include "cuda_int.h"
 
@@ -34,14 +37,24 @@ envlog_err envlog_cuda_override_begin(envlog_cuda *c, envlog_cuda_mode mode,
                             "in force (overrides nest only with the same mode)",
                             envlog_cuda_mode_name(mode), envlog_cuda_mode_name(have));
     }
+    if (c->top && collector && collector != c->top->stats_) {
+        pthread_mutex_unlock(&c->mu);
+        return envlog__fail(ENVLOG_STATE,
+                            "process mode override to %s refused: the override in force "
+                            "counts into %s statistics collector (overrides nest only "
+                            "with the same collector)", envlog_cuda_mode_name(mode),
+                            c->top->stats_ ? "another" : "no");
+    }
     ov->c_ = c;
     ov->up_ = c->top;
-    ov->stats_ = collector;
+    ov->stats_ = collector ? collector : c->top ? c->top->stats_ : NULL;
     ov->mode_ = (int)mode;
     ov->live_ = 1;
     c->top = ov;
-    if (collector)
+    if (ov->stats_) {
+        envlog_cuda__stats_hold(ov->stats_);
         atomic_fetch_add(&c->n_collectors, 1);
+    }
     atomic_store_explicit(&c->mode_now, (int)mode, memory_order_release);
     pthread_mutex_unlock(&c->mu);
     return ENVLOG_OK;
@@ -49,22 +62,25 @@ envlog_err envlog_cuda_override_begin(envlog_cuda *c, envlog_cuda_mode mode,
 
 envlog_err envlog_cuda_override_end(envlog_cuda_override *ov)
 {
-    if (!ov || !ov->live_ || !ov->c_)
+    if (!ov || ov->live_ != 1 || !ov->c_)
         return envlog__fail(ENVLOG_STATE, "this process mode override is not in force");
     envlog_cuda *c = ov->c_;
     pthread_mutex_lock(&c->mu);
-    if (c->top != ov) {
+    envlog_cuda_override **at = &c->top;
+    while (*at && *at != ov)
+        at = &(*at)->up_;
+    if (!*at) {
         pthread_mutex_unlock(&c->mu);
-        return envlog__fail(ENVLOG_STATE,
-                            "process mode overrides end innermost first");
+        return envlog__fail(ENVLOG_STATE, "this process mode override is not in force");
     }
-    c->top = ov->up_;
+    *at = ov->up_;
     ov->live_ = 0;
     if (ov->stats_)
         atomic_fetch_sub(&c->n_collectors, 1);
     atomic_store_explicit(&c->mode_now, c->top ? c->top->mode_ : (int)c->base,
                           memory_order_release);
     pthread_mutex_unlock(&c->mu);
+    envlog_cuda__stats_release(ov->stats_);
     return ENVLOG_OK;
 }
 
@@ -81,6 +97,7 @@ envlog_err envlog_cuda_stream_open(envlog_cuda *c, envlog_cuda_stream_kind kind,
         return envlog__fail(ENVLOG_NOMEM, "out of memory for a stream");
     s->c = c;
     s->kind = kind;
+    s->forced = -1;
     if (kind == ENVLOG_CUDA_STREAM_DEVICE) {
         const envlog_cuda_drv *d;
         envlog_err e = envlog_cuda__drv(&d);
@@ -121,15 +138,10 @@ envlog_cuda_stream_mode envlog_cuda_stream_mode_get(const envlog_cuda_stream *s)
 {
     if (s->measuring > 0)
         return ENVLOG_CUDA_STREAM_EXECUTE;
-    if (s->top)
-        return (envlog_cuda_stream_mode)s->top->mode_;
+    if (s->forced >= 0)
+        return (envlog_cuda_stream_mode)s->forced;
     return envlog_cuda_mode_get(s->c) == ENVLOG_CUDA_EXECUTE ? ENVLOG_CUDA_STREAM_EXECUTE
                                                               : ENVLOG_CUDA_STREAM_DISCARD;
-}
-
-static const char *stream_mode_name(int m)
-{
-    return m == ENVLOG_CUDA_STREAM_EXECUTE ? "execute" : "discard";
 }
 
 envlog_err envlog_cuda_stream_override_begin(envlog_cuda_stream *s,
@@ -138,26 +150,20 @@ envlog_err envlog_cuda_stream_override_begin(envlog_cuda_stream *s,
 {
     if (!s || !ov || (mode != ENVLOG_CUDA_STREAM_EXECUTE && mode != ENVLOG_CUDA_STREAM_DISCARD))
         return envlog__fail(ENVLOG_INVALID_ARG, "a bad stream mode override");
-    if (s->top && s->top->mode_ != (int)mode)
-        return envlog__fail(ENVLOG_STATE,
-                            "stream mode override to %s refused: an override to %s is in "
-                            "force (overrides nest only with the same mode)",
-                            stream_mode_name((int)mode), stream_mode_name(s->top->mode_));
     ov->s_ = s;
-    ov->up_ = s->top;
+    ov->up_ = NULL;
     ov->mode_ = (int)mode;
+    ov->prev_ = s->forced;
     ov->live_ = 1;
-    s->top = ov;
+    s->forced = (int)mode;
     return ENVLOG_OK;
 }
 
 envlog_err envlog_cuda_stream_override_end(envlog_cuda_stream_override *ov)
 {
-    if (!ov || !ov->live_ || !ov->s_)
+    if (!ov || ov->live_ != 1 || !ov->s_)
         return envlog__fail(ENVLOG_STATE, "this stream mode override is not in force");
-    if (ov->s_->top != ov)
-        return envlog__fail(ENVLOG_STATE, "stream mode overrides end innermost first");
-    ov->s_->top = ov->up_;
+    ov->s_->forced = ov->prev_;
     ov->live_ = 0;
     return ENVLOG_OK;
 }

@@ -7,8 +7,11 @@
  * changed candidate list or another device never reuses a stale winner.
  * Every trial is recorded in the order it ran, with the policy and its
  * parameters, so "why did this candidate win?" is answered from the log.
- * An unmeasured pick (COMPILE_ONLY) is recorded but never stored: the next
- * pass that measures must not find it.
+ * An unmeasured pick (COMPILE_ONLY, or a key with one candidate) is
+ * recorded but never stored: the next pass that measures must not find it.
+ * A miss is one registration, settled once: measured, failed, single, or
+ * abandoned when the tune stops on an error; a key gathered under
+ * COMPILE_ONLY keeps its registration open until a tune measures it.
  */
 #include "cuda_int.h"
 
@@ -111,6 +114,137 @@ static void measure(const envlog_cuda_tune_req *r, const envlog_cuda_timer *time
         t->wall_ns = envlog_session_clock_ns(s) - t->start_ns;
 }
 
+/* What a miss works from. */
+typedef struct tune_ctx {
+    envlog_cuda *c;
+    const envlog_cuda_tune_req *r;
+    const envlog_cuda_policy *p;
+    const char *ns;
+    uint64_t checksum, t0, start_ns;
+    envlog_cuda_stats *col; /* the registration's collector */
+} tune_ctx;
+
+/* A settlement of `as` that keeps the registration open: a gathered key. */
+#define GATHERED (-1)
+
+/* A miss: gathers (COMPILE_ONLY), answers a single candidate, or measures.
+ * `*as` gets the count its registration settles as (left at abandoned
+ * when it stopped on an error). */
+static envlog_err tune_miss(const tune_ctx *x, bool gathering, bool single, int *as,
+                            envlog_cuda_tune_result *out)
+{
+    envlog_cuda *c = x->c;
+    const envlog_cuda_tune_req *r = x->r;
+    const envlog_cuda_policy *p = x->p;
+    const char *ns = x->ns;
+    uint64_t checksum = x->checksum, t0 = x->t0, start_ns = x->start_ns;
+    envlog_err e;
+    const envlog_cuda_timer *timer = r->timer;
+    if (!timer)
+        timer = r->stream->kind == ENVLOG_CUDA_STREAM_DEVICE ? envlog_cuda_timer_events()
+                                                             : envlog_cuda_timer_cpu();
+    char policy[160];
+    snprintf(policy, sizeof policy, POLICY "/%s", timer->name ? timer->name : "timer");
+    envlog_param params[] = {
+        {"warmup", p->warmup},           {"min_samples", p->min_samples},
+        {"max_samples", p->max_samples}, {"drop_factor", p->drop_factor},
+        {"rel_tol", p->rel_tol},         {"noise_z", p->noise_z},
+    };
+    envlog_tune rec = {
+        .ns = ns, .key = r->key, .checksum = checksum, .candidates = r->candidates,
+        .n_candidates = r->n_candidates, .policy = policy, .params = params,
+        .n_params = sizeof params / sizeof params[0], .winner = -1,
+        .has_start = c->s != NULL, .start_ns = start_ns, .thread = envlog_thread_id(),
+    };
+    envlog_stamp stamp;
+
+    if (gathering || single) {
+        /* Gather the candidates' kernels; pick without measuring (one
+         * candidate needs no measurement: it is the answer). */
+        char token;
+        if (gathering) {
+            const void *outer = envlog_cuda__tune_token_get();
+            envlog_cuda__tune_token_set(&token);
+            for (size_t i = 0; i < r->n_candidates; i++)
+                (void)r->run(r->ctx, r->stream, i);
+            envlog_cuda__tune_token_set(outer);
+        }
+        rec.winner = 0;
+        rec.short_circuit = true;
+        rec.stored = false;
+        rec.wall_ns = envlog_cuda__now_ns() - t0;
+        e = envlog_record_tune(c->s, &rec, &stamp);
+        if (e == ENVLOG_OK) {
+            out->recorded = true;
+            out->stamp = stamp;
+            if (gathering)
+                envlog_cuda__queue_tag(c, &token, &stamp);
+        }
+        out->winner = 0;
+        out->wall_ns = rec.wall_ns;
+        if (!e)
+            *as = single ? ENVLOG_CUDA__TSINGLE : GATHERED;
+        return e;
+    }
+
+    /* The first tune before it measures compiles the whole queue.  Without
+     * NVRTC the candidates that need it fail one by one, saying so. */
+    e = envlog_cuda_compile_queued(c, NULL);
+    if (e && e != ENVLOG_UNAVAILABLE)
+        return e;
+    size_t n = r->n_candidates;
+    envlog_trial *trials = envlog_calloc(n, sizeof *trials);
+    double *samples = envlog_malloc(n * p->max_samples * sizeof *samples);
+    double *scratch = envlog_malloc(p->max_samples * sizeof *scratch);
+    char *errs = envlog_malloc(n * ERR_LEN);
+    if (!trials || !samples || !scratch || !errs) {
+        envlog_free(trials);
+        envlog_free(samples);
+        envlog_free(scratch);
+        envlog_free(errs);
+        return envlog__fail(ENVLOG_NOMEM, "out of memory for a tune of %zu candidates", n);
+    }
+    envlog_cuda_measure_begin(r->stream);
+    double leader = -1;
+    for (size_t i = 0; i < n; i++) {
+        envlog_trial *t = &trials[i];
+        measure(r, timer, p, i, leader, t, samples + i * p->max_samples, scratch,
+                errs + i * ERR_LEN, c->s);
+        if (!t->error && t->samples && (leader < 0 || t->median_ns < leader))
+            leader = t->median_ns;
+    }
+    envlog_cuda_measure_end(r->stream);
+    envlog_cuda__pick pick;
+    envlog_cuda__select(trials, n, p, &pick);
+    rec.trials = trials;
+    rec.n_trials = n;
+    rec.winner = pick.winner;
+    rec.margin = pick.margin;
+    rec.within_noise = pick.within_noise;
+    rec.stored = pick.winner >= 0;
+    rec.wall_ns = envlog_cuda__now_ns() - t0;
+    *as = pick.winner < 0 ? ENVLOG_CUDA__TFAILED : ENVLOG_CUDA__TMEASURED;
+    e = envlog_record_tune(c->s, &rec, &stamp);
+    if (e == ENVLOG_OK) {
+        out->recorded = true;
+        out->stamp = stamp;
+        if (rec.stored)
+            envlog_cuda__count_to(c, x->col, ENVLOG_CUDA__TPERSISTED);
+    }
+    out->winner = pick.winner;
+    out->measured = true;
+    out->stored = rec.stored && e == ENVLOG_OK;
+    out->margin = pick.margin;
+    out->within_noise = pick.within_noise;
+    out->n_trials = n;
+    out->wall_ns = rec.wall_ns;
+    envlog_free(trials);
+    envlog_free(samples);
+    envlog_free(scratch);
+    envlog_free(errs);
+    return e;
+}
+
 envlog_err envlog_cuda_tune(envlog_cuda *c, const envlog_cuda_tune_req *r,
                             envlog_cuda_tune_result *out)
 {
@@ -125,7 +259,6 @@ envlog_err envlog_cuda_tune(envlog_cuda *c, const envlog_cuda_tune_req *r,
     envlog_err e = check_request(c, r, &pol);
     if (e)
         return e;
-    envlog_cuda__count(c, ENVLOG_CUDA__TREG, 1);
     char nsbuf[512];
     const char *ns = r->ns;
     if (!ns) {
@@ -146,109 +279,30 @@ envlog_err envlog_cuda_tune(envlog_cuda *c, const envlog_cuda_tune_req *r,
         out->margin = ent.margin;
         out->within_noise = ent.within_noise;
         out->wall_ns = envlog_cuda__now_ns() - t0;
+        /* A gathered key the cache answered meanwhile: nothing measures it. */
+        envlog_cuda_stats *gcol;
+        if (envlog_cuda__gathered_take(c, ns, r->key, checksum, &gcol))
+            envlog_cuda__settle_reg(c, gcol, ENVLOG_CUDA__TABANDONED);
         return ENVLOG_OK;
     }
     if (e && e != ENVLOG_NOT_FOUND)
         return e;
-
-    const envlog_cuda_timer *timer = r->timer;
-    if (!timer)
-        timer = r->stream->kind == ENVLOG_CUDA_STREAM_DEVICE ? envlog_cuda_timer_events()
-                                                             : envlog_cuda_timer_cpu();
-    char policy[160];
-    snprintf(policy, sizeof policy, POLICY "/%s", timer->name ? timer->name : "timer");
-    envlog_param params[] = {
-        {"warmup", pol.warmup},           {"min_samples", pol.min_samples},
-        {"max_samples", pol.max_samples}, {"drop_factor", pol.drop_factor},
-        {"rel_tol", pol.rel_tol},         {"noise_z", pol.noise_z},
-    };
-    envlog_tune rec = {
-        .ns = ns, .key = r->key, .checksum = checksum, .candidates = r->candidates,
-        .n_candidates = r->n_candidates, .policy = policy, .params = params,
-        .n_params = sizeof params / sizeof params[0], .winner = -1,
-        .has_start = c->s != NULL, .start_ns = start_ns, .thread = envlog_thread_id(),
-    };
-    envlog_stamp stamp;
-
-    if (envlog_cuda_mode_get(c) == ENVLOG_CUDA_COMPILE_ONLY) {
-        /* Gather the candidates' kernels; pick without measuring. */
-        char token;
-        const void *outer = envlog_cuda__tune_token_get();
-        envlog_cuda__tune_token_set(&token);
-        for (size_t i = 0; i < r->n_candidates; i++)
-            (void)r->run(r->ctx, r->stream, i);
-        envlog_cuda__tune_token_set(outer);
-        rec.winner = 0;
-        rec.short_circuit = true;
-        rec.stored = false;
-        rec.wall_ns = envlog_cuda__now_ns() - t0;
-        e = envlog_record_tune(c->s, &rec, &stamp);
-        if (e == ENVLOG_OK) {
-            out->recorded = true;
-            out->stamp = stamp;
-            envlog_cuda__queue_tag(c, &token, &stamp);
-        }
-        out->winner = 0;
-        out->wall_ns = rec.wall_ns;
+    bool gathering = envlog_cuda_mode_get(c) == ENVLOG_CUDA_COMPILE_ONLY;
+    bool single = r->n_candidates == 1;
+    /* Open the registration: a key gathered before keeps the one it has. */
+    bool open = true;
+    envlog_cuda_stats *col = NULL;
+    if (gathering && !single && envlog_cuda__gathered_has(c, ns, r->key, checksum))
+        open = false;
+    else if (gathering || !envlog_cuda__gathered_take(c, ns, r->key, checksum, &col))
+        col = envlog_cuda__register(c, ENVLOG_CUDA__TREG);
+    int as = ENVLOG_CUDA__TABANDONED;
+    tune_ctx x = {c, r, &pol, ns, checksum, t0, start_ns, col};
+    e = tune_miss(&x, gathering, single, &as, out);
+    if (!open)
         return e;
-    }
-
-    /* The first tune before it measures compiles the whole queue.  Without
-     * NVRTC the candidates that need it fail one by one, saying so. */
-    e = envlog_cuda_compile_queued(c, NULL);
-    if (e && e != ENVLOG_UNAVAILABLE)
-        return e;
-    size_t n = r->n_candidates;
-    envlog_trial *trials = envlog_calloc(n, sizeof *trials);
-    double *samples = envlog_malloc(n * pol.max_samples * sizeof *samples);
-    double *scratch = envlog_malloc(pol.max_samples * sizeof *scratch);
-    char *errs = envlog_malloc(n * ERR_LEN);
-    if (!trials || !samples || !scratch || !errs) {
-        envlog_free(trials);
-        envlog_free(samples);
-        envlog_free(scratch);
-        envlog_free(errs);
-        return envlog__fail(ENVLOG_NOMEM, "out of memory for a tune of %zu candidates", n);
-    }
-    envlog_cuda_measure_begin(r->stream);
-    double leader = -1;
-    for (size_t i = 0; i < n; i++) {
-        envlog_trial *t = &trials[i];
-        measure(r, timer, &pol, i, leader, t, samples + i * pol.max_samples, scratch,
-                errs + i * ERR_LEN, c->s);
-        if (!t->error && t->samples && (leader < 0 || t->median_ns < leader))
-            leader = t->median_ns;
-    }
-    envlog_cuda_measure_end(r->stream);
-    envlog_cuda__pick pick;
-    envlog_cuda__select(trials, n, &pol, &pick);
-    rec.trials = trials;
-    rec.n_trials = n;
-    rec.winner = pick.winner;
-    rec.margin = pick.margin;
-    rec.within_noise = pick.within_noise;
-    rec.stored = pick.winner >= 0;
-    rec.wall_ns = envlog_cuda__now_ns() - t0;
-    envlog_cuda__count(c, ENVLOG_CUDA__TMEASURED, 1);
-    if (pick.winner < 0)
-        envlog_cuda__count(c, ENVLOG_CUDA__TFAILED, 1);
-    e = envlog_record_tune(c->s, &rec, &stamp);
-    if (e == ENVLOG_OK) {
-        out->recorded = true;
-        out->stamp = stamp;
-        if (rec.stored)
-            envlog_cuda__count(c, ENVLOG_CUDA__TPERSISTED, 1);
-    }
-    out->winner = pick.winner;
-    out->measured = true;
-    out->stored = rec.stored && e == ENVLOG_OK;
-    out->margin = pick.margin;
-    out->within_noise = pick.within_noise;
-    out->n_trials = n;
-    out->wall_ns = rec.wall_ns;
-    envlog_free(trials);
-    envlog_free(samples);
-    envlog_free(scratch);
-    envlog_free(errs);
+    if (as == GATHERED && !e && !(e = envlog_cuda__gathered_add(c, ns, r->key, checksum, col)))
+        return ENVLOG_OK;
+    envlog_cuda__settle_reg(c, col, as == GATHERED ? ENVLOG_CUDA__TABANDONED : as);
     return e;
 }

@@ -156,18 +156,39 @@ envlog_err envlog_cuda_set_threads(envlog_cuda *c, unsigned threads);
 
 /* -------------------------------------------------------------- statistics */
 
-/* What a statistics collector counts.  A kernel is counted once per load:
- * compiled now, loaded from the cache, or failed; stored when its compiled
- * binary was handed to the session as a CHANGED record; abandoned when it
- * was queued and never compiled.  A tune is registered when asked, measured
- * when it ran candidates, failed when no candidate could be measured,
- * persisted when a stored pick was handed to the session.  Launches (GPU or
- * host) are executed or discarded. */
+/* What a statistics collector counts.  Every registration settles exactly
+ * once, so at any quiet point (no work in flight) settled == registered,
+ * and pending says what has not settled yet.
+ *
+ * A kernel is registered when it is first asked for (queued, loaded,
+ * launched, or compiled by envlog_cuda_compile()), and again on each load
+ * that retries an earlier failure; it settles as compiled now, loaded from
+ * the cache, failed, or abandoned (dropped before it settled: freed while
+ * queued or before its load completed, or still queued when the runtime
+ * closed).  Stored counts the compiled binaries handed to the session as
+ * CHANGED records (a part of compiled, not a settlement).
+ *
+ * A tune is registered on a cache miss (a hit registers nothing; a key
+ * gathered under COMPILE_ONLY registers once, and the tune that later
+ * measures it settles that registration).  It settles as measured (a
+ * winner was chosen from measurements), failed (no candidate could be
+ * measured), single (one candidate: answered without measuring), or
+ * abandoned (the tune stopped on an error, or a gathered key was never
+ * measured before the runtime closed, or was answered from the cache
+ * meanwhile).  Persisted counts the stored picks handed to the session.
+ *
+ * Launches (GPU or host) are executed or discarded. */
 typedef struct envlog_cuda_counts {
     uint64_t kernels_registered, kernels_compiled, kernels_loaded,
         kernels_failed, kernels_abandoned, kernels_stored;
     uint64_t tunes_registered, tunes_measured, tunes_failed, tunes_persisted;
     uint64_t launches_executed, launches_discarded;
+    uint64_t tunes_single, tunes_abandoned;
+    /* kernels: compiled + loaded + failed + abandoned; tunes: measured +
+     * failed + single + abandoned. */
+    uint64_t kernels_settled, tunes_settled;
+    /* registered - settled: registrations still to settle. */
+    uint64_t kernels_pending, tunes_pending;
 } envlog_cuda_counts;
 
 /* A set of atomic counters, read from any thread at any time. */
@@ -178,13 +199,15 @@ typedef struct envlog_cuda_stats envlog_cuda_stats;
  *  @return ENVLOG_OK or ENVLOG_NOMEM. */
 envlog_err envlog_cuda_stats_new(envlog_cuda_stats **out);
 
-/*! envlog_cuda_stats_free() : frees `st`, which no override may still hold.
- *  Accepts NULL. */
+/*! envlog_cuda_stats_free() : releases the caller's hold on `st`; the
+ *  collector is freed once no override or pending registration still
+ *  counts into it.  Accepts NULL. */
 void envlog_cuda_stats_free(envlog_cuda_stats *st);
 
 /*! envlog_cuda_stats_read() : a snapshot of the counts (each count is read
- *  atomically; a snapshot taken while work runs may be between two of them).
- *  Safe from any thread. */
+ *  atomically; a snapshot taken while work runs may be between two of them,
+ *  but settlements are read before registrations, so pending is never
+ *  negative).  Safe from any thread. */
 void envlog_cuda_stats_read(const envlog_cuda_stats *st, envlog_cuda_counts *out);
 
 /*! envlog_cuda_stats_of() : the collector of `c` itself, which counts all of
@@ -208,18 +231,25 @@ envlog_cuda_mode envlog_cuda_mode_get(envlog_cuda *c);
 
 /*! envlog_cuda_override_begin() : puts `c` in `mode` until
  *  envlog_cuda_override_end(ov).  Overrides nest when they name the same
- *  mode; while one is in force, another mode is refused.  What the work does
- *  while `ov` is in force is also counted into `collector` (may be NULL),
- *  which must outlive the override.
- *  @return ENVLOG_OK; ENVLOG_STATE for a conflicting mode (envlog_errmsg()
- *  names both); ENVLOG_INVALID_ARG. */
+ *  mode and the same collector; while one is in force, another mode is
+ *  refused, and so is another collector (a NULL `collector` names none of
+ *  its own: the work is counted into the one in force, if any).  What the
+ *  work registers while `ov` is in force is counted into `collector`, and
+ *  so is how each of those registrations settles, even after `ov` ended;
+ *  launches are counted while it is in force.  The collector is held until
+ *  the last of those settles.
+ *  @return ENVLOG_OK; ENVLOG_STATE for a conflicting mode or collector
+ *  (envlog_errmsg() names both modes, or says the collectors differ);
+ *  ENVLOG_INVALID_ARG. */
 envlog_err envlog_cuda_override_begin(envlog_cuda *c, envlog_cuda_mode mode,
                                       envlog_cuda_stats *collector,
                                       envlog_cuda_override *ov);
 
-/*! envlog_cuda_override_end() : ends `ov`, which must be the innermost.
- *  @return ENVLOG_OK, or ENVLOG_STATE when `ov` is not the innermost or has
- *  ended. */
+/*! envlog_cuda_override_end() : ends `ov`.  Overrides may end in any order:
+ *  the mode holds while any override is in force, then the base mode
+ *  returns.
+ *  @return ENVLOG_OK, or ENVLOG_STATE when `ov` is not in force (it never
+ *  began, or has ended). */
 envlog_err envlog_cuda_override_end(envlog_cuda_override *ov);
 
 /* ------------------------------------------------------------------ streams */
@@ -261,14 +291,20 @@ typedef struct envlog_cuda_stream_override {
     struct envlog_cuda_stream_override *up_;
     int mode_;
     int live_;
+    int prev_; /* what `s_` was forced to when it began; -1: nothing */
 } envlog_cuda_stream_override;
 
 /*! envlog_cuda_stream_override_begin() : puts `s` in `mode` until
- *  envlog_cuda_stream_override_end(ov); nests and refuses as the process
- *  override does.  @return ENVLOG_OK or ENVLOG_STATE. */
+ *  envlog_cuda_stream_override_end(ov).  Stream overrides nest with the
+ *  newest deciding, whatever the modes; each remembers what it found.
+ *  @return ENVLOG_OK or ENVLOG_INVALID_ARG. */
 envlog_err envlog_cuda_stream_override_begin(envlog_cuda_stream *s,
                                              envlog_cuda_stream_mode mode,
                                              envlog_cuda_stream_override *ov);
+/*! envlog_cuda_stream_override_end() : ends `ov`, in any order, restoring
+ *  what `ov` found when it began, as a scope guard does (so after
+ *  out-of-order ends, the last to end decides).
+ *  @return ENVLOG_OK, or ENVLOG_STATE when `ov` is not in force. */
 envlog_err envlog_cuda_stream_override_end(envlog_cuda_stream_override *ov);
 
 /*! envlog_cuda_measure_begin() / _end() : bracket a measurement (the tuner
@@ -355,21 +391,24 @@ envlog_err envlog_cuda_compile(envlog_cuda *c, const envlog_cuda_kernel_desc *d,
 /* A kernel the runtime knows: compiled when first loaded, then launched. */
 typedef struct envlog_cuda_kernel envlog_cuda_kernel;
 
-/*! envlog_cuda_kernel_new() : registers `d` with `c` (counted) without
- *  compiling it.  @return ENVLOG_OK and `*out`; ENVLOG_INVALID_ARG;
+/*! envlog_cuda_kernel_new() : makes a kernel of `d` for `c` without
+ *  compiling it (it is registered, and counted, when first asked for).  @return ENVLOG_OK and `*out`; ENVLOG_INVALID_ARG;
  *  ENVLOG_UNAVAILABLE when `d->arch` is NULL and `c` has no device, or when
  *  the compiler version is unknown (no NVRTC, no opts.compiler_version). */
 envlog_err envlog_cuda_kernel_new(envlog_cuda *c, const envlog_cuda_kernel_desc *d,
                                   envlog_cuda_kernel **out);
 
-/*! envlog_cuda_kernel_free() : frees `k` (abandoning it if still queued).
+/*! envlog_cuda_kernel_free() : frees `k`; a registration of it that has
+ *  not settled (queued, or a load that stopped on an error) is abandoned.
  *  Accepts NULL. */
 void envlog_cuda_kernel_free(envlog_cuda_kernel *k);
 
 /*! envlog_cuda_kernel_load() : makes `k`'s binary ready: the whole compile
  *  queue is compiled first, as one batch, then `k` if it was not in it (as
- *  envlog_cuda_compile() would).  A kernel loads once; later calls return
- *  what the first did.
+ *  envlog_cuda_compile() would).  A kernel that loaded loads once: later
+ *  calls return at once.  One that failed is tried again by its next load
+ *  (or queue, or launch), which registers it again: the cache first, then
+ *  NVRTC, so a fixed header or a cached binary can succeed.
  *  @return ENVLOG_OK; ENVLOG_BAD_DATA when `k` failed to compile (its log is
  *  in envlog_cuda_kernel_binary()); ENVLOG_UNAVAILABLE without NVRTC. */
 envlog_err envlog_cuda_kernel_load(envlog_cuda_kernel *k);
@@ -379,8 +418,8 @@ envlog_err envlog_cuda_kernel_load(envlog_cuda_kernel *k);
 const envlog_cuda_binary *envlog_cuda_kernel_binary(const envlog_cuda_kernel *k);
 
 /*! envlog_cuda_kernel_queue() : queues `k` for the next batch (what a launch
- *  does under COMPILE_ONLY).  Queuing a queued or loaded kernel does
- *  nothing.  @return ENVLOG_OK or ENVLOG_NOMEM. */
+ *  does under COMPILE_ONLY); a kernel that failed is queued to be tried
+ *  again.  Queuing a queued or loaded kernel does nothing.  @return ENVLOG_OK or ENVLOG_NOMEM. */
 envlog_err envlog_cuda_kernel_queue(envlog_cuda_kernel *k);
 
 /* What a batch did. */
@@ -540,7 +579,10 @@ envlog_err envlog_cuda_tune_ns(envlog_cuda *c, envlog_cuda_stream_kind kind,
 
 /*! envlog_cuda_tune() : picks a candidate for `r->key`.  The state is asked
  *  first (envlog_state_winner on ns, key and the checksum of the names): a
- *  hit returns the standing winner and records nothing.  Under COMPILE_ONLY
+ *  hit returns the standing winner and records nothing.  A miss with one
+ *  candidate answers it without measuring (under COMPILE_ONLY, after running
+ *  it once to queue its kernels): an unmeasured pick, short_circuit, never
+ *  stored, counted as single.  Under COMPILE_ONLY
  *  a miss runs each candidate once on the discarding stream (which queues
  *  their kernels, each compile record later naming this tune) and records
  *  an unmeasured pick of candidate 0, never stored.  Otherwise a miss

@@ -220,7 +220,7 @@ int tc_clock_run(void *ctx, envlog_cuda_stream *s, size_t index)
         clk->runs[index]++;
         clk->seen[index] = envlog_cuda_stream_mode_get(s);
     }
-    if ((int)index == clk->fail_index) {
+    if ((int)index == clk->fail_index || clk->fail_index == TC_FAIL_ALL) {
         envlog__fail(ENVLOG_BAD_DATA, "candidate %zu refuses to run", index);
         return -1;
     }
@@ -545,7 +545,7 @@ START_TEST(test_compile_error_returns_log)
     envlog_cuda_kernel *k;
     ck_assert_ok(envlog_cuda_kernel_new(t.c, &d, &k));
     ck_assert_err(envlog_cuda_kernel_load(k), ENVLOG_BAD_DATA);
-    ck_assert_err(envlog_cuda_kernel_load(k), ENVLOG_BAD_DATA); /* once */
+    ck_assert_err(envlog_cuda_kernel_load(k), ENVLOG_BAD_DATA); /* tried again */
     const envlog_cuda_binary *kb = envlog_cuda_kernel_binary(k);
     ck_assert_ptr_nonnull(kb);
     ck_assert_int_eq(kb->outcome, ENVLOG_FAILED);
@@ -561,13 +561,14 @@ START_TEST(test_compile_error_returns_log)
     envlog_cuda_binary_free(b);
     envlog_cuda_counts st;
     envlog_cuda_stats_read(envlog_cuda_stats_of(t.c), &st);
-    ck_assert_uint_eq(st.kernels_failed, 3);
+    ck_assert_uint_eq(st.kernels_failed, 4);
     ck_assert_uint_eq(st.kernels_compiled, 0);
+    ck_assert_uint_eq(st.kernels_settled, st.kernels_registered);
     /* A failure is OBSERVED: nothing reached the disk. */
     envlog_session_stats ss;
     envlog_session_stats_get(t.s, &ss);
     ck_assert(!ss.on_disk);
-    ck_assert_uint_eq(ss.held, 5); /* and the two sources beside them */
+    ck_assert_uint_eq(ss.held, 6); /* four failures, the two sources */
     /* ...until something changes the environment. */
     d.options = NULL;
     ck_assert_ok(envlog_cuda_compile(t.c, &d, &b));
@@ -575,7 +576,7 @@ START_TEST(test_compile_error_returns_log)
     tc_end(&t);
     tc_recs r;
     tc_collect(t.env, &r);
-    ck_assert_uint_eq(tc_count(&r, ENVLOG_KIND_COMPILE, ENVLOG_FAILED), 3);
+    ck_assert_uint_eq(tc_count(&r, ENVLOG_KIND_COMPILE, ENVLOG_FAILED), 4);
     ck_assert_int_eq(r.r[0].outcome, ENVLOG_FAILED);
     ck_assert_ptr_nonnull(strstr(r.r[0].log, "undeclared_thing"));
     ck_assert(r.r[0].has_source); /* FULL */
@@ -1016,5 +1017,6 @@ Suite *suite_cuda(void)
     suite_add_tcase(s, tc);
     suite_add_tcase(s, tc_cuda_modes());
     suite_add_tcase(s, tc_cuda_tuner());
+    suite_add_tcase(s, tc_cuda_settle());
     return s;
 }

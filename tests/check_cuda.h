@@ -88,9 +88,12 @@ typedef struct tc_clock {
     size_t cur;              /* set by the run function */
     unsigned runs[8];        /* runs per candidate, warmup included */
     envlog_cuda_stream_mode seen[8]; /* the stream's mode during each run */
-    int fail_index;          /* a candidate whose runs fail, or -1 */
+    int fail_index;          /* a candidate whose runs fail, -1 for none,
+                                TC_FAIL_ALL for every one */
     envlog_cuda_timer timer;
 } tc_clock;
+
+#define TC_FAIL_ALL (-2)
 
 /* A clock with no script; fill script/len, then pass &clk->timer. */
 void tc_clock_init(tc_clock *clk);
@@ -100,5 +103,6 @@ int tc_clock_run(void *ctx, envlog_cuda_stream *s, size_t index);
 /* The test cases of the other files of the suite. */
 TCase *tc_cuda_modes(void);
 TCase *tc_cuda_tuner(void);
+TCase *tc_cuda_settle(void);
 
 #endif /* ENVLOG_CHECK_CUDA_H */

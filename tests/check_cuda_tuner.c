@@ -178,8 +178,9 @@ START_TEST(test_failed_candidates)
 
     tc_clock_init(&x.clk);
     x.clk.script[0] = a, x.clk.len[0] = 1;
-    x.clk.fail_index = 0;
-    run_tune(&x, ENVLOG_LEVEL_BASIC, names, 1, NULL);
+    x.clk.script[1] = a, x.clk.len[1] = 1;
+    x.clk.fail_index = TC_FAIL_ALL;
+    run_tune(&x, ENVLOG_LEVEL_BASIC, names, 2, NULL);
     ck_assert_int_eq(x.res.winner, -1);
     ck_assert(x.res.measured);
     ck_assert(!x.res.stored);
@@ -269,6 +270,8 @@ START_TEST(test_bad_requests)
     ck_assert_err(envlog_cuda_tune(t.c, &r, &res), ENVLOG_INVALID_ARG);
     /* the events timer on a host stream: every candidate fails, no winner */
     r.key = "events-on-host";
+    names[1] = "b";
+    r.n_candidates = 2;
     r.timer = envlog_cuda_timer_events();
     ck_assert_ok(envlog_cuda_tune(t.c, &r, &res));
     ck_assert_int_eq(res.winner, -1);
