@@ -96,8 +96,10 @@ void cli_progress_start(void);
 void cli_progress_label(const char *label);
 void cli_progress(void *ctx, uint64_t done, uint64_t total);
 void cli_progress_step(void *ctx, const char *step, uint64_t done, uint64_t total);
-/* "N of M" progress of a count (kernels, entries), not bytes. */
+/* "N of M" progress of a count (kernels, entries), not bytes; the second
+ * for a step callback counting entries (envlog_import_opts). */
 void cli_progress_count(uint64_t done, uint64_t total, const char *unit);
+void cli_progress_count_step(void *ctx, const char *step, uint64_t done, uint64_t total);
 /* Clears the progress line if one was drawn. */
 void cli_progress_done(void);
 /* Prints a damage report to stderr (for on_damage; ctx: int *worst exit). */

@@ -330,16 +330,21 @@ static int import_run(cli *c, int i)
     const char *file;
     envlog_env *env;
     int rc = file_arg(c, i, "import", &file);
-    cli_bundle_in b;
-    if (rc || (rc = cli_bundle_in_open("bundle import", file, &b)))
+    /* Read whole first (a path or standard input): the import reports its
+     * progress over the bytes it has. */
+    cli_bundle_in b = {.name = cli_is_stdio(file) ? "standard input" : file};
+    if (rc || (rc = cli_read_input("bundle import", file, ENVLOG_BUNDLE_MAX_SIZE, &b.data,
+                                   &b.n)))
         return rc;
     if ((rc = cli_open_env(c, CLI_CREATE, &env))) {
         cli_bundle_in_close(&b);
         return rc;
     }
     envlog_import_report r;
-    envlog_err e = b.path ? envlog_bundle_import(env, b.path, &r)
-                          : envlog_bundle_import_memory(env, b.data, b.n, &r);
+    envlog_import_opts io = {.on_progress = cli_progress_count_step};
+    cli_progress_label("bundle import");
+    envlog_err e = envlog_bundle_import_x(env, b.data, b.n, &io, &r);
+    cli_progress_done();
     cli_bundle_in_close(&b);
     envlog_env_close(env);
     file = b.name;

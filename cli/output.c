@@ -217,10 +217,25 @@ int cli_read_input(const char *cmd, const char *path, uint64_t max, void **data,
 {
     *data = NULL;
     *n = 0;
-    FILE *f = cli_is_stdio(path) ? stdin : fopen(path, "rb");
     const char *name = cli_is_stdio(path) ? "standard input" : path;
-    if (!f)
-        return cli_error(EXIT_USAGE, "%s: cannot open %s: %s", cmd, name, strerror(errno));
+    FILE *f = stdin;
+    if (!cli_is_stdio(path)) {
+        /* A named input is a regular file: a FIFO planted there would
+         * hold the command forever (standard input is the way to pipe). */
+        int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+        struct stat st;
+        if (fd < 0)
+            return cli_error(EXIT_USAGE, "%s: cannot open %s: %s", cmd, name, strerror(errno));
+        if (fstat(fd, &st) || !S_ISREG(st.st_mode)) {
+            close(fd);
+            return cli_error(EXIT_INPUT, "%s: %s is %s, not a file (use - and a pipe)", cmd,
+                             name, type_name(st.st_mode));
+        }
+        if (!(f = fdopen(fd, "rb"))) {
+            close(fd);
+            return cli_error(EXIT_USAGE, "%s: cannot open %s: %s", cmd, name, strerror(errno));
+        }
+    }
     size_t cap = 1 << 16, len = 0;
     unsigned char *buf = malloc(cap);
     int rc = buf ? EXIT_OK : cli_error(EXIT_USAGE, "%s: out of memory", cmd);

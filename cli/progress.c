@@ -121,6 +121,12 @@ void cli_progress_count(uint64_t done, uint64_t total, const char *unit)
     draw(NULL, done, total, unit);
 }
 
+void cli_progress_count_step(void *ctx, const char *step, uint64_t done, uint64_t total)
+{
+    (void)ctx;
+    draw(step, done, total, "entries");
+}
+
 void cli_progress_done(void)
 {
     if (P.drawn) {

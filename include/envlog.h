@@ -1197,6 +1197,19 @@ envlog_err envlog_bundle_import(envlog_env *env, const char *path,
 envlog_err envlog_bundle_import_memory(envlog_env *env, const void *data,
                                        size_t size, envlog_import_report *report);
 
+/* How far an import is (may be NULL): `step` "importing", `done` of
+ * `total` entries checked and taken or skipped. */
+typedef struct envlog_import_opts {
+    void (*on_progress)(void *ctx, const char *step, uint64_t done, uint64_t total);
+    void *ctx;
+} envlog_import_opts;
+
+/*! envlog_bundle_import_x() : envlog_bundle_import_memory() with options.
+ *  @return as envlog_bundle_import(). */
+envlog_err envlog_bundle_import_x(envlog_env *env, const void *data, size_t size,
+                                  const envlog_import_opts *opts,
+                                  envlog_import_report *report);
+
 /*! envlog_bundle_state() / _memory() : the state a bundle holds, for
  *  comparing (diff).
  *  @return as envlog_bundle_inspect(). */

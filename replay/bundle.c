@@ -722,6 +722,12 @@ static envlog_err import_entry(import_ctx *c, const envlog_snap_item *it,
 envlog_err envlog_bundle_import_memory(envlog_env *env, const void *data, size_t size,
                                        envlog_import_report *rep)
 {
+    return envlog_bundle_import_x(env, data, size, NULL, rep);
+}
+
+envlog_err envlog_bundle_import_x(envlog_env *env, const void *data, size_t size,
+                                  const envlog_import_opts *opts, envlog_import_report *rep)
+{
     envlog_import_report local;
     if (!rep)
         rep = &local;
@@ -748,9 +754,13 @@ envlog_err envlog_bundle_import_memory(envlog_env *env, const void *data, size_t
     envlog_snap_item it;
     envlog_record rec;
     envlog_snap_rewind(o.snap);
+    uint64_t entries = c.m->tunes + c.m->kernels, done = 0;
     while (!e && !(e = envlog_snap_next(o.snap, &it, &rec)))
-        if (it.kind == ENVLOG_KIND_ENTRY && it.table != ENVLOG_TABLE_USER)
+        if (it.kind == ENVLOG_KIND_ENTRY && it.table != ENVLOG_TABLE_USER) {
             e = import_entry(&c, &it, &rec);
+            if (opts && opts->on_progress)
+                opts->on_progress(opts->ctx, "importing", ++done, entries);
+        }
     if (e == ENVLOG_END)
         e = ENVLOG_OK;
     /* Records that failed their checksum or decode are rejected too. */

@@ -23,6 +23,7 @@ cat target
 envlog -C "$FIXTURES/envs/basic" replay -o link --follow --force; echo "link --follow --force: $?"
 cmp target want.json && echo "the target holds the dump"
 stat -c '%F' link
+envlog -C new bundle import pipe; echo "import from a FIFO: $?"
 ln -s nowhere dangling
 envlog -C "$FIXTURES/envs/basic" replay -o dangling --follow; echo "dangling: $?"
 ls

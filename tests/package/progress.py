@@ -60,6 +60,8 @@ def main(argv):
             ("bundle export", ["-C", main_env, "bundle", "export", "b", "-o", bundle, "--force"],
              "bundle export: compressing ["),
             ("compact", ["-C", main_env, "compact"], "compact: reading ["),
+            ("bundle import", ["-C", os.path.join(t, "new"), "bundle", "import", bundle],
+             "bundle import: importing ["),
         ]
         if helper and subprocess.run([helper, "probe"]).returncode == 0:
             reb = os.path.join(t, "reb")
