@@ -422,7 +422,7 @@ static void incoming_clean(int infd)
         if (pid <= 0 || *end != '.' || strlen(de->d_name) >= sizeof names[0])
             continue;
         if (kill((pid_t)pid, 0) && errno == ESRCH)
-            snprintf(names[n++], sizeof names[0], "%s", de->d_name);
+            memcpy(names[n++], de->d_name, strlen(de->d_name) + 1); /* fits: checked */
     }
     closedir(d);
     for (size_t i = 0; i < n; i++)
