@@ -187,21 +187,47 @@ void envlog_frame_reader_free(envlog_frame_reader *fr)
     envlog_buf_free(&fr->rec);
 }
 
-/* A fragment at `at` that is whole, inside its block and checksummed right:
- * its type, else 0. */
-static int valid_frag(const envlog_frame_reader *fr, size_t at, size_t *len)
+int envlog_frag_peek(const uint8_t *p, size_t n, size_t at, size_t *len)
 {
     size_t left = ENVLOG_BLOCK - at % ENVLOG_BLOCK;
-    if (left < ENVLOG_FRAG_HDR || fr->n - at < ENVLOG_FRAG_HDR)
+    if (at > n || left < ENVLOG_FRAG_HDR || n - at < ENVLOG_FRAG_HDR)
         return 0;
-    const uint8_t *h = fr->p + at;
+    const uint8_t *h = p + at;
     size_t l = envlog_get_le16(h + 4);
     uint8_t type = h[6];
     if (type < ENVLOG_FRAG_FULL || type > ENVLOG_FRAG_LAST)
         return 0;
-    if (ENVLOG_FRAG_HDR + l > left || ENVLOG_FRAG_HDR + l > fr->n - at)
+    if (ENVLOG_FRAG_HDR + l > left || ENVLOG_FRAG_HDR + l > n - at)
         return 0;
-    if (envlog_get_le32(h) != frag_csum(h + 4, fr->seed))
+    *len = l;
+    return type;
+}
+
+uint64_t envlog_frags_chain(const uint8_t *p, size_t n, size_t from, size_t to,
+                            uint64_t chain)
+{
+    size_t at = from, len;
+    while (at + ENVLOG_FRAG_HDR <= to) {
+        size_t left = ENVLOG_BLOCK - at % ENVLOG_BLOCK;
+        if (left < ENVLOG_FRAG_HDR) {
+            at += left;
+            continue;
+        }
+        if (!envlog_frag_peek(p, n, at, &len))
+            break;
+        chain = envlog_chain_next(chain, envlog_get_le32(p + at));
+        at += ENVLOG_FRAG_HDR + len;
+    }
+    return chain;
+}
+
+/* A fragment at `at` that is whole, inside its block and checksummed right:
+ * its type, else 0. */
+static int valid_frag(const envlog_frame_reader *fr, size_t at, size_t *len)
+{
+    size_t l;
+    int type = envlog_frag_peek(fr->p, fr->n, at, &l);
+    if (!type || envlog_get_le32(fr->p + at) != frag_csum(fr->p + at + 4, fr->seed))
         return 0;
     *len = l;
     return type;

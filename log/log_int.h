@@ -154,6 +154,17 @@ bool envlog_tail_is_seal(const uint8_t *tail, size_t tail_len, uint64_t n, uint6
 /* The fragment at `at` when it is whole and passes its checksum: its type
  * (ENVLOG_FRAG_*) and payload length; 0 otherwise. */
 int envlog_frag_check(const envlog_frame_reader *fr, size_t at, size_t *len);
+/* The shape of the fragment at `at` of [p, p+n), its checksum not checked:
+ * its type and payload length when its header names a type and it lies
+ * whole inside its block and the file; 0 otherwise.  For readers that
+ * check checksums elsewhere or later (a snapshot's index in place). */
+int envlog_frag_peek(const uint8_t *p, size_t n, size_t at, size_t *len);
+/* `chain` advanced over the checksums of the fragments from `from` (a
+ * fragment's start) whose headers lie before `to`, walking block by block
+ * as envlog_frag_peek() reads them, checksums not checked; the walk stops
+ * at a header that is not one. */
+uint64_t envlog_frags_chain(const uint8_t *p, size_t n, size_t from, size_t to,
+                            uint64_t chain);
 
 /* --------------------------------------------------------- environment */
 

@@ -211,7 +211,10 @@ static envlog_err check_all_items(envlog_snap *s);
 static envlog_err load_index(envlog_snap *s)
 {
     size_t n = s->n;
-    if (envlog_frame_reader_next(&s->fr) != ENVLOG_FR_RECORD)
+    envlog_fr_status st = envlog_frame_reader_next(&s->fr);
+    if (st == ENVLOG_FR_NOMEM)
+        return envlog__fail(ENVLOG_NOMEM, "reading a snapshot index");
+    if (st != ENVLOG_FR_RECORD)
         return envlog__fail(ENVLOG_BAD_DATA, "snapshot index is damaged");
     envlog_snap_index ir;
     envlog_arena tmp = {0};
@@ -317,8 +320,8 @@ static bool index_extent(const envlog_snap *s, size_t pos, size_t len, size_t he
     uint64_t rest = all - len, more = (rest + per - 1) / per;
     size_t last_len = (size_t)(rest - (more - 1) * per);
     size_t last = (size_t)((pos / ENVLOG_BLOCK + more) * ENVLOG_BLOCK);
-    if (last + ENVLOG_FRAG_HDR + last_len > s->n ||
-        s->p[last + 6] != ENVLOG_FRAG_LAST || envlog_get_le16(s->p + last + 4) != last_len)
+    size_t ll = 0;
+    if (envlog_frag_peek(s->p, s->n, last, &ll) != ENVLOG_FRAG_LAST || ll != last_len)
         return false;
     *total = all;
     *end = last + ENVLOG_FRAG_HDR + last_len;
@@ -378,16 +381,9 @@ static envlog_err map_index(envlog_snap *s)
         index_extent(s, pos, len, pl.pos, count, &total, &end, &blocks))
         type = ENVLOG_FRAG_LAST;
     while (!e && type != ENVLOG_FRAG_FULL && type != ENVLOG_FRAG_LAST) {
-        size_t at = (pos / ENVLOG_BLOCK + blocks) * ENVLOG_BLOCK;
-        if (at + ENVLOG_FRAG_HDR > s->n) {
-            e = ENVLOG_BAD_DATA;
-            break;
-        }
-        const uint8_t *h = s->p + at;
-        type = h[6];
-        size_t l = envlog_get_le16(h + 4);
+        size_t at = (pos / ENVLOG_BLOCK + blocks) * ENVLOG_BLOCK, l = 0;
+        type = envlog_frag_peek(s->p, s->n, at, &l);
         if ((type != ENVLOG_FRAG_MIDDLE && type != ENVLOG_FRAG_LAST) ||
-            ENVLOG_FRAG_HDR + l > ENVLOG_BLOCK || at + ENVLOG_FRAG_HDR + l > s->n ||
             (type == ENVLOG_FRAG_MIDDLE && ENVLOG_FRAG_HDR + l != ENVLOG_BLOCK)) {
             e = ENVLOG_BAD_DATA;
             break;
@@ -429,9 +425,9 @@ envlog_err envlog_snap_load(const uint8_t *p, size_t n, bool check_all,
     envlog_err e = ENVLOG_OK;
     /* The seed comes from the id in the HEADER, so the header's fragment is
      * decoded first and its checksum checked with the seed it names. */
-    size_t hl = envlog_get_le16(p + 4);
+    size_t hl = 0;
     envlog_seg_header h;
-    if (p[6] != ENVLOG_FRAG_FULL || ENVLOG_FRAG_HDR + hl > n ||
+    if (envlog_frag_peek(p, n, 0, &hl) != ENVLOG_FRAG_FULL ||
         (e = decode_as(p + ENVLOG_FRAG_HDR, hl, &envlog_seg_header_schema, &h, &s->marena,
                        ENVLOG_KIND_HEADER)) ||
         !h.magic || strcmp(h.magic, ENVLOG_MAGIC)) {
@@ -453,8 +449,10 @@ envlog_err envlog_snap_load(const uint8_t *p, size_t n, bool check_all,
         e = envlog__fail(ENVLOG_FORMAT, "snapshot header fails its checksum");
         goto fail;
     }
-    if (envlog_frame_reader_next(&s->fr) != ENVLOG_FR_RECORD) {
-        e = envlog__fail(ENVLOG_BAD_DATA, "snapshot manifest is damaged");
+    envlog_fr_status st = envlog_frame_reader_next(&s->fr);
+    if (st != ENVLOG_FR_RECORD) {
+        e = st == ENVLOG_FR_NOMEM ? envlog__fail(ENVLOG_NOMEM, "reading a snapshot manifest")
+                                  : envlog__fail(ENVLOG_BAD_DATA, "snapshot manifest is damaged");
         goto fail;
     }
     rp = s->fr.out;
@@ -707,22 +705,9 @@ envlog_err envlog_snap_find(envlog_snap *s, envlog_table table, const char *ns,
  * before it trusts them; a wrong one only makes the SEAL disagree). */
 static uint64_t chain_before_items(const envlog_snap *s)
 {
-    uint64_t chain = 0;
-    size_t at = 0;
-    bool header = true;
-    while (at + ENVLOG_FRAG_HDR <= s->items_start) {
-        size_t left = ENVLOG_BLOCK - at % ENVLOG_BLOCK;
-        if (left < ENVLOG_FRAG_HDR) {
-            at += left;
-            continue;
-        }
-        const uint8_t *h = s->p + at;
-        if (!header)
-            chain = envlog_chain_next(chain, envlog_get_le32(h));
-        header = false;
-        at += ENVLOG_FRAG_HDR + envlog_get_le16(h + 4);
-    }
-    return chain;
+    size_t hl = 0; /* the HEADER's fragment is not chained */
+    envlog_frag_peek(s->p, s->n, 0, &hl);
+    return envlog_frags_chain(s->p, s->n, ENVLOG_FRAG_HDR + hl, s->items_start, 0);
 }
 
 /* Sets the walk's chain to its value at the entries, worked out once (it

@@ -1123,6 +1123,143 @@ START_TEST(test_big_records)
 }
 END_TEST
 
+/* Every allocation of reading a record of four blocks fails in turn: the
+ * frame reader says ENVLOG_FR_NOMEM with nothing skipped and no damage
+ * noted, and reading on once memory is back gives the record whole and
+ * the rest after it, with the writer's chain. */
+START_TEST(test_frame_reader_alloc_faults)
+{
+    const uint64_t seed = 7;
+    const size_t sizes[] = {40, 3 * ENVLOG_BLOCK + 100, 60};
+    size_t cap = 6 * ENVLOG_BLOCK;
+    uint8_t *buf = calloc(1, cap), *p = malloc(sizes[1]);
+    ck_assert(buf && p);
+    uint64_t pos = 0, chain = 0, chain_a = 0, start_b = 0;
+    for (int i = 0; i < 3; i++) {
+        for (size_t k = 0; k < sizes[i]; k++)
+            p[k] = (uint8_t)(k * 31 + (size_t)i);
+        envlog_frame_write(buf, &pos, seed, p, sizes[i], &chain);
+        if (i == 0) {
+            chain_a = chain;
+            start_b = pos;
+        }
+    }
+    long n;
+    int failures = 0;
+    for (n = 1; n < 100; n++) {
+        envlog_frame_reader fr;
+        envlog_frame_reader_init(&fr, buf, pos, seed, 0);
+        ck_assert_int_eq(envlog_frame_reader_next(&fr), ENVLOG_FR_RECORD);
+        envlog_alloc_fail_after(n);
+        envlog_fr_status st = envlog_frame_reader_next(&fr);
+        long made = envlog_alloc_fail_reset();
+        if (st != ENVLOG_FR_RECORD) {
+            ck_assert_msg(st == ENVLOG_FR_NOMEM, "allocation %ld: status %d", n, (int)st);
+            failures++;
+            ck_assert_uint_eq(fr.pos, start_b);
+            ck_assert_uint_eq(fr.rec_off, start_b);
+            ck_assert_uint_eq(fr.bad_len, 0);
+            ck_assert_str_eq(fr.why, "");
+            ck_assert_uint_eq(fr.chain, chain_a);
+            ck_assert_int_eq(envlog_frame_reader_next(&fr), ENVLOG_FR_RECORD);
+        }
+        ck_assert_uint_eq(fr.rec_off, start_b);
+        ck_assert_uint_eq(fr.out_len, sizes[1]);
+        for (size_t k = 0; k < sizes[1]; k++)
+            if (fr.out[k] != (uint8_t)(k * 31 + 1))
+                ck_abort_msg("allocation %ld: byte %zu differs", n, k);
+        ck_assert_int_eq(envlog_frame_reader_next(&fr), ENVLOG_FR_RECORD);
+        ck_assert_uint_eq(fr.out_len, sizes[2]);
+        ck_assert_int_eq(envlog_frame_reader_next(&fr), ENVLOG_FR_END);
+        ck_assert_uint_eq(fr.chain, chain);
+        envlog_frame_reader_free(&fr);
+        if (made < n)
+            break;
+    }
+    ck_assert_int_gt(failures, 0);
+    ck_assert_int_lt(n, 100);
+    free(p);
+    free(buf);
+}
+END_TEST
+
+/* The same through a session reader: a compile record of four blocks
+ * between small ones, every allocation of reading the session failing in
+ * turn.  Each failure is ENVLOG_NOMEM (never ENVLOG_CORRUPT or a torn
+ * tail), no damage is noted, and a fresh reader gets every record. */
+START_TEST(test_reader_alloc_faults_multiblock)
+{
+    char *dir = tu_mkdtemp("ralloc");
+    envlog_env *env = tu_env(dir);
+    envlog_session_opts o = tu_opts("ralloc", 0);
+    envlog_session *s;
+    ck_assert_ok(envlog_session_begin(env, &o, &s));
+    size_t big = 3 * ENVLOG_BLOCK + 100;
+    uint8_t *bin = malloc(big);
+    ck_assert_ptr_nonnull(bin);
+    for (size_t k = 0; k < big; k++)
+        bin[k] = (uint8_t)(k * 13);
+    ck_assert_ok(tu_record_tune(s, "before", 0, 0, NULL));
+    envlog_compile c = {.ns = "nvrtc/x/sm_90", .name = "big", .outcome = ENVLOG_COMPILED,
+                        .binary = {bin, big}, .binary_size = big};
+    c.binary_hash = envlog_hash128_bytes(bin, big);
+    ck_assert_ok(envlog_record_compile(s, &c, NULL));
+    ck_assert_ok(tu_record_tune(s, "after", 1, 0, NULL));
+    envlog_id128 id = envlog_session_id(s);
+    ck_assert_ok(envlog_session_end(s));
+    long n;
+    int failures = 0;
+    for (n = 1; n < 1000; n++) {
+        envlog_reader *r;
+        ck_assert_ok(envlog_reader_open(env, &id, &r));
+        const envlog_record *rec;
+        envlog_alloc_fail_after(n);
+        envlog_err e;
+        int count = 0;
+        while ((e = envlog_reader_next(r, &rec)) == ENVLOG_OK)
+            count++;
+        long made = envlog_alloc_fail_reset();
+        if (e != ENVLOG_END) {
+            ck_assert_msg(e == ENVLOG_NOMEM, "allocation %ld: %s (%s)", n, envlog_strerror(e),
+                          envlog_errmsg());
+            failures++;
+            ck_assert_uint_eq(envlog_reader_damage(r)->bytes, 0);
+            ck_assert_str_eq(envlog_reader_damage(r)->reason, "");
+        } else {
+            ck_assert_int_eq(count, 4);
+        }
+        ck_assert_int_ne(envlog_reader_state(r), ENVLOG_STATE_DAMAGED);
+        envlog_reader_close(r);
+        if (made < n) {
+            ck_assert_err(e, ENVLOG_END);
+            break;
+        }
+    }
+    ck_assert_int_gt(failures, 0);
+    ck_assert_int_lt(n, 1000);
+    /* Read whole afterwards: the big record byte for byte. */
+    envlog_reader *r;
+    ck_assert_ok(envlog_reader_open(env, &id, &r));
+    const envlog_record *rec;
+    int count = 0;
+    envlog_err e;
+    while ((e = envlog_reader_next(r, &rec)) == ENVLOG_OK) {
+        if (rec->kind == ENVLOG_KIND_COMPILE) {
+            ck_assert_uint_eq(rec->u.compile.binary.size, big);
+            ck_assert(!memcmp(rec->u.compile.binary.data, bin, big));
+        }
+        count++;
+    }
+    ck_assert_err(e, ENVLOG_END);
+    ck_assert_int_eq(count, 4);
+    envlog_reader_close(r);
+    free(bin);
+    envlog_env_close(env);
+    tu_rmrf(dir);
+    free(dir);
+}
+END_TEST
+
 START_TEST(test_reader_errors)
 {
     char *dir = tu_mkdtemp("rerr");
@@ -1218,6 +1355,7 @@ Suite *suite_log(void)
     tcase_add_test(tc, test_framing_sizes);
     tcase_add_test(tc, test_framing_sequence);
     tcase_add_test(tc, test_frame_reader_resync);
+    tcase_add_test(tc, test_frame_reader_alloc_faults);
     tcase_add_test(tc, test_big_records);
     suite_add_tcase(s, tc);
 
@@ -1238,6 +1376,7 @@ Suite *suite_log(void)
     tcase_add_test(tc, test_live_reader);
     tcase_add_test(tc, test_reader_errors);
     tcase_add_test(tc, test_reader_io_faults);
+    tcase_add_test(tc, test_reader_alloc_faults_multiblock);
     suite_add_tcase(s, tc);
     return s;
 }

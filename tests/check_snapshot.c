@@ -296,6 +296,83 @@ START_TEST(test_index_in_place)
 }
 END_TEST
 
+/* Every allocation of reading a snapshot whose INDEX and one ENTRY take
+ * several blocks each fails in turn, every record checked (check_all) and
+ * then walked: each failure is ENVLOG_NOMEM, never damage, and nothing is
+ * counted as bad. */
+START_TEST(test_snapshot_alloc_faults)
+{
+    char *dir = tu_mkdtemp("salloc");
+    envlog_env *env = tu_env(dir);
+    many_tunes(env);
+    envlog_session *bs = begin(env, "big");
+    size_t big = 3 * ENVLOG_BLOCK + 100;
+    uint8_t *bin = malloc(big);
+    ck_assert_ptr_nonnull(bin);
+    for (size_t k = 0; k < big; k++)
+        bin[k] = (uint8_t)(k * 17);
+    envlog_compile c = {.ns = KNS, .name = "big", .outcome = ENVLOG_COMPILED,
+                        .binary_hash = envlog_hash128_bytes(bin, big),
+                        .binary_size = big, .binary = {bin, big}};
+    c.kernel_key = envlog_hash128_bytes("big", 3);
+    ck_assert_ok(envlog_record_compile(bs, &c, NULL));
+    ck_assert_ok(envlog_session_end(bs));
+    envlog_compact_report r;
+    ck_assert_ok(envlog_compact(env, ENVLOG_EVIDENCE_NONE, &r));
+    ck_assert_uint_eq(r.entries, MANY + 1);
+    envlog_env_close(env);
+    size_t rn;
+    uint8_t *raw = tu_read(tu_path(dir, "snapshot/current"), &rn);
+    ck_assert_uint_gt(rn, 5 * ENVLOG_BLOCK);
+    long n;
+    int failures = 0;
+    uint64_t want = 0;
+    for (n = 0; n < 10000; n++) {
+        envlog_snap *s = NULL;
+        uint64_t entries = 0;
+        if (n) /* 0: the reference, nothing failing */
+            envlog_alloc_fail_after(n);
+        envlog_err e = envlog_snap_load(raw, rn, true, &s);
+        if (!e) {
+            envlog_snap_item it;
+            envlog_record rec;
+            envlog_snap_rewind(s);
+            while ((e = envlog_snap_next(s, &it, &rec)) == ENVLOG_OK)
+                entries++;
+            if (e == ENVLOG_END)
+                e = ENVLOG_OK;
+        }
+        long made = envlog_alloc_fail_reset();
+        if (e) {
+            ck_assert_msg(e == ENVLOG_NOMEM, "allocation %ld: %s (%s)", n, envlog_strerror(e),
+                          envlog_errmsg());
+            failures++;
+        } else if (n) {
+            ck_assert_uint_eq(entries, want);
+        } else {
+            want = entries;
+            ck_assert_uint_gt(want, MANY);
+        }
+        if (s) {
+            const envlog_damage *d;
+            ck_assert_uint_eq(envlog_snap_bad_records(s), 0);
+            ck_assert_uint_eq(envlog_snap_damages(s, &d), 0);
+            envlog_snap_free(s);
+        }
+        if (n && made < n) {
+            ck_assert_ok(e);
+            break;
+        }
+    }
+    ck_assert_int_gt(failures, 2);
+    ck_assert_int_lt(n, 10000);
+    free(raw);
+    free(bin);
+    tu_rmrf(dir);
+    free(dir);
+}
+END_TEST
+
 /* Damage in snapshot/current (a bit flipped at every byte of its first
  * 4 KiB, at every 13th byte up to 40 KiB, which holds the INDEX, and at
  * every 1021st after; then the file cut at every 97th byte of its first
@@ -1206,6 +1283,7 @@ Suite *suite_snapshot(void)
     tcase_add_test(tc, test_compact_keeps_evidence);
     tcase_add_test(tc, test_index_in_place);
     tcase_add_test(tc, test_index_damage);
+    tcase_add_test(tc, test_snapshot_alloc_faults);
     tcase_add_test(tc, test_compact_beside_live_writer);
     tcase_add_test(tc, test_compact_fault_every_call);
     tcase_add_test(tc, test_compact_crash_every_step);
