@@ -79,7 +79,7 @@ void envlog_io_set(const envlog_io *io);
 /* The POSIX table. */
 const envlog_io *envlog_io_posix(void);
 
-/* ---------------------------------------------------- hashing, ids, clock */
+/* --------------------------------- hashes (hash.c), ids (ids.c), clocks.c */
 
 uint64_t envlog_xxh64(const void *data, size_t n, uint64_t seed);
 /* XXH3-128 over pieces: begin (ENVLOG_NOMEM), update, end (which frees;
@@ -118,7 +118,7 @@ static inline uint32_t envlog_get_le32(const uint8_t *p)
            ((uint32_t)p[3] << 24);
 }
 
-/* True when `s` (of `n` bytes) is valid UTF-8 without NUL bytes. */
+/* True when `s` (of `n` bytes) is valid UTF-8 without NUL bytes (utf8.c). */
 bool envlog_utf8_valid(const char *s, size_t n);
 
 /* --------------------------------------------------------------- buffers */
