@@ -259,6 +259,46 @@ done:
 
 /* ---------------------------------------------------------------- replay */
 
+/* True when session `id` is still a directory of its own (not compacted). */
+static bool session_kept(envlog_env *env, const envlog_id128 *id)
+{
+    envlog_id128 *ids = NULL;
+    size_t n = 0;
+    bool kept = false;
+    if (envlog_sessions_ids(env, &ids, &n) == ENVLOG_OK)
+        for (size_t i = 0; i < n && !kept; i++)
+            kept = !memcmp(ids[i].b, id->b, 16);
+    envlog_ids_free(ids);
+    return kept;
+}
+
+/* A point in time inside what a compaction folded: the state there is what
+ * its snapshot kept of that history, and what it dropped is said, with the
+ * compaction that dropped it (envlog(1), replay). */
+static void until_note(envlog_env *env, const envlog_replay_opts *o)
+{
+    envlog_compaction cp;
+    if (envlog_compaction_get(env, &cp) || !cp.present || cp.evidence == ENVLOG_EVIDENCE_ALL)
+        return;
+    bool inside = o->until_time ? o->until_unix_ns < cp.last_unix_ns
+                                : !session_kept(env, &o->until_session);
+    if (!inside)
+        return;
+    char t[32];
+    cli_time(cp.created_unix_ns, t);
+    fprintf(stderr,
+            "envlog: note: that point is before the compaction of %s (%s), which kept %s "
+            "of the history before it: %s are no longer recorded, so the state there is "
+            "as far as those records tell (compact with --evidence all to keep every "
+            "record)\n",
+            t, cp.reason[0] ? cp.reason : "no reason recorded",
+            cp.evidence == ENVLOG_EVIDENCE_NONE ? "no record" : "the record behind each "
+                                                                "standing entry",
+            cp.evidence == ENVLOG_EVIDENCE_NONE
+                ? "every record of the sessions it folded"
+                : "the values replaced or forgotten before it, and the tunes that lost");
+}
+
 static int replay_run(cli *c)
 {
     const char *out = NULL, *until = NULL;
@@ -291,6 +331,8 @@ static int replay_run(cli *c)
         envlog_env_close(env);
         return rc;
     }
+    if (until)
+        until_note(env, &o);
     /* Refused before the work, not after. */
     cli_out o_f;
     if ((rc = cli_out_begin("replay", out, of, &o_f))) {
