@@ -119,6 +119,9 @@ $(B)/%.o: %.c $(HEADERS) | $(B)/.deps-ok
 	@$(CC) $(LIB_CPPFLAGS) $(CFLAGS_ALL) -c $< -o $@
 
 -include $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d)
+# An object made before it had its .d (an older build directory) depends on
+# every header until its next compile writes one.
+$(foreach o,$(LIB_OBJ) $(CLI_OBJ),$(if $(wildcard $(o:.o=.d)),,$(eval $(o): $(HEADERS))))
 
 $(STATIC): $(LIB_OBJ)
 	@rm -f $@

@@ -154,9 +154,12 @@ static void print_info(const cli *c, const envlog_bundle_info *in, const char *f
         printf("%s%s\n", i ? "             " : "runtimes     ", in->runtimes[i]);
     for (size_t i = 0; i < in->n_environments; i++)
         printf("%s%s\n", i ? "             " : "captured on  ", in->environments[i]);
-    printf("sessions     %" PRIu64 "\nentries      %" PRIu64 " tunes, %" PRIu64 " kernels, %"
-           PRIu64 " user records, %" PRIu64 " evidence records\n", in->sessions, in->tunes,
-           in->kernels, in->users, in->evidence);
+    printf("sessions     %" PRIu64 "\nentries      %" PRIu64 " %s, %" PRIu64 " %s, %" PRIu64
+           " user %s, %" PRIu64 " evidence %s\n", in->sessions, in->tunes,
+           cli_plural(in->tunes, "tune", "tunes"), in->kernels,
+           cli_plural(in->kernels, "kernel", "kernels"), in->users,
+           cli_plural(in->users, "record", "records"), in->evidence,
+           cli_plural(in->evidence, "record", "records"));
     for (size_t i = 0; i < in->n_namespaces; i++)
         printf("  %6" PRIu64 "  %s\n", in->namespace_entries[i], in->namespaces[i]);
     printf("size         %" PRIu64 " bytes compressed, %" PRIu64 " bytes\n", in->compressed_size,
@@ -189,6 +192,7 @@ static int export_run(cli *c, int i)
     const char *prefixes[64];
     size_t np = 0;
     unsigned oflags = 0;
+    bool anonymous = false;
     envlog_evidence ev = ENVLOG_EVIDENCE_WINNERS;
     int rc, level = 0;
     for (; i < c->argc; i++) {
@@ -227,6 +231,8 @@ static int export_run(cli *c, int i)
             c->json = true;
         else if (cli_out_flag(a, &oflags))
             ;
+        else if (!strcmp(a, "--anonymous"))
+            anonymous = true;
         else if (a[0] == '-')
             return cli_bad_arg(c, "bundle export", a);
         else if (!name)
@@ -255,7 +261,8 @@ static int export_run(cli *c, int i)
     int damaged = EXIT_OK;
     envlog_bundle_opts o = {.name = name, .prefixes = prefixes, .n_prefixes = np,
                             .evidence = ev, .zstd_level = level, .on_damage = cli_damage,
-                            .ctx = &damaged, .on_progress = cli_progress_step};
+                            .ctx = &damaged, .on_progress = cli_progress_step,
+                            .anonymous = anonymous};
     cli_progress_label("bundle export");
     envlog_bundle_info *info;
     envlog_err e = envlog_bundle_export_to(env, &o, cli_out_write, &of, &info);
@@ -478,7 +485,7 @@ const cli_cmd cli_cmd_bundle = {
     "bundle", "export, import, inspect or embed a bundle",
     "usage: envlog [-C DIR] bundle export NAME -o FILE [--namespace PREFIX]...\n"
     "                              [--evidence none|winners|all] [--level N]\n"
-    "                              [--force] [--follow]\n"
+    "                              [--anonymous] [--force] [--follow]\n"
     "       envlog [-C DIR] bundle import FILE\n"
     "       envlog bundle inspect FILE [--json]\n"
     "       envlog bundle embed FILE [--name SYMBOL] > bundle.c\n"
@@ -486,7 +493,8 @@ const cli_cmd cli_cmd_bundle = {
     "FILE may be - (standard output for export, standard input otherwise).\n"
     "export never replaces an existing file unless --force (then atomically),\n"
     "writes through a FIFO or a device, and refuses a symbolic link unless\n"
-    "--follow; the bundle follows the umask.\n"
+    "--follow; the bundle follows the umask.  --anonymous leaves out the session\n"
+    "records (host, pid, label) and the manifest's hosts and labels.\n"
     "\n"
     "A bundle is a snapshot of the standing entries, compressed as standard zstd\n"
     "frames, with a manifest (name, versions, where it was captured, counts and a\n"

@@ -1116,6 +1116,10 @@ typedef struct envlog_bundle_opts {
     /* How far it is, as envlog_compact_opts.on_progress: "reading", then
      * "compressing" (bytes of the snapshot compressed of its size). */
     void (*on_progress)(void *ctx, const char *step, uint64_t done, uint64_t total);
+    /* For a bundle shipped outside the team: no session record (host, pid,
+     * label) goes in, and the manifest's environments keep their OS,
+     * architecture and devices but not their host or label. */
+    bool anonymous;
 } envlog_bundle_opts;
 
 /* A bundle's manifest and a full check of its contents. */

@@ -174,11 +174,17 @@ static int build_visit(void *ctx, const envlog_replay_rec *r, const envlog_snap_
         (b->err = track_seq(b, &rec->stamp)))
         return 1;
     bool session = rec->kind == ENVLOG_KIND_SESSION;
-    if (session)
+    if (session && b->o->anonymous) {
+        envlog_session_rec s = rec->u.session;
+        s.host = s.label = "";
+        note_session(b, &s);
+    } else if (session) {
         note_session(b, &rec->u.session);
+    }
     const char *ns = record_ns(rec);
     /* A tombstone explains an absence: it is history at every level. */
-    bool keep = session || (rec->kind == ENVLOG_KIND_FORGET && (!ns || ns_taken(b->o, ns))) ||
+    bool keep = (session && !b->o->anonymous) ||
+                (rec->kind == ENVLOG_KIND_FORGET && (!ns || ns_taken(b->o, ns))) ||
                 (b->o->evidence == ENVLOG_EVIDENCE_ALL && (!ns || ns_taken(b->o, ns)));
     if (!keep)
         return b->err != ENVLOG_OK;

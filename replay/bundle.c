@@ -208,8 +208,9 @@ static envlog_err describe(opened *o, size_t compressed, envlog_bundle_info **ou
     for (size_t i = 0; !oom && i < m->n_envs; i++, in->n_environments++) {
         const envlog_snap_env *v = &m->envs[i];
         char buf[1024];
-        int k = snprintf(buf, sizeof buf, "%s %s %s %s", v->label ? v->label : "-",
-                         v->host ? v->host : "-", v->os ? v->os : "-",
+        /* (an anonymous bundle's label and host are empty: shown as "-") */
+        int k = snprintf(buf, sizeof buf, "%s %s %s %s", v->label && *v->label ? v->label : "-",
+                         v->host && *v->host ? v->host : "-", v->os ? v->os : "-",
                          v->arch ? v->arch : "-");
         for (size_t d = 0; d < v->n_devices && k > 0 && (size_t)k < sizeof buf; d++)
             k += snprintf(buf + k, sizeof buf - (size_t)k, "%s%s", d ? ", " : " [",
@@ -417,6 +418,7 @@ static envlog_err export_bytes(envlog_env *env, const envlog_bundle_opts *opts, 
     envlog_build_opts bo = {.evidence = opts->evidence, .name = opts->name,
                             .prefixes = opts->prefixes, .n_prefixes = opts->n_prefixes,
                             .content = "bundle", .no_index = true,
+                            .anonymous = opts->anonymous,
                             .on_damage = opts->on_damage, .ctx = opts->ctx,
                             .on_progress = opts->on_progress, .sink = &sink};
     envlog_build_result res;

@@ -82,6 +82,8 @@ typedef struct envlog_build_opts {
     const char *const *prefixes;   /* namespaces to take; none: all */
     size_t n_prefixes;
     const char *content;           /* "snapshot" or "bundle" */
+    bool anonymous;                /* no session records, no hosts or labels
+                                      in the manifest (envlog_bundle_opts) */
     bool no_index;                 /* an empty INDEX (bundles: readers
                                       rebuild it, see envlog(5)) */
     /* The base: with `strict` (compaction) snapshot/current must be whole
