@@ -47,6 +47,9 @@ HEADERS := $(wildcard include/*.h core/*.h log/*.h replay/*.h remote/*.h cuda/*.
 MODULES := core log replay remote cuda
 
 STATIC := $(B)/libenvlog.a
+# The one link of a program: its objects, the static library, then extra
+# libraries before the four the library needs.  $(call LINK,OBJECTS[,LIBS])
+LINK = @echo "  LD  $@"; $(CC) $(CFLAGS_ALL) $(LDFLAGS) -o $@ $(1) $(STATIC) $(2) $(LDLIBS_ALL)
 SHARED := $(B)/libenvlog.so.$(VERSION)
 BIN    := $(B)/envlog
 
@@ -144,8 +147,7 @@ $(SHARED): $(LIB_OBJ) $(B)/envlog.map
 	@ln -sf libenvlog.so.$(VERSION) $(B)/libenvlog.so
 
 $(BIN): $(CLI_OBJ) $(STATIC)
-	@echo "  LD  $@"
-	@$(CC) $(CFLAGS_ALL) $(LDFLAGS) -o $@ $(CLI_OBJ) $(STATIC) $(LDLIBS_ALL)
+	$(call LINK,$(CLI_OBJ))
 
 # The shared library exports exactly the functions the public headers
 # declare; every global symbol of the static library carries the envlog_

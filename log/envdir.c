@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * envdir.c - the environment directory: its format marker, its layout, and
- * the small file-system helpers the rest of the log module shares.
+ * envdir.c - the environment directory: its format marker, its layout, its
+ * lock, and the listing of its sessions and their segments (the file
+ * helpers they use are in files.c).
  *
  * Layout: FORMAT (the marker), sessions/<id>/ (one per session that changed
  * something), snapshot/ and LOCK (compaction).  Everything below the root is
@@ -41,50 +42,6 @@ envlog_err envlog_env_default_path(char *out, size_t size)
     if (n < 0 || (size_t)n >= size)
         return envlog__fail(ENVLOG_TOO_BIG, "environment path too long");
     return ENVLOG_OK;
-}
-
-envlog_err envlog_open_dir(int dirfd, const char *name, int *fd)
-{
-    *fd = envlog_io_get()->openat(dirfd, name, O_RDONLY | O_DIRECTORY, 0);
-    if (*fd < 0) {
-        int err = errno;
-        if (err == ENOTDIR || err == ELOOP) {
-            struct stat st;
-            if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0) {
-                if (S_ISLNK(st.st_mode))
-                    return envlog__fail(ENVLOG_PERMISSION,
-                                        "%s is a symbolic link; refused", name);
-                return envlog__fail(ENVLOG_BAD_DATA, "%s is %s, not a directory", name,
-                                    envlog_file_type_name(st.st_mode));
-            }
-        }
-        return envlog__fail_errno(err, "opening directory %s", name);
-    }
-    return ENVLOG_OK;
-}
-
-envlog_err envlog_dir_sync(int fd, const char *what)
-{
-    if (envlog_io_get()->fsync(fd))
-        return envlog__fail_errno(errno, "syncing directory of %s", what);
-    return ENVLOG_OK;
-}
-
-int envlog_flock_within(int fd, int op, unsigned ms)
-{
-    const envlog_io *io = envlog_io_get();
-    /* 1 ms apart: a probe holds a lock for microseconds. */
-    for (unsigned waited = 0;;) {
-        if (io->flock(fd, op | LOCK_NB) == 0)
-            return 0;
-        if (errno == EINTR)
-            continue;
-        if (errno != EWOULDBLOCK || waited >= ms)
-            return -1;
-        struct timespec ts = {0, 1000000};
-        nanosleep(&ts, NULL);
-        waited++;
-    }
 }
 
 envlog_err envlog_env_lock(envlog_env *env, bool exclusive, int *fd)

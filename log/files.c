@@ -3,8 +3,9 @@
  * files.c - the file helpers the log and replay modules share: opening a
  * file only when it is what it claims (a regular file, never a symbolic
  * link, never a FIFO that would block the open), reading one whole,
- * writing one whole and durably, and temporary names that never collide
- * and that a later run can tell stale.
+ * writing one whole and durably, temporary names that never collide and
+ * that a later run can tell stale, directories opened and synced, and locks
+ * taken without waiting on an instant's holder.
  *
  * Everything goes through the I/O table, whose opens already refuse to
  * follow a symbolic link (O_NOFOLLOW), so fault injection reaches it all.
@@ -19,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -169,6 +171,52 @@ envlog_err envlog_write_new_file_mode(int dirfd, const char *name, const void *d
     e = envlog_out_write(&o, data, n);
     envlog_err c = envlog_out_close(&o, !e);
     return e ? e : c;
+}
+
+/* ------------------------------------------------ directories and locks */
+
+envlog_err envlog_open_dir(int dirfd, const char *name, int *fd)
+{
+    *fd = envlog_io_get()->openat(dirfd, name, O_RDONLY | O_DIRECTORY, 0);
+    if (*fd < 0) {
+        int err = errno;
+        if (err == ENOTDIR || err == ELOOP) {
+            struct stat st;
+            if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0) {
+                if (S_ISLNK(st.st_mode))
+                    return envlog__fail(ENVLOG_PERMISSION,
+                                        "%s is a symbolic link; refused", name);
+                return envlog__fail(ENVLOG_BAD_DATA, "%s is %s, not a directory", name,
+                                    envlog_file_type_name(st.st_mode));
+            }
+        }
+        return envlog__fail_errno(err, "opening directory %s", name);
+    }
+    return ENVLOG_OK;
+}
+
+envlog_err envlog_dir_sync(int fd, const char *what)
+{
+    if (envlog_io_get()->fsync(fd))
+        return envlog__fail_errno(errno, "syncing directory of %s", what);
+    return ENVLOG_OK;
+}
+
+int envlog_flock_within(int fd, int op, unsigned ms)
+{
+    const envlog_io *io = envlog_io_get();
+    /* 1 ms apart: a probe holds a lock for microseconds. */
+    for (unsigned waited = 0;;) {
+        if (io->flock(fd, op | LOCK_NB) == 0)
+            return 0;
+        if (errno == EINTR)
+            continue;
+        if (errno != EWOULDBLOCK || waited >= ms)
+            return -1;
+        struct timespec ts = {0, 1000000};
+        nanosleep(&ts, NULL);
+        waited++;
+    }
 }
 
 /* ------------------------------------------------------- temporary names */

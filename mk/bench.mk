@@ -19,8 +19,7 @@ $(B)/bench/%.o: bench/%.c bench/bench.h $(HEADERS) | $(B)/.test-deps-ok
 	@$(CC) $(LIB_CPPFLAGS) $(CFLAGS_ALL) -c $< -o $@
 
 $(BENCH_BIN): $(BENCH_OBJ) $(STATIC)
-	@echo "  LD  $@"
-	@$(CC) $(CFLAGS_ALL) $(LDFLAGS) -o $@ $(BENCH_OBJ) $(STATIC) $(LDLIBS_ALL) -lsqlite3
+	$(call LINK,$(BENCH_OBJ),-lsqlite3)
 
 bench: $(BENCH_BIN)
 	$(BENCH_BIN) $(if $(filter 1,$(BENCH_QUICK)),--quick) $(BENCH_ARGS)

@@ -33,8 +33,7 @@ $(B)/tests/runner: $(CUDA_FAKE_DRIVER)
 CUDA_REBUILD_ENV := $(B)/tests/cuda_rebuild_env
 
 $(CUDA_REBUILD_ENV): $(B)/tests/cuda_rebuild_env.o $(STATIC)
-	@echo "  LD  $@"
-	@$(CC) $(CFLAGS_ALL) $(LDFLAGS) -o $@ $< $(STATIC) $(LDLIBS_ALL)
+	$(call LINK,$<)
 
 .PHONY: check-cuda-rebuild
 check-cuda-rebuild: $(BIN) $(CUDA_REBUILD_ENV)
@@ -63,8 +62,7 @@ $(B)/bench/cuda/%.o: bench/cuda/%.c $(HEADERS) | $(B)/.test-deps-ok
 	@$(CC) $(PUB_CPPFLAGS) $(CFLAGS_ALL) -c $< -o $@
 
 $(CUDA_BENCH): $(B)/bench/cuda/cuda_bench.o $(STATIC)
-	@echo "  LD  $@"
-	@$(CC) $(CFLAGS_ALL) $(LDFLAGS) -o $@ $< $(STATIC) $(LDLIBS_ALL)
+	$(call LINK,$<)
 
 .PHONY: bench-cuda
 bench-cuda: $(CUDA_BENCH)

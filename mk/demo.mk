@@ -20,8 +20,7 @@ $(B)/examples/%.o: examples/%.c $(HEADERS) | $(B)/.deps-ok
 	@$(CC) $(PUB_CPPFLAGS) $(CFLAGS_ALL) -c $< -o $@
 
 $(B)/cuda_demo $(B)/record: $(B)/%: $(B)/examples/%.o $(STATIC)
-	@echo "  LD  $@"
-	@$(CC) $(CFLAGS_ALL) $(LDFLAGS) -o $@ $< $(STATIC) $(LDLIBS_ALL)
+	$(call LINK,$<)
 
 .PHONY: examples
 examples: $(EXAMPLE_BINS)

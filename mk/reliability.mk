@@ -35,24 +35,20 @@ $(CRASH_DIR)/gen_hostile.o $(CRASH_DIR)/conc.o: $(CRASH_DIR)/%.o: tests/crash/%.
 	@$(CC) $(LIB_CPPFLAGS) -Itests/crash $(CFLAGS_ALL) -c $< -o $@
 
 $(CRASH_WRITER): $(CRASH_DIR)/writer.o $(STATIC)
-	@echo "  LD  $@"
-	@$(CC) $(CFLAGS_ALL) $(LDFLAGS) -o $@ $^ $(LDLIBS_ALL)
+	$(call LINK,$(filter-out $(STATIC),$^))
 
 $(CRASH_DRIVER): $(CRASH_DIR)/crash_driver.o $(CRASH_DIR)/verify.o $(STATIC)
-	@echo "  LD  $@"
-	@$(CC) $(CFLAGS_ALL) $(LDFLAGS) -o $@ $^ $(LDLIBS_ALL)
+	$(call LINK,$(filter-out $(STATIC),$^))
 
 $(CRASH_CONC): $(CRASH_DIR)/conc.o $(CRASH_DIR)/verify.o $(STATIC)
-	@echo "  LD  $@"
-	@$(CC) $(CFLAGS_ALL) $(LDFLAGS) -o $@ $^ $(LDLIBS_ALL)
+	$(call LINK,$(filter-out $(STATIC),$^))
 
 $(CRASH_MAXRSS): $(CRASH_DIR)/maxrss.o
 	@echo "  LD  $@"
 	@$(CC) $(CFLAGS_ALL) $(LDFLAGS) -o $@ $^
 
 $(HOSTILE_GEN): $(CRASH_DIR)/gen_hostile.o $(STATIC)
-	@echo "  LD  $@"
-	@$(CC) $(CFLAGS_ALL) $(LDFLAGS) -o $@ $^ $(LDLIBS_ALL)
+	$(call LINK,$(filter-out $(STATIC),$^))
 
 .PHONY: check-crash check-conc check-hostile fixtures-hostile torture
 

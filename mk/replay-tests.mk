@@ -15,12 +15,10 @@ REPLAY_GEN    := $(B)/tests/gen_replay_fixtures
 REPLAY_HOLDER := $(B)/tests/replay_holder
 
 $(REPLAY_GEN): $(B)/tests/gen_replay_fixtures.o $(STATIC)
-	@echo "  LD  $@"
-	@$(CC) $(CFLAGS_ALL) $(LDFLAGS) -o $@ $< $(STATIC) $(LDLIBS_ALL)
+	$(call LINK,$<)
 
 $(REPLAY_HOLDER): $(B)/tests/replay_holder.o $(STATIC)
-	@echo "  LD  $@"
-	@$(CC) $(CFLAGS_ALL) $(LDFLAGS) -o $@ $< $(STATIC) $(LDLIBS_ALL)
+	$(call LINK,$<)
 
 .PHONY: fixtures-replay goldens-replay check-replay-scripts check-replay-golden
 

@@ -10,8 +10,7 @@ SEED_GEN := $(B)/tests/gen_seed_fixtures
 SEED_GOLDENS = $(patsubst tests/cli/%.cmd,%,$(wildcard tests/cli/seed-*.cmd))
 
 $(SEED_GEN): $(B)/tests/gen_seed_fixtures.o $(STATIC)
-	@echo "  LD  $@"
-	@$(CC) $(CFLAGS_ALL) $(LDFLAGS) -o $@ $< $(STATIC) $(LDLIBS_ALL)
+	$(call LINK,$<)
 
 .PHONY: fixtures-seed goldens-seed check-seed-golden
 

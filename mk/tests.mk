@@ -19,20 +19,16 @@ $(B)/tests/%.o: tests/%.c $(HEADERS) $(TEST_HDR) | $(B)/.test-deps-ok
 	@$(CC) $(LIB_CPPFLAGS) -Itests $(CHECK_CFLAGS) $(CFLAGS_ALL) -c $< -o $@
 
 $(RUNNER): $(TEST_OBJ) $(STATIC)
-	@echo "  LD  $@"
-	@$(CC) $(CFLAGS_ALL) $(LDFLAGS) -o $@ $(TEST_OBJ) $(STATIC) $(CHECK_LIBS) $(LDLIBS_ALL)
+	$(call LINK,$(TEST_OBJ),$(CHECK_LIBS))
 
 $(B)/tests/gen_fixtures: $(B)/tests/gen_fixtures.o $(STATIC)
-	@echo "  LD  $@"
-	@$(CC) $(CFLAGS_ALL) $(LDFLAGS) -o $@ $< $(STATIC) $(LDLIBS_ALL)
+	$(call LINK,$<)
 
 $(B)/tests/interop_rec: $(B)/tests/interop_rec.o $(STATIC)
-	@echo "  LD  $@"
-	@$(CC) $(CFLAGS_ALL) $(LDFLAGS) -o $@ $< $(STATIC) $(LDLIBS_ALL)
+	$(call LINK,$<)
 
 $(B)/tests/upkeep-long: $(B)/tests/upkeep_long.o $(STATIC)
-	@echo "  LD  $@"
-	@$(CC) $(CFLAGS_ALL) $(LDFLAGS) -o $@ $< $(STATIC) $(LDLIBS_ALL)
+	$(call LINK,$<)
 
 .PHONY: check-unit check-cli check-interop check-upkeep-long fixtures
 

@@ -8,8 +8,7 @@
 TRACE_ENV := $(B)/tests/trace/trace_env
 
 $(TRACE_ENV): $(B)/tests/trace/trace_env.o $(STATIC)
-	@echo "  LD  $@"
-	@$(CC) $(CFLAGS_ALL) $(LDFLAGS) -o $@ $< $(STATIC) $(LDLIBS_ALL)
+	$(call LINK,$<)
 
 .PHONY: check-trace
 check-trace: $(BIN) $(TRACE_ENV)
