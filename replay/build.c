@@ -680,8 +680,10 @@ envlog_err envlog_snapshot_build(envlog_env *env, const envlog_build_opts *o,
         goto out;
     for (size_t i = 0; i < b.n_h; i++) {
         hist_rec *h = &b.h[i];
-        if (ic.n && bsearch(&h->item.stamp, entry_stamps, n_entries, sizeof *entry_stamps,
-                            stamp_cmp))
+        /* (guarded by the pointer itself: GCC's nonnull check of bsearch's
+         * base, under UBSan at -O1, is made before the count's test) */
+        if (entry_stamps && bsearch(&h->item.stamp, entry_stamps, n_entries,
+                                    sizeof *entry_stamps, stamp_cmp))
             continue;
         if (!retention_keeps(&rt, h)) {
             res->history_dropped++;
