@@ -134,6 +134,13 @@ static void print_info(const cli *c, const envlog_bundle_info *in, const char *f
                 putchar(',');
             cli_jstr(in->environments[i]);
         }
+        printf("],\"sources\":[");
+        for (size_t i = 0; i < in->n_sources; i++) {
+            printf("%s{\"path\":", i ? "," : "");
+            cli_jstr(in->sources[i].path);
+            printf(",\"sessions\":%" PRIu64 ",\"records\":%" PRIu64 "}", in->sources[i].sessions,
+                   in->sources[i].records);
+        }
         printf("],\"namespaces\":[");
         for (size_t i = 0; i < in->n_namespaces; i++) {
             printf("%s{\"namespace\":", i ? "," : "");
@@ -154,6 +161,11 @@ static void print_info(const cli *c, const envlog_bundle_info *in, const char *f
         printf("%s%s\n", i ? "             " : "runtimes     ", in->runtimes[i]);
     for (size_t i = 0; i < in->n_environments; i++)
         printf("%s%s\n", i ? "             " : "captured on  ", in->environments[i]);
+    for (size_t i = 0; i < in->n_sources; i++)
+        printf("%s%s (%" PRIu64 " %s, %" PRIu64 " %s)\n", i ? "             " : "sources      ",
+               *in->sources[i].path ? in->sources[i].path : "-", in->sources[i].sessions,
+               cli_plural(in->sources[i].sessions, "session", "sessions"),
+               in->sources[i].records, cli_plural(in->sources[i].records, "record", "records"));
     printf("sessions     %" PRIu64 "\nentries      %" PRIu64 " %s, %" PRIu64 " %s, %" PRIu64
            " user %s, %" PRIu64 " evidence %s\n", in->sessions, in->tunes,
            cli_plural(in->tunes, "tune", "tunes"), in->kernels,
@@ -186,11 +198,38 @@ static int replaces_bundle(const cli_out *o)
                      envlog_errmsg());
 }
 
+/* The environments of `--from`, opened to read: a path that is not one is
+ * refused, naming it, before anything is read. */
+static int open_more(const char *const *from, size_t n, envlog_env **more)
+{
+    for (size_t i = 0; i < n; i++) {
+        envlog_err e = envlog_env_open(from[i], ENVLOG_OPEN_READONLY | ENVLOG_OPEN_NO_UPKEEP,
+                                       &more[i]);
+        if (!e)
+            continue;
+        int rc = e == ENVLOG_NOT_FOUND
+                     ? cli_error(EXIT_USAGE, "bundle export: --from %s: no environment there "
+                                 "(%s)", from[i], envlog_errmsg())
+                     : cli_fail(e, from[i]);
+        for (size_t k = 0; k < i; k++)
+            envlog_env_close(more[k]);
+        return rc;
+    }
+    return EXIT_OK;
+}
+
+static void close_more(envlog_env *env, envlog_env **more, size_t n)
+{
+    envlog_env_close(env);
+    for (size_t i = 0; i < n; i++)
+        envlog_env_close(more[i]);
+}
+
 static int export_run(cli *c, int i)
 {
     const char *name = NULL, *out = NULL;
-    const char *prefixes[64];
-    size_t np = 0;
+    const char *prefixes[64], *from[64];
+    size_t np = 0, nf = 0;
     unsigned oflags = 0;
     bool anonymous = false;
     envlog_evidence ev = ENVLOG_EVIDENCE_WINNERS;
@@ -216,6 +255,10 @@ static int export_run(cli *c, int i)
             if (why)
                 return cli_error(EXIT_USAGE, "bundle export: --namespace '%s': %s", p, why);
             prefixes[np++] = p;
+        } else if (!strcmp(a, "--from") && i + 1 < c->argc) {
+            if (nf == 64)
+                return cli_error(EXIT_USAGE, "bundle export: at most 64 --from environments");
+            from[nf++] = c->argv[++i];
         } else if (!strcmp(a, "--evidence") && i + 1 < c->argc) {
             if ((rc = parse_evidence(c->argv[++i], &ev)))
                 return rc;
@@ -242,32 +285,36 @@ static int export_run(cli *c, int i)
     }
     if (!name || !out)
         return cli_error(EXIT_USAGE, "usage: envlog bundle export NAME -o FILE");
-    envlog_env *env;
+    envlog_env *env, *more[64];
     if ((rc = cli_open_env(c, CLI_READ, &env)))
         return rc;
+    if ((rc = open_more(from, nf, more))) {
+        envlog_env_close(env);
+        return rc;
+    }
     /* Refused before the work, not after. */
     cli_out of;
     if ((rc = cli_out_begin("bundle export", out, oflags, &of))) {
-        envlog_env_close(env);
+        close_more(env, more, nf);
         return rc;
     }
     /* --force replaces a bundle, never a file that is something else (a
      * mistyped -o must not cost a file). */
     if (of.how == CLI_OUT_REPLACE && (rc = replaces_bundle(&of))) {
         cli_out_end("bundle export", &of, false);
-        envlog_env_close(env);
+        close_more(env, more, nf);
         return rc;
     }
     int damaged = EXIT_OK;
     envlog_bundle_opts o = {.name = name, .prefixes = prefixes, .n_prefixes = np,
                             .evidence = ev, .zstd_level = level, .on_damage = cli_damage,
                             .ctx = &damaged, .on_progress = cli_progress_step,
-                            .anonymous = anonymous};
+                            .anonymous = anonymous, .more = more, .n_more = nf};
     cli_progress_label("bundle export");
     envlog_bundle_info *info;
     envlog_err e = envlog_bundle_export_to(env, &o, cli_out_write, &of, &info);
     cli_progress_done();
-    envlog_env_close(env);
+    close_more(env, more, nf);
     rc = cli_out_end("bundle export", &of, !e);
     if (e == ENVLOG_NOT_FOUND)
         return cli_error(EXIT_DAMAGE, "bundle export: %s (no file written)", envlog_errmsg());
@@ -485,7 +532,7 @@ const cli_cmd cli_cmd_bundle = {
     "bundle", "export, import, inspect or embed a bundle",
     "usage: envlog [-C DIR] bundle export NAME -o FILE [--namespace PREFIX]...\n"
     "                              [--evidence none|winners|all] [--level N]\n"
-    "                              [--anonymous] [--force] [--follow]\n"
+    "                              [--from DIR]... [--anonymous] [--force] [--follow]\n"
     "       envlog [-C DIR] bundle import FILE\n"
     "       envlog bundle inspect FILE [--json]\n"
     "       envlog bundle embed FILE [--name SYMBOL] > bundle.c\n"
@@ -493,8 +540,10 @@ const cli_cmd cli_cmd_bundle = {
     "FILE may be - (standard output for export, standard input otherwise).\n"
     "export never replaces an existing file unless --force (then atomically),\n"
     "writes through a FIFO or a device, and refuses a symbolic link unless\n"
-    "--follow; the bundle follows the umask.  --anonymous leaves out the session\n"
-    "records (host, pid, label) and the manifest's hosts and labels.\n"
+    "--follow; the bundle follows the umask.  --from DIR adds another environment:\n"
+    "all fold as one (duplicated keys merged by the fold rules) and the manifest\n"
+    "lists each.  --anonymous leaves out the session records (host, pid, label)\n"
+    "and the manifest's hosts, labels and environment paths.\n"
     "\n"
     "A bundle is a snapshot of the standing entries, compressed as standard zstd\n"
     "frames, with a manifest (name, versions, where it was captured, counts and a\n"

@@ -29,7 +29,7 @@ _envlog() {
         i=$((i + 1))
     done
     case $prev in
-        -C) COMPREPLY=($(compgen -d -- "$cur")); return ;;
+        -C|--from) COMPREPLY=($(compgen -d -- "$cur")); return ;;
         -o|--out) COMPREPLY=($(compgen -f -- "$cur")); return ;;
         --evidence) COMPREPLY=($(compgen -W "none winners all" -- "$cur")); return ;;
     esac

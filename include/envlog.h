@@ -1120,7 +1120,21 @@ typedef struct envlog_bundle_opts {
      * label) goes in, and the manifest's environments keep their OS,
      * architecture and devices but not their host or label. */
     bool anonymous;
+    /* More environments whose entries go into the same bundle: all of them
+     * fold as one, in one total order (duplicated keys merged by the fold
+     * rules, a record several of them hold taken once), and the manifest
+     * lists each (envlog_bundle_info.sources). */
+    envlog_env *const *more;
+    size_t n_more;
 } envlog_bundle_opts;
+
+/* An environment a bundle was exported from. */
+typedef struct envlog_bundle_source {
+    char *path;               /* its directory ("" in an anonymous bundle) */
+    uint64_t sessions;        /* session records taken from it */
+    uint64_t records;         /* records taken from it (a record several
+                                 sources hold counts for the first) */
+} envlog_bundle_source;
 
 /* A bundle's manifest and a full check of its contents. */
 typedef struct envlog_bundle_info {
@@ -1141,6 +1155,9 @@ typedef struct envlog_bundle_info {
     bool content_ok;          /* the content hash matches */
     uint64_t compressed_size, size;
     uint64_t bad_records;     /* records that failed their checks */
+    envlog_bundle_source *sources; /* the environments it was exported from
+                                      (none in a bundle of envlog 0.1.0) */
+    size_t n_sources;
 } envlog_bundle_info;
 
 void envlog_bundle_info_free(envlog_bundle_info *info);

@@ -36,6 +36,7 @@ typedef struct build_ctx {
     size_t n_runtimes, cap_runtimes;
     envlog_snap_env *envs;
     size_t n_envs, cap_envs;
+    envlog_snap_source *sources;   /* per environment read (list_sources) */
 } build_ctx;
 
 static bool ns_taken(const envlog_build_opts *o, const char *ns)
@@ -166,7 +167,8 @@ static const char *record_ns(const envlog_record *rec)
     }
 }
 
-static int build_visit(void *ctx, const envlog_replay_rec *r, const envlog_snap_item *it)
+static int build_visit(void *ctx, const envlog_replay_rec *r, const envlog_snap_item *it,
+                       size_t source)
 {
     build_ctx *b = ctx;
     const envlog_record *rec = r->rec;
@@ -174,6 +176,10 @@ static int build_visit(void *ctx, const envlog_replay_rec *r, const envlog_snap_
         (b->err = track_seq(b, &rec->stamp)))
         return 1;
     bool session = rec->kind == ENVLOG_KIND_SESSION;
+    if (b->sources) {
+        b->sources[source].records++;
+        b->sources[source].sessions += session;
+    }
     if (session && b->o->anonymous) {
         envlog_session_rec s = rec->u.session;
         s.host = s.label = "";
@@ -202,6 +208,16 @@ static int build_visit(void *ctx, const envlog_replay_rec *r, const envlog_snap_
         return 1;
     b->n_h++;
     return 0;
+}
+
+/* An environment's directory as a bundle names it: its absolute path. */
+static const char *source_path(build_ctx *b, const envlog_env *env)
+{
+    const char *p = envlog_env_path(env);
+    char *abs = realpath(p, NULL);
+    const char *d = dup_str(b, abs ? abs : p);
+    free(abs);
+    return d ? d : "";
 }
 
 /* An item of the new snapshot: an entry or a piece of history. */
@@ -384,7 +400,10 @@ static envlog_err carry_watermarks(build_ctx *b, const envlog_snap *snap)
         envlog_err e = track_seq(b, &st);
         if (e)
             return e;
-        b->ss[b->last_ss].complete = m->wms[i].complete;
+        /* (of several environments' snapshots, one that reached its end
+         * says so whatever the others folded) */
+        if (b->ss[b->last_ss].last_seq == m->wms[i].last_seq)
+            b->ss[b->last_ss].complete |= m->wms[i].complete;
     }
     return ENVLOG_OK;
 }
@@ -632,21 +651,49 @@ envlog_err envlog_snapshot_build(envlog_env *env, const envlog_build_opts *o,
     envlog_err e = envlog_state_new_x(true, &b.st);
     if (e)
         return e;
-    envlog_snap *snap = NULL;
-    int lk;
     fold_watch watch = {o};
-    if (!(e = envlog_env_lock(env, false, &lk))) {
-        if (!(e = build_base(env, o, &b, &snap, res)) &&
-            !(e = carry_watermarks(&b, snap)) && !(e = copy_watermarks(res, snap)))
-            e = envlog_replay_each_with(env, &(envlog_replay_opts){
-                                            .on_damage = !o->on_progress ? o->on_damage
-                                                         : o->on_damage ? damaged : NULL,
-                                            .on_progress = o->on_progress ? reading : NULL,
-                                            .ctx = o->on_progress ? (void *)&watch : o->ctx},
-                                        snap, true, true, build_visit, &b);
-        envlog_snap_unmap(snap);
-        envlog_env_unlock(lk);
+    /* The environment built from and those folded with it (o->more), each
+     * under its shared lock, each read past its own snapshot. */
+    size_t n_src = 1 + o->n_more;
+    envlog_merge_src *src = envlog_calloc(n_src, sizeof *src);
+    int *lk = envlog_malloc(n_src * sizeof *lk);
+    size_t n_locked = 0;
+    if (!src || !lk)
+        e = envlog__fail(ENVLOG_NOMEM, "building a snapshot");
+    if (!e && o->list_sources &&
+        !(b.sources = envlog_arena_alloc(&b.arena, n_src * sizeof *b.sources)))
+        e = envlog__fail(ENVLOG_NOMEM, "building a snapshot");
+    if (b.sources)
+        memset(b.sources, 0, n_src * sizeof *b.sources);
+    for (size_t i = 0; !e && i < n_src; i++) {
+        src[i].env = i ? o->more[i - 1] : env;
+        if ((e = envlog_env_lock(src[i].env, false, &lk[i])))
+            break;
+        n_locked++;
+        if (!i) {
+            e = build_base(env, o, &b, &src[0].snap, res);
+            if (!e)
+                e = copy_watermarks(res, src[0].snap);
+        } else {
+            int gen;
+            e = envlog_snap_pick(src[i].env, true, note_base_damage, &b, &src[i].snap, &gen);
+        }
+        if (!e)
+            e = carry_watermarks(&b, src[i].snap);
     }
+    if (!e)
+        e = envlog_replay_merge(src, n_src, &(envlog_replay_opts){
+                                    .on_damage = !o->on_progress ? o->on_damage
+                                                 : o->on_damage ? damaged : NULL,
+                                    .on_progress = o->on_progress ? reading : NULL,
+                                    .ctx = o->on_progress ? (void *)&watch : o->ctx},
+                                true, true, build_visit, &b);
+    for (size_t i = 0; src && i < n_src; i++)
+        envlog_snap_unmap(src[i].snap);
+    for (size_t i = 0; i < n_locked; i++)
+        envlog_env_unlock(lk[i]);
+    envlog_free(src);
+    envlog_free(lk);
     if (e == ENVLOG_STATE)
         e = b.err;
     if (!e)
@@ -733,7 +780,10 @@ envlog_err envlog_snapshot_build(envlog_env *env, const envlog_build_opts *o,
         .evidence_level = (int)o->evidence,
         .namespaces = ic.nss, .n_namespaces = ic.n_nss,
         .compacted_by = o->reason,
+        .sources = b.sources, .n_sources = b.sources ? 1 + o->n_more : 0,
     };
+    for (size_t i = 0; b.sources && i < 1 + o->n_more; i++)
+        b.sources[i].path = o->anonymous ? "" : source_path(&b, i ? o->more[i - 1] : env);
     envlog_id128 id;
     if (b.err || (e = envlog_id_new(&id)) ||
         (e = o->sink ? envlog_snapw_finish_to(&w, &m, &id, o->content, o->sink)

@@ -183,6 +183,9 @@ void envlog_bundle_info_free(envlog_bundle_info *info)
         envlog_free(info->namespaces[i]);
     envlog_free(info->namespaces);
     envlog_free(info->namespace_entries);
+    for (size_t i = 0; i < info->n_sources; i++)
+        envlog_free(info->sources[i].path);
+    envlog_free(info->sources);
     envlog_free(info);
 }
 
@@ -221,6 +224,14 @@ static envlog_err describe(opened *o, size_t compressed, envlog_bundle_info **ou
     }
     for (size_t i = 0; !oom && i < m->n_namespaces; i++, in->n_namespaces++)
         oom |= !(in->namespaces[i] = envlog_strdup(m->namespaces[i]));
+    if (!oom && m->n_sources)
+        oom = !(in->sources = envlog_calloc(m->n_sources, sizeof *in->sources));
+    for (size_t i = 0; !oom && i < m->n_sources; i++, in->n_sources++) {
+        in->sources[i].sessions = m->sources[i].sessions;
+        in->sources[i].records = m->sources[i].records;
+        oom |= !(in->sources[i].path = envlog_strdup(m->sources[i].path ? m->sources[i].path
+                                                                          : ""));
+    }
     if (oom) {
         envlog_bundle_info_free(in);
         return envlog__fail(ENVLOG_NOMEM, "describing a bundle");
@@ -404,8 +415,13 @@ static envlog_err export_bytes(envlog_env *env, const envlog_bundle_opts *opts, 
         !envlog_utf8_valid(opts->name, strlen(opts->name)))
         return envlog__fail(ENVLOG_INVALID_ARG, "a bundle needs a name (UTF-8, at most %d bytes)",
                             NAME_MAX_LEN);
-    if ((unsigned)opts->evidence > ENVLOG_EVIDENCE_ALL || (opts->n_prefixes && !opts->prefixes))
+    if ((unsigned)opts->evidence > ENVLOG_EVIDENCE_ALL || (opts->n_prefixes && !opts->prefixes) ||
+        (opts->n_more && !opts->more))
         return envlog__fail(ENVLOG_INVALID_ARG, "bad bundle options");
+    for (size_t i = 0; i < opts->n_more; i++)
+        if (!opts->more[i])
+            return envlog__fail(ENVLOG_INVALID_ARG, "bundle options: environment %zu of "
+                                "`more` is missing", i + 1);
     for (size_t i = 0; i < opts->n_prefixes; i++) {
         const char *why = opts->prefixes[i] ? envlog_ns_prefix_problem(opts->prefixes[i])
                                             : "it is missing";
@@ -419,6 +435,7 @@ static envlog_err export_bytes(envlog_env *env, const envlog_bundle_opts *opts, 
                             .prefixes = opts->prefixes, .n_prefixes = opts->n_prefixes,
                             .content = "bundle", .no_index = true,
                             .anonymous = opts->anonymous,
+                            .more = opts->more, .n_more = opts->n_more, .list_sources = true,
                             .on_damage = opts->on_damage, .ctx = opts->ctx,
                             .on_progress = opts->on_progress, .sink = &sink};
     envlog_build_result res;

@@ -31,25 +31,33 @@ typedef struct cursor {
     envlog_arena arena;         /* the session record's strings */
     uint64_t start_ns;
     uint64_t key_ns;            /* start + offset of rec */
+    size_t source;              /* the environment it reads (its index) */
 } cursor;
 
 static int cur_cmp(const cursor *a, const cursor *b)
 {
-    return envlog_order_cmp(a->key_ns, &a->id, a->rec->stamp.seq, b->key_ns, &b->id,
-                            b->rec->stamp.seq);
+    int c = envlog_order_cmp(a->key_ns, &a->id, a->rec->stamp.seq, b->key_ns, &b->id,
+                             b->rec->stamp.seq);
+    if (c)
+        return c;
+    /* One record in several environments: the first environment's first,
+     * a session's log before a snapshot. */
+    if (a->source != b->source)
+        return a->source < b->source ? -1 : 1;
+    return (a->snap != NULL) - (b->snap != NULL);
 }
 
 typedef struct kept_session kept_session;
 
 typedef struct merge {
-    envlog_env *env;
-    envlog_snap *snap;
+    const envlog_merge_src *src;
+    size_t n_src;
     kept_session *kept;
     size_t n_kept, cap_kept;
     envlog_arena kept_arena;
     const envlog_replay_opts *opts;
     cursor *cur;
-    size_t n;
+    size_t n, cap;
     cursor **heap;
     size_t hn;
     uint64_t bytes_total, bytes_done;
@@ -209,19 +217,35 @@ static uint64_t dir_bytes(envlog_env *env, const char *name)
     return total;
 }
 
-/* Opens a cursor per session directory. */
-static envlog_err open_all(merge *m)
+/* Room for `more` cursors past the m->n there are. */
+static envlog_err cursors_reserve(merge *m, size_t more)
 {
-    if (m->env->sessions_fd < 0)
+    if (m->n + more <= m->cap)
+        return ENVLOG_OK;
+    size_t cap = m->n + more;
+    cursor *p = envlog_realloc(m->cur, cap * sizeof *p);
+    if (!p)
+        return envlog__fail(ENVLOG_NOMEM, "opening sessions");
+    m->cur = p;
+    m->cap = cap;
+    return ENVLOG_OK;
+}
+
+/* Opens a cursor per session directory of source `s`. */
+static envlog_err open_all(merge *m, size_t s)
+{
+    envlog_env *env = m->src[s].env;
+    envlog_snap *snap = m->src[s].snap;
+    if (env->sessions_fd < 0)
         return ENVLOG_OK;
     envlog_id128 *ids;
     size_t n_ids;
-    envlog_err e = envlog_session_ids(m->env, &ids, &n_ids);
+    envlog_err e = envlog_session_ids(env, &ids, &n_ids);
     if (e)
         return e;
-    if (n_ids && !(m->cur = envlog_calloc(n_ids + 1, sizeof *m->cur))) {
+    if ((e = cursors_reserve(m, n_ids + 1))) {
         envlog_free(ids);
-        return envlog__fail(ENVLOG_NOMEM, "opening sessions");
+        return e;
     }
     for (size_t k = 0; k < n_ids; k++) {
         envlog_id128 id = ids[k];
@@ -230,6 +254,7 @@ static envlog_err open_all(merge *m)
         cursor *c = &m->cur[m->n];
         memset(c, 0, sizeof *c);
         c->id = id;
+        c->source = s;
         /* Ids begin with their creation time in ms: the start time to use
          * when the session record itself is unreadable. */
         for (int i = 0; i < 6; i++)
@@ -238,11 +263,11 @@ static envlog_err open_all(merge *m)
         /* A session the snapshot folded to its sealed end has nothing
          * past its watermark: it is not opened at all. */
         bool complete = false;
-        if (m->snap)
-            c->has_wm = envlog_snap_watermark_x(m->snap, &id, &c->watermark, &complete);
+        if (snap)
+            c->has_wm = envlog_snap_watermark_x(snap, &id, &c->watermark, &complete);
         if (complete)
             continue;
-        e = envlog_reader_open(m->env, &id, &c->r);
+        e = envlog_reader_open(env, &id, &c->r);
         if (e == ENVLOG_NOMEM || e == ENVLOG_IO)
             break;
         if (e) {
@@ -259,7 +284,7 @@ static envlog_err open_all(merge *m)
         /* The total is for progress reports only: a replay that makes none
          * does not list the directory a second time. */
         if (m->opts && m->opts->on_progress)
-            m->bytes_total += dir_bytes(m->env, name);
+            m->bytes_total += dir_bytes(env, name);
         m->n++;
     }
     envlog_free(ids);
@@ -288,7 +313,8 @@ static envlog_err stamp_position(merge *m, uint64_t *ns)
         if (m->cur[i].snap || memcmp(m->cur[i].id.b, o->until_session.b, 16))
             continue;
         cursor tmp = {0};
-        envlog_err e = envlog_reader_open(m->env, &o->until_session, &tmp.r);
+        envlog_err e = envlog_reader_open(m->src[m->cur[i].source].env, &o->until_session,
+                                          &tmp.r);
         if (e)
             return e;
         tmp.start_ns = m->cur[i].start_ns;
@@ -309,20 +335,23 @@ static envlog_err stamp_position(merge *m, uint64_t *ns)
             return ENVLOG_OK;
         break;
     }
-    if (m->snap) {
-        /* A record compacted into the snapshot (kept there as an entry or as
+    for (size_t s = 0; s < m->n_src; s++) {
+        /* A record compacted into a snapshot (kept there as an entry or as
          * evidence). */
+        envlog_snap *snap = m->src[s].snap;
+        if (!snap)
+            continue;
         envlog_snap_item it;
         envlog_record rec;
         bool found = false;
-        envlog_snap_rewind(m->snap);
-        while (!found && envlog_snap_next(m->snap, &it, &rec) == ENVLOG_OK)
+        envlog_snap_rewind(snap);
+        while (!found && envlog_snap_next(snap, &it, &rec) == ENVLOG_OK)
             if (!memcmp(it.stamp.session.b, o->until_session.b, 16) &&
                 it.stamp.seq == o->until_seq) {
                 *ns = it.unix_ns;
                 found = true;
             }
-        envlog_snap_rewind(m->snap);
+        envlog_snap_rewind(snap);
         if (found)
             return ENVLOG_OK;
     }
@@ -332,23 +361,22 @@ static envlog_err stamp_position(merge *m, uint64_t *ns)
                         (unsigned long long)o->until_seq);
 }
 
-envlog_err envlog_replay_each_with(envlog_env *env, const envlog_replay_opts *opts,
-                                   envlog_snap *snap, bool with_snap, bool fold,
-                                   envlog_merge_fn fn, void *ctx)
+envlog_err envlog_replay_merge(const envlog_merge_src *src, size_t n_src,
+                              const envlog_replay_opts *opts, bool with_snap, bool fold,
+                              envlog_merge_fn fn, void *ctx)
 {
-    merge m = {.env = env, .opts = opts, .snap = snap};
-    envlog_err e = open_all(&m);
-    for (size_t i = 0; i < m.n; i++)
-        envlog_reader_set_fold(m.cur[i].r, fold);
-    if (!e && snap && with_snap) {
-        cursor *p = envlog_realloc(m.cur, (m.n + 1) * sizeof *p);
-        if (!p) {
-            e = envlog__fail(ENVLOG_NOMEM, "replay");
-        } else {
-            m.cur = p;
+    merge m = {.src = src, .n_src = n_src, .opts = opts};
+    envlog_err e = ENVLOG_OK;
+    for (size_t s = 0; !e && s < n_src; s++) {
+        size_t first = m.n;
+        e = open_all(&m, s);
+        for (size_t i = first; i < m.n; i++)
+            envlog_reader_set_fold(m.cur[i].r, fold);
+        if (!e && src[s].snap && with_snap && !(e = cursors_reserve(&m, 1))) {
             memset(&m.cur[m.n], 0, sizeof m.cur[m.n]);
-            m.cur[m.n++].snap = snap;
-            envlog_snap_rewind(snap);
+            m.cur[m.n].source = s;
+            m.cur[m.n++].snap = src[s].snap;
+            envlog_snap_rewind(src[s].snap);
         }
     }
     uint64_t until_ns = 0;
@@ -365,6 +393,12 @@ envlog_err envlog_replay_each_with(envlog_env *env, const envlog_replay_opts *op
     for (size_t i = m.hn; !e && i-- > 0;)
         heap_down(&m, i);
     uint64_t last_progress = 0;
+    /* The record handed out last: one that several environments hold (a
+     * session shared through a remote) sorts next to itself and goes out
+     * once. */
+    bool any = false;
+    uint64_t last_ns = 0, last_seq = 0;
+    envlog_id128 last_id = {{0}};
     while (!e && m.hn) {
         cursor *c = m.heap[0];
         if (opts && opts->until_time && c->key_ns > opts->until_unix_ns)
@@ -373,13 +407,21 @@ envlog_err envlog_replay_each_with(envlog_env *env, const envlog_replay_opts *op
             envlog_order_cmp(c->key_ns, &c->id, c->rec->stamp.seq, until_ns,
                              &opts->until_session, opts->until_seq) > 0)
             break;
-        envlog_replay_rec rr = {c->rec,
-                                c->snap ? snap_session(&m, &c->id)
-                                        : c->have_session ? &c->session : NULL,
-                                c->key_ns, c->snap != NULL};
-        if (fn(ctx, &rr, c->snap ? &c->item : NULL)) {
-            e = envlog__fail(ENVLOG_STATE, "replay stopped by its caller");
-            break;
+        bool again = n_src > 1 && any && last_ns == c->key_ns && last_seq == c->rec->stamp.seq &&
+                     !memcmp(last_id.b, c->id.b, 16);
+        if (!again) {
+            envlog_replay_rec rr = {c->rec,
+                                    c->snap ? snap_session(&m, &c->id)
+                                            : c->have_session ? &c->session : NULL,
+                                    c->key_ns, c->snap != NULL};
+            if (fn(ctx, &rr, c->snap ? &c->item : NULL, c->source)) {
+                e = envlog__fail(ENVLOG_STATE, "replay stopped by its caller");
+                break;
+            }
+            any = true;
+            last_ns = c->key_ns;
+            last_seq = c->rec->stamp.seq;
+            last_id = c->id;
         }
         if ((e = advance(&m, c)))
             break;
@@ -397,14 +439,24 @@ envlog_err envlog_replay_each_with(envlog_env *env, const envlog_replay_opts *op
     return e;
 }
 
+envlog_err envlog_replay_each_with(envlog_env *env, const envlog_replay_opts *opts,
+                                   envlog_snap *snap, bool with_snap, bool fold,
+                                   envlog_merge_fn fn, void *ctx)
+{
+    envlog_merge_src src = {env, snap};
+    return envlog_replay_merge(&src, 1, opts, with_snap, fold, fn, ctx);
+}
+
 typedef struct public_each {
     int (*fn)(void *ctx, const envlog_replay_rec *r);
     void *ctx;
 } public_each;
 
-static int each_public(void *ctx, const envlog_replay_rec *r, const envlog_snap_item *it)
+static int each_public(void *ctx, const envlog_replay_rec *r, const envlog_snap_item *it,
+                       size_t source)
 {
     (void)it;
+    (void)source;
     const public_each *p = ctx;
     return p->fn(p->ctx, r);
 }

@@ -86,6 +86,12 @@ typedef struct envlog_build_opts {
                                       in the manifest (envlog_bundle_opts) */
     bool no_index;                 /* an empty INDEX (bundles: readers
                                       rebuild it, see envlog(5)) */
+    /* More environments folded with the one built from, in one total order
+     * (a bundle of several); with list_sources the MANIFEST names them all
+     * (key 19). */
+    envlog_env *const *more;
+    size_t n_more;
+    bool list_sources;
     /* The base: with `strict` (compaction) snapshot/current must be whole
      * (ENVLOG_CORRUPT otherwise: nothing is built on a snapshot that does
      * not read completely); without, the one readers use, its damage
@@ -243,6 +249,13 @@ typedef struct envlog_snap_env {
     size_t n_devices;
 } envlog_snap_env;
 
+/* An environment a bundle was exported from (MANIFEST key 19). */
+typedef struct envlog_snap_source {
+    const char *path;     /* its directory ("" in an anonymous bundle) */
+    uint64_t sessions;    /* session records read from it */
+    uint64_t records;     /* records read from it, in all */
+} envlog_snap_source;
+
 typedef struct envlog_snap_wm {
     envlog_id128 session;
     uint64_t last_seq;    /* every record up to here is in the snapshot */
@@ -269,6 +282,8 @@ typedef struct envlog_snap_manifest {
     const char *const *namespaces;
     size_t n_namespaces;
     const char *compacted_by;  /* why it was written (absent in a bundle) */
+    const envlog_snap_source *sources; /* a bundle's: where it was read */
+    size_t n_sources;
 } envlog_snap_manifest;
 
 /* An ENTRY or EVIDENCE record: a record of the history, with where it came
@@ -427,10 +442,11 @@ envlog_err envlog_snap_pick(envlog_env *env, bool check_all,
                             void (*on_damage)(void *ctx, const envlog_damage *d, bool torn),
                             void *ctx, envlog_snap **out, int *gen);
 
-/* What the merge hands out: a record and, when it comes from the snapshot,
- * the ENTRY or EVIDENCE record around it (else NULL).  Non-zero stops. */
+/* What the merge hands out: a record, when it comes from a snapshot the
+ * ENTRY or EVIDENCE record around it (else NULL), and the index of the
+ * environment it was read from (envlog_replay_merge).  Non-zero stops. */
 typedef int (*envlog_merge_fn)(void *ctx, const envlog_replay_rec *r,
-                               const envlog_snap_item *item);
+                               const envlog_snap_item *item, size_t source);
 
 /* envlog_replay_each over the sessions past `snap`'s watermarks, and, when
  * `with_snap`, the snapshot's own records merged in; with `fold`, records
@@ -438,6 +454,21 @@ typedef int (*envlog_merge_fn)(void *ctx, const envlog_replay_rec *r,
 envlog_err envlog_replay_each_with(envlog_env *env, const envlog_replay_opts *opts,
                                    envlog_snap *snap, bool with_snap, bool fold,
                                    envlog_merge_fn fn, void *ctx);
+
+/* An environment of a merge, with the snapshot its sessions are read past
+ * (NULL: none). */
+typedef struct envlog_merge_src {
+    envlog_env *env;
+    envlog_snap *snap;
+} envlog_merge_src;
+
+/* envlog_replay_each_with() over several environments in one total order:
+ * the records of all of them merged as those of one; a record that more
+ * than one holds (the same session and seq, a session shared through a
+ * remote) is handed out once, from the first. */
+envlog_err envlog_replay_merge(const envlog_merge_src *src, size_t n_src,
+                               const envlog_replay_opts *opts, bool with_snap, bool fold,
+                               envlog_merge_fn fn, void *ctx);
 
 /* envlog_state_fold() of a record the merge took from a snapshot: an ENTRY
  * (`item`) that finds its key empty stands by the rule it was written

@@ -37,6 +37,13 @@ static const envlog_field wm_f[] = {
 };
 SCHEMA(wm_s, "watermark", envlog_snap_wm, wm_f);
 
+static const envlog_field source_f[] = {
+    FLD(0, ENVLOG_F_TEXT, "path", envlog_snap_source, path),
+    FLD(1, ENVLOG_F_U64, "sessions", envlog_snap_source, sessions),
+    FLD(2, ENVLOG_F_U64, "records", envlog_snap_source, records),
+};
+SCHEMA(source_s, "source", envlog_snap_source, source_f);
+
 static const char *const evidence_names[] = {"none", "winners", "all", NULL};
 static const char *const table_names[] = {"tune", "kernel", "user", NULL};
 static const char *const origin_names[] = {"local", "imported", NULL};
@@ -62,6 +69,7 @@ static const envlog_field manifest_f[] = {
     ARRF(17, ENVLOG_F_TEXTS, "namespaces", envlog_snap_manifest, namespaces,
          n_namespaces, NULL),
     FLD(18, ENVLOG_F_TEXT, "compacted_by", envlog_snap_manifest, compacted_by),
+    ARRF(19, ENVLOG_F_OBJS, "sources", envlog_snap_manifest, sources, n_sources, &source_s),
 };
 PUB_SCHEMA(envlog_snap_manifest_schema, "manifest", envlog_snap_manifest, manifest_f);
 

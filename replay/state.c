@@ -713,8 +713,10 @@ typedef struct fold_ctx {
     const envlog_replay_opts *user;
 } fold_ctx;
 
-static int fold_one(void *ctx, const envlog_replay_rec *r, const envlog_snap_item *it)
+static int fold_one(void *ctx, const envlog_replay_rec *r, const envlog_snap_item *it,
+                    size_t source)
 {
+    (void)source;
     fold_ctx *f = ctx;
     f->err = envlog_state_fold_item(f->st, r->rec, r->unix_ns, it);
     return f->err != ENVLOG_OK;

@@ -933,6 +933,112 @@ START_TEST(test_local_after_import_and_stale)
 }
 END_TEST
 
+/* Several environments into one bundle: they fold as one in one total
+ * order (between two local values the first stands, a local value replaces
+ * an imported one), a session two of them hold (one copied from the other,
+ * then compacted there) is taken once, and the manifest names each source. */
+START_TEST(test_bundle_of_several_environments)
+{
+    char *da = tu_mkdtemp("mea"), *db = tu_mkdtemp("meb"), *dc = tu_mkdtemp("mec"),
+         *dd = tu_mkdtemp("med");
+    envlog_env *a = tu_env(da);
+    envlog_session *s = begin(a, "a");
+    tune(s, NS1, "shared", 0, true, false);
+    tune(s, NS1, "only-a", 1, true, false);
+    tune(s, NS2, "imp", 0, true, true);
+    compile(s, "kern-a", 3);
+    ck_assert_ok(envlog_session_end(s));
+    /* c holds a's session too, compacted into its snapshot */
+    tu_rmrf(dc);
+    tu_copytree(da, dc);
+    envlog_env *c = tu_env(dc);
+    ck_assert_ok(envlog_compact(c, ENVLOG_EVIDENCE_WINNERS, NULL));
+    envlog_env *b = tu_env(db);
+    s = begin(b, "b");
+    tune(s, NS1, "shared", 2, true, false); /* later: the first stands */
+    tune(s, NS1, "only-b", 2, true, false);
+    tune(s, NS2, "imp", 1, true, false);    /* local over imported */
+    compile(s, "kern-b", 5);
+    ck_assert_ok(envlog_session_end(s));
+
+    char *one = strdup(tu_path(tu_root(), "me-a.envb"));
+    envlog_bundle_opts o = {.name = "a", .zstd_level = 3};
+    envlog_bundle_info *ia, *info;
+    ck_assert_ok(envlog_bundle_export(a, &o, one, &ia));
+    char *path = strdup(tu_path(tu_root(), "me.envb"));
+    envlog_env *more[] = {c, b};
+    o = (envlog_bundle_opts){.name = "several", .zstd_level = 3, .more = more, .n_more = 2};
+    ck_assert_ok(envlog_bundle_export(a, &o, path, &info));
+    ck_assert(info->content_ok);
+    ck_assert_uint_eq(info->bad_records, 0);
+    ck_assert_uint_eq(info->tunes, 4);
+    ck_assert_uint_eq(info->kernels, 2);
+    ck_assert_uint_eq(info->sessions, 2);
+    ck_assert_uint_eq(info->n_sources, 3);
+    char *ra = realpath(da, NULL), *rc = realpath(dc, NULL), *rb = realpath(db, NULL);
+    ck_assert_str_eq(info->sources[0].path, ra);
+    ck_assert_str_eq(info->sources[1].path, rc);
+    ck_assert_str_eq(info->sources[2].path, rb);
+    ck_assert_uint_eq(info->sources[0].sessions, 1);
+    ck_assert_uint_eq(info->sources[0].records, ia->sources[0].records);
+    ck_assert_uint_eq(info->sources[1].records, 0); /* all of it a's */
+    ck_assert_uint_eq(info->sources[2].sessions, 1);
+    ck_assert_uint_gt(info->sources[2].records, 4);
+    free(ra);
+    free(rc);
+    free(rb);
+    envlog_bundle_info_free(ia);
+    envlog_bundle_info_free(info);
+
+    envlog_env *d = tu_env(dd);
+    envlog_import_report r;
+    ck_assert_ok(envlog_bundle_import(d, path, &r));
+    ck_assert_uint_eq(r.taken, 6);
+    ck_assert_uint_eq(r.rejected, 0);
+    envlog_state *st;
+    ck_assert_ok(envlog_state_open(d, NULL, &st));
+    uint64_t cs = envlog_tune_checksum(CANDS, 3);
+    envlog_tune_entry t;
+    ck_assert_ok(envlog_state_winner(st, NS1, "shared", cs, &t));
+    ck_assert_str_eq(t.winner, "tile16");
+    ck_assert_ok(envlog_state_winner(st, NS1, "only-a", cs, &t));
+    ck_assert_str_eq(t.winner, "tile32");
+    ck_assert_ok(envlog_state_winner(st, NS1, "only-b", cs, &t));
+    ck_assert_str_eq(t.winner, "tile64");
+    ck_assert_ok(envlog_state_winner(st, NS2, "imp", cs, &t));
+    ck_assert_str_eq(t.winner, "tile32");
+    envlog_kernel_entry k;
+    envlog_hash128 kb = envlog_hash128_bytes("kern-b", 6);
+    ck_assert_ok(envlog_state_kernel(st, KNS, &kb, &k));
+    envlog_state_close(st);
+
+    /* Anonymous: the sources stay, their paths do not. */
+    o.anonymous = true;
+    ck_assert_ok(envlog_bundle_export(a, &o, path, &info));
+    ck_assert_uint_eq(info->n_sources, 3);
+    for (size_t i = 0; i < 3; i++)
+        ck_assert_str_eq(info->sources[i].path, "");
+    envlog_bundle_info_free(info);
+    /* A missing environment is an argument error; nothing is written. */
+    envlog_env *bad[] = {b, NULL};
+    o.more = bad;
+    unlink(path);
+    ck_assert_err(envlog_bundle_export(a, &o, path, NULL), ENVLOG_INVALID_ARG);
+    ck_assert(!tu_exists(path));
+
+    free(one);
+    free(path);
+    envlog_env_close(a);
+    envlog_env_close(b);
+    envlog_env_close(c);
+    envlog_env_close(d);
+    free(da);
+    free(db);
+    free(dc);
+    free(dd);
+}
+END_TEST
+
 START_TEST(test_bundle_import_memory)
 {
     char *src = tu_mkdtemp("msrc"), *dst = tu_mkdtemp("mdst");
@@ -1294,6 +1400,7 @@ Suite *suite_snapshot(void)
     tcase_add_test(tc, test_bundle_round_trip);
     tcase_add_test(tc, test_bundle_namespace_filter);
     tcase_add_test(tc, test_local_after_import_and_stale);
+    tcase_add_test(tc, test_bundle_of_several_environments);
     tcase_add_test(tc, test_bundle_import_memory);
     tcase_add_loop_test(tc, test_bundle_faults, 0, 2);
     suite_add_tcase(s, tc);

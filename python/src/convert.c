@@ -512,14 +512,29 @@ PyObject *envpy_bundle_info(const envlog_bundle_info *in)
     }
     if (!ns)
         return NULL;
+    PyObject *src = PyList_New((Py_ssize_t)in->n_sources);
+    for (size_t i = 0; src && i < in->n_sources; i++) {
+        PyObject *v = Py_BuildValue("{sN,sK,sK}", "path",
+                                    envpy_str_or_none(in->sources[i].path), "sessions",
+                                    (unsigned long long)in->sources[i].sessions, "records",
+                                    (unsigned long long)in->sources[i].records);
+        if (!v)
+            Py_CLEAR(src);
+        else
+            PyList_SET_ITEM(src, (Py_ssize_t)i, v);
+    }
+    if (!src) {
+        Py_DECREF(ns);
+        return NULL;
+    }
     return Py_BuildValue(
-        "{sK,sN,sN,sK,sN,sN,sN,sK,sK,sK,sK,sK,sN,sO,sK,sK,sK}", "schema",
+        "{sK,sN,sN,sK,sN,sN,sN,sN,sK,sK,sK,sK,sK,sN,sO,sK,sK,sK}", "schema",
         (unsigned long long)in->schema, "name", envpy_str_or_none(in->name),
         "envlog_version", envpy_str_or_none(in->envlog_version), "created_unix_ns",
         (unsigned long long)in->created_unix_ns, "runtimes",
         envpy_strlist((const char *const *)in->runtimes, in->n_runtimes), "environments",
         envpy_strlist((const char *const *)in->environments, in->n_environments),
-        "namespaces", ns, "sessions", (unsigned long long)in->sessions, "tunes",
+        "sources", src, "namespaces", ns, "sessions", (unsigned long long)in->sessions, "tunes",
         (unsigned long long)in->tunes, "kernels", (unsigned long long)in->kernels, "users",
         (unsigned long long)in->users, "evidence", (unsigned long long)in->evidence,
         "content_hash", envpy_hex(in->content_hash.b, 16), "content_ok",

@@ -497,13 +497,42 @@ static int parse_evidence(const char *s, envlog_evidence *ev)
     return 0;
 }
 
+/* `more`: None or a sequence of open Envs, for envlog_bundle_opts.more. */
+static int more_envs(PyObject *more, envlog_bundle_opts *o, envpy_arena *a)
+{
+    if (more == Py_None)
+        return 0;
+    PyObject *seq = PySequence_Fast(more, "more: a sequence of Env objects");
+    if (!seq || envpy_keep(a, seq))
+        return -1;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    envlog_env **v = n ? envpy_alloc(a, (size_t)n * sizeof *v) : NULL;
+    if (n && !v)
+        return -1;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *it = PySequence_Fast_GET_ITEM(seq, i);
+        if (!PyObject_TypeCheck(it, &Env_Type)) {
+            PyErr_Format(PyExc_TypeError, "more[%zd]: an Env, not %.64s", i,
+                         Py_TYPE(it)->tp_name);
+            return -1;
+        }
+        if (envpy_env_ok((EnvObject *)it))
+            return -1;
+        v[i] = ((EnvObject *)it)->env;
+    }
+    o->more = v;
+    o->n_more = (size_t)n;
+    return 0;
+}
+
 static PyObject *env_bundle_export(EnvObject *self, PyObject *args, PyObject *kw)
 {
-    static char *kwl[] = {"path", "name", "prefixes", "evidence", "level", NULL};
-    PyObject *path, *name, *prefixes = Py_None, *evidence = NULL, *fs = NULL;
-    int level = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "OO|$OOi:bundle_export", kwl, &path, &name,
-                                     &prefixes, &evidence, &level))
+    static char *kwl[] = {"path", "name", "prefixes", "evidence", "level", "more",
+                          "anonymous", NULL};
+    PyObject *path, *name, *prefixes = Py_None, *evidence = NULL, *fs = NULL, *more = Py_None;
+    int level = 0, anonymous = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OO|$OOiOp:bundle_export", kwl, &path, &name,
+                                     &prefixes, &evidence, &level, &more, &anonymous))
         return NULL;
     envpy_arena a = {0};
     envlog_bundle_opts o = {0};
@@ -520,7 +549,8 @@ static PyObject *env_bundle_export(EnvObject *self, PyObject *args, PyObject *kw
         goto out;
     }
     o.zstd_level = level;
-    if (!envpy_path(path, "path", &fs))
+    o.anonymous = anonymous != 0;
+    if (more_envs(more, &o, &a) || !envpy_path(path, "path", &fs))
         goto out;
     envlog_bundle_info *info = NULL;
     envlog_err e = envlog_bundle_export(self->env, &o, PyBytes_AS_STRING(fs), &info);
@@ -620,7 +650,8 @@ static PyMethodDef env_methods[] = {
      "check_snapshot=False) -> State: the state folded up to a point."},
     {"bundle_export", (PyCFunction)(void (*)(void))env_bundle_export,
      METH_VARARGS | METH_KEYWORDS,
-     "bundle_export(path, name, *, prefixes=None, evidence='winners', level=0) -> dict"},
+     "bundle_export(path, name, *, prefixes=None, evidence='winners', level=0, more=None, "
+     "anonymous=False) -> dict"},
     {"bundle_import", (PyCFunction)env_bundle_import, METH_O,
      "bundle_import(path_or_bytes) -> dict: taken, skipped, rejected, ..."},
     {"compact", (PyCFunction)(void (*)(void))env_compact, METH_VARARGS | METH_KEYWORDS,

@@ -67,3 +67,30 @@ def test_bad_bundles_raise_the_librarys_errors(tmp_path):
         env.bundle_export(str(tmp_path / "x"), "x", level=99)
     with pytest.raises(TypeError, match="name"):
         env.bundle_export(str(tmp_path / "x"), None)
+
+
+def test_export_of_several_environments(cli, tmp_path):
+    a = envlog.open(str(tmp_path / "a"))
+    fill(a, 3)
+    b = envlog.open(str(tmp_path / "b"))
+    with b.session(label="other", runtime="py-bundle", runtime_version="1") as s:
+        s.tune(NS, "k0", ["a", "b"], winner=1)      # later: a's k0 stands
+        s.tune(NS, "only-b", ["a", "b"], winner=1)
+    path = tmp_path / "ab.envb"
+    info = a.bundle_export(str(path), "ab", more=[b])
+    assert info["tunes"] == 4 and info["kernels"] == 1
+    assert [x["path"] for x in info["sources"]] == [str((tmp_path / d).resolve()) for d in "ab"]
+    assert info["sources"][1]["sessions"] == 1
+    theirs = cli.json("bundle", "inspect", str(path))[0]
+    assert theirs["sources"] == info["sources"]
+    dst = envlog.open(str(tmp_path / "dst"))
+    assert dst.bundle_import(str(path))["taken"] == 5
+    assert dst.winner(NS, "k0", ["a", "b"])["winner"] == "a"
+    assert dst.winner(NS, "only-b", ["a", "b"])["winner"] == "b"
+    anon = a.bundle_export(str(path), "ab", more=[b], anonymous=True)
+    assert [x["path"] for x in anon["sources"]] == ["", ""]
+    with pytest.raises(TypeError, match="more"):
+        a.bundle_export(str(path), "ab", more=["b"])
+    b.close()
+    with pytest.raises(ValueError, match="closed"):
+        a.bundle_export(str(path), "ab", more=[b])
