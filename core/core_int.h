@@ -342,6 +342,13 @@ envlog_err envlog_struct_encode(envlog_buf *b, const envlog_schema *s,
 /* The effect a built-in record of `kind` has. */
 envlog_effect envlog_effect_of(envlog_kind kind, const void *body);
 
+/* The record of `kind` whose body (an envlog_tune, envlog_compile, ...:
+ * the member of envlog_record.u the kind names) is `body`, as a reader
+ * would hand it out, less its payload and file position: the one record
+ * a recorder builds of what it records.  An unknown kind has no body. */
+void envlog_record_make(envlog_record *rec, envlog_kind kind, const envlog_stamp *stamp,
+                        envlog_effect effect, const void *body);
+
 /* The rules across fields that a record of `kind` must keep (envlog(5),
  * RECORD KINDS and EFFECTS), the same for the recorder, the encoder and
  * every reader: NULL when `body` with `effect` keeps them, else why not.  A

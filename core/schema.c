@@ -235,6 +235,26 @@ envlog_effect envlog_effect_of(envlog_kind kind, const void *body)
     }
 }
 
+void envlog_record_make(envlog_record *rec, envlog_kind kind, const envlog_stamp *stamp,
+                        envlog_effect effect, const void *body)
+{
+    memset(rec, 0, sizeof *rec);
+    rec->kind = kind;
+    rec->effect = effect;
+    rec->stamp = *stamp;
+    switch (kind) {
+    case ENVLOG_KIND_SESSION: rec->u.session = *(const envlog_session_rec *)body; break;
+    case ENVLOG_KIND_TUNE: rec->u.tune = *(const envlog_tune *)body; break;
+    case ENVLOG_KIND_COMPILE: rec->u.compile = *(const envlog_compile *)body; break;
+    case ENVLOG_KIND_SPAN: rec->u.span = *(const envlog_span_rec *)body; break;
+    case ENVLOG_KIND_MARK: rec->u.mark = *(const envlog_mark *)body; break;
+    case ENVLOG_KIND_IMPORT: rec->u.import = *(const envlog_import *)body; break;
+    case ENVLOG_KIND_FORGET: rec->u.forget = *(const envlog_forget *)body; break;
+    case ENVLOG_KIND_USER: rec->u.user = *(const envlog_user *)body; break;
+    default: break;
+    }
+}
+
 bool envlog_ns_under(const char *ns, const char *prefix)
 {
     if (!ns || !prefix)

@@ -168,10 +168,12 @@ uint64_t envlog_frags_chain(const uint8_t *p, size_t n, size_t from, size_t to,
 
 /* --------------------------------------------------------- environment */
 
-/* The environment's live state hook (set by replay, see log/session.c). */
-typedef void (*envlog_session_hook)(void *ctx, envlog_kind kind,
-                                    const envlog_stamp *stamp,
-                                    envlog_effect effect, const void *body);
+/* The environment's live state hook (set by replay, see log/session.c):
+ * each record a session accepts, built once (its payload the bytes
+ * written, or none at level OFF or for a span's closing folded into its
+ * opening), at `unix_ns` on the common time axis (the session's start plus
+ * its offset, as a reader places it). */
+typedef void (*envlog_session_hook)(void *ctx, const envlog_record *rec, uint64_t unix_ns);
 
 struct envlog_env {
     char *path;

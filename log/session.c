@@ -578,8 +578,28 @@ static envlog_err held_replace(envlog_session *s, size_t at, const uint8_t *p, s
     return ENVLOG_OK;
 }
 
-/* Encodes the session record into `b` (the caller frees it). */
-static envlog_err encode_session_record(envlog_session *s, envlog_buf *b)
+/* Hands the record a session accepted, built once as a reader of the log
+ * will see it, to the session's hook and the environment's live state;
+ * `payload` is what was written (NULL: nothing, at level OFF). */
+static void hand_out(envlog_session *s, envlog_kind kind, const envlog_stamp *st,
+                     envlog_effect effect, const void *body, const envlog_buf *payload)
+{
+    envlog_session_hook live = __atomic_load_n(&s->env->state_hook, __ATOMIC_ACQUIRE);
+    if (!s->hook && !live)
+        return;
+    envlog_record rec;
+    envlog_record_make(&rec, kind, st, effect, body);
+    if (payload)
+        rec.payload = (envlog_bytes){payload->p, payload->len};
+    uint64_t unix_ns = s->start_unix + st->offset_ns;
+    if (s->hook)
+        s->hook(s->hook_ctx, &rec, unix_ns);
+    if (live)
+        live(s->env->state, &rec, unix_ns);
+}
+
+/* The session record as it stands now. */
+static void session_rec_of(const envlog_session *s, envlog_session_rec *out)
 {
     envlog_session_rec r = {
         .id = s->id,
@@ -598,9 +618,17 @@ static envlog_err encode_session_record(envlog_session *s, envlog_buf *b)
         .level = s->level,
         .dropped = s->dropped,
     };
+    *out = r;
+}
+
+/* Encodes the session record into `b` (the caller frees it). */
+static envlog_err encode_session_record(envlog_session *s, envlog_buf *b)
+{
+    envlog_session_rec r;
+    session_rec_of(s, &r);
     envlog_stamp st = {s->id, 0, 0};
-    return envlog_event_encode(b, ENVLOG_KIND_SESSION, &st, ENVLOG_OBSERVED,
-                               s->level, &r);
+    return envlog_event_encode(b, ENVLOG_KIND_SESSION, &st,
+                               envlog_effect_of(ENVLOG_KIND_SESSION, &r), s->level, &r);
 }
 
 /* The first CHANGED record: directory, lock, segment 0, session record and
@@ -642,9 +670,7 @@ static envlog_err go_disk(envlog_session *s)
         goto closedir;
     s->on_disk = true;
     s->st.segments = 1;
-    e = put_record(s, srec.p, srec.len, 0);
-    envlog_buf_free(&srec);
-    if (e)
+    if ((e = put_record(s, srec.p, srec.len, 0)))
         goto undo;
     /* Open spans' openings too: the spans will close with records of their
      * own, after the records that follow them here. */
@@ -654,6 +680,14 @@ static envlog_err go_disk(envlog_session *s)
             goto undo;
     s->held.len = s->held_head = s->held_bytes = 0;
     s->held_count = 0;
+    /* The records held until now reached the live state as they came;
+     * their session record reaches it now, as it reached the log. */
+    envlog_session_rec r;
+    session_rec_of(s, &r);
+    envlog_stamp st0 = {s->id, 0, 0};
+    hand_out(s, ENVLOG_KIND_SESSION, &st0, envlog_effect_of(ENVLOG_KIND_SESSION, &r), &r,
+             &srec);
+    envlog_buf_free(&srec);
     return ENVLOG_OK;
 undo:
     /* Remove every segment written so far: the session never reached the
@@ -731,11 +765,17 @@ uint64_t envlog_thread_id(void)
  * it took when it opened and the place of its opening among the held
  * records, or, when its opening was written already, is a record of its
  * own, stamped now. */
+/* The effect a caller passes for a built-in kind: the one envlog_effect_of()
+ * gives is taken (a user record's is its caller's). */
+#define BUILT_IN ((envlog_effect)-1)
+
 static envlog_err submit(envlog_session *s, envlog_kind kind, const void *body,
                          envlog_effect effect, const envlog_span *sp, envlog_stamp *stamp)
 {
     if (!s)
         return envlog__fail(ENVLOG_INVALID_ARG, "no session");
+    if (effect == BUILT_IN)
+        effect = envlog_effect_of(kind, body);
     /* The rules every reader applies, at every level (OFF included: the
      * live state folds what is accepted here). */
     const char *why = envlog_record_problem(kind, effect, body, ENVLOG_TRIALS_OF_BODY);
@@ -755,10 +795,12 @@ static envlog_err submit(envlog_session *s, envlog_kind kind, const void *body,
         st.offset_ns = sp->open_ns_;
         fresh = false;
     }
+    bool encoded = false;
     if (s->level == ENVLOG_LEVEL_OFF || (!fresh && at == SIZE_MAX))
         goto accepted; /* OFF, or a span dropped with its opening */
     if ((e = envlog_event_encode(&s->scratch, kind, &st, effect, s->level, body)))
         goto out;
+    encoded = true;
     if (s->scratch.len > ENVLOG_RECORD_MAX) {
         e = envlog__fail(ENVLOG_TOO_BIG, "a %s record of %zu bytes is over the %u limit",
                          envlog_kind_name(kind), s->scratch.len, ENVLOG_RECORD_MAX);
@@ -803,11 +845,7 @@ accepted:
         s->next_seq++;
     s->st.accepted++;
 stamped:
-    if (s->hook)
-        s->hook(s->hook_ctx, kind, &st, effect, body);
-    envlog_session_hook live = __atomic_load_n(&s->env->state_hook, __ATOMIC_ACQUIRE);
-    if (live)
-        live(s->env->state, kind, &st, effect, body);
+    hand_out(s, kind, &st, effect, body, encoded ? &s->scratch : NULL);
     if (stamp)
         *stamp = st;
 out:
@@ -826,10 +864,9 @@ envlog_err envlog_record_tune(envlog_session *s, const envlog_tune *t,
         for (size_t i = 0; i < t->n_trials; i++)
             if (t->trials && (int64_t)t->trials[i].index == t->winner && !t->trials[i].error)
                 c.winner_ns = t->trials[i].median_ns;
-        return submit(s, ENVLOG_KIND_TUNE, &c, envlog_effect_of(ENVLOG_KIND_TUNE, &c), NULL,
-                  stamp);
+        return submit(s, ENVLOG_KIND_TUNE, &c, BUILT_IN, NULL, stamp);
     }
-    return submit(s, ENVLOG_KIND_TUNE, t, envlog_effect_of(ENVLOG_KIND_TUNE, t), NULL, stamp);
+    return submit(s, ENVLOG_KIND_TUNE, t, BUILT_IN, NULL, stamp);
 }
 
 envlog_err envlog_record_compile(envlog_session *s, const envlog_compile *c,
@@ -837,8 +874,7 @@ envlog_err envlog_record_compile(envlog_session *s, const envlog_compile *c,
 {
     if (!c || !c->ns || !c->name)
         return envlog__fail(ENVLOG_INVALID_ARG, "a compile needs a namespace and a name");
-    return submit(s, ENVLOG_KIND_COMPILE, c,
-                  envlog_effect_of(ENVLOG_KIND_COMPILE, c), NULL, stamp);
+    return submit(s, ENVLOG_KIND_COMPILE, c, BUILT_IN, NULL, stamp);
 }
 
 envlog_err envlog_record_mark(envlog_session *s, const char *label,
@@ -847,7 +883,7 @@ envlog_err envlog_record_mark(envlog_session *s, const char *label,
     if (!label)
         return envlog__fail(ENVLOG_INVALID_ARG, "a mark needs a label");
     envlog_mark m = {label, envlog_clock_unix_ns()};
-    return submit(s, ENVLOG_KIND_MARK, &m, ENVLOG_OBSERVED, NULL, stamp);
+    return submit(s, ENVLOG_KIND_MARK, &m, BUILT_IN, NULL, stamp);
 }
 
 envlog_err envlog_record_import(envlog_session *s, const envlog_import *im,
@@ -855,7 +891,7 @@ envlog_err envlog_record_import(envlog_session *s, const envlog_import *im,
 {
     if (!im || !im->bundle)
         return envlog__fail(ENVLOG_INVALID_ARG, "an import needs a bundle name");
-    return submit(s, ENVLOG_KIND_IMPORT, im, ENVLOG_CHANGED, NULL, stamp);
+    return submit(s, ENVLOG_KIND_IMPORT, im, BUILT_IN, NULL, stamp);
 }
 
 envlog_err envlog_record_forget(envlog_session *s, const envlog_forget *f,
@@ -871,7 +907,7 @@ envlog_err envlog_record_forget(envlog_session *s, const envlog_forget *f,
     } else if (!f || !f->ns || !f->key) {
         return envlog__fail(ENVLOG_INVALID_ARG, "a forget needs a namespace and a key");
     }
-    return submit(s, ENVLOG_KIND_FORGET, f, ENVLOG_CHANGED, NULL, stamp);
+    return submit(s, ENVLOG_KIND_FORGET, f, BUILT_IN, NULL, stamp);
 }
 
 envlog_err envlog_record_user(envlog_session *s, const char *kind,
@@ -963,5 +999,5 @@ envlog_err envlog_span_close(envlog_span *sp, const envlog_attr *attrs, size_t n
     uint64_t now = envlog_clock_mono_ns() - s->start_mono;
     envlog_span_rec r = {sp->name_, sp->id_, sp->parent_, sp->open_ns_,
                          now - sp->open_ns_, attrs, n, true, envlog_thread_id(), false};
-    return submit(s, ENVLOG_KIND_SPAN, &r, ENVLOG_OBSERVED, sp, stamp);
+    return submit(s, ENVLOG_KIND_SPAN, &r, BUILT_IN, sp, stamp);
 }

@@ -838,26 +838,15 @@ envlog_err envlog_state_open(envlog_env *env, const envlog_replay_opts *opts,
 
 /* --------------------------------------------------- the live env state */
 
-static void live_hook(void *ctx, envlog_kind kind, const envlog_stamp *stamp,
-                      envlog_effect effect, const void *body)
+/* The record a session of this process accepted, as the fold of its log
+ * would take it. */
+static void live_hook(void *ctx, const envlog_record *rec, uint64_t unix_ns)
 {
     envlog_state *st = ctx;
-    envlog_record rec;
-    memset(&rec, 0, sizeof rec);
-    rec.kind = kind;
-    rec.effect = effect;
-    rec.stamp = *stamp;
-    switch (kind) {
-    case ENVLOG_KIND_TUNE: rec.u.tune = *(const envlog_tune *)body; break;
-    case ENVLOG_KIND_COMPILE: rec.u.compile = *(const envlog_compile *)body; break;
-    case ENVLOG_KIND_FORGET: rec.u.forget = *(const envlog_forget *)body; break;
-    case ENVLOG_KIND_USER: rec.u.user = *(const envlog_user *)body; break;
-    default: return;
-    }
     pthread_rwlock_wrlock(&st->lock);
     /* A state that cannot take the record (out of memory) only misses a
      * cache entry; the record itself is already in the log. */
-    (void)envlog_state_fold(st, &rec, envlog_clock_unix_ns());
+    (void)envlog_state_fold(st, rec, unix_ns);
     pthread_rwlock_unlock(&st->lock);
 }
 

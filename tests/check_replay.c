@@ -516,21 +516,10 @@ static int model_visit(void *ctx, const envlog_replay_rec *r)
 
 /* The records as the process recorded them (the session hook is called
  * under the session's lock, in the order the live state sees them). */
-static void model_hook(void *ctx, envlog_kind kind, const envlog_stamp *stamp,
-                       envlog_effect effect, const void *body)
+static void model_hook(void *ctx, const envlog_record *rec, uint64_t unix_ns)
 {
-    envlog_record rec;
-    memset(&rec, 0, sizeof rec);
-    rec.kind = kind;
-    rec.effect = effect;
-    rec.stamp = *stamp;
-    switch (kind) {
-    case ENVLOG_KIND_TUNE: rec.u.tune = *(const envlog_tune *)body; break;
-    case ENVLOG_KIND_COMPILE: rec.u.compile = *(const envlog_compile *)body; break;
-    case ENVLOG_KIND_FORGET: rec.u.forget = *(const envlog_forget *)body; break;
-    default: return;
-    }
-    model_apply(((model_ctx *)ctx)->m, &rec);
+    (void)unix_ns;
+    model_apply(((model_ctx *)ctx)->m, rec);
 }
 
 static void check_against_model(envlog_state *st, model *m)
@@ -683,6 +672,71 @@ START_TEST(test_live_sees_own_records)
     ck_assert_str_eq(a, b);
     free(a);
     free(b);
+    rp_renv_free(&r);
+}
+END_TEST
+
+/* The live state and a fresh fold of the log agree after every kind of
+ * record, the time of the last change included (the live state takes each
+ * record as the session built it, at its session's start plus its offset). */
+static void live_agrees(envlog_env *env, envlog_state *live, const char *after)
+{
+    envlog_state *fresh = rp_sopen(env, NULL);
+    char *a = rp_dump_of(live), *b = rp_dump_of(fresh);
+    ck_assert_msg(!strcmp(a, b), "after %s: live\n%s\nfresh\n%s", after, a, b);
+    envlog_state_stats x = rp_stats(live), y = rp_stats(fresh);
+    ck_assert_msg(x.tunes == y.tunes && x.kernels == y.kernels &&
+                      x.user_records == y.user_records && x.sessions == y.sessions,
+                  "after %s: counts differ (sessions %llu live, %llu in the log)", after,
+                  (unsigned long long)x.sessions, (unsigned long long)y.sessions);
+    ck_assert_msg(x.last_change_unix_ns == y.last_change_unix_ns,
+                  "after %s: last change at %llu live, %llu in the log", after,
+                  (unsigned long long)x.last_change_unix_ns,
+                  (unsigned long long)y.last_change_unix_ns);
+    free(a);
+    free(b);
+    envlog_state_close(fresh);
+}
+
+START_TEST(test_live_equals_fold_after_every_kind)
+{
+    rp_renv r = rp_renv_new("liveeach");
+    envlog_state *live;
+    ck_assert_ok(envlog_env_state(r.env, &live));
+    envlog_session *s = rp_sbegin(r.env, "each", 0);
+    ck_assert_ok(envlog_record_mark(s, "start", NULL));
+    live_agrees(r.env, live, "a mark");
+    rp_rtune_full(s, NS_A, "unstored", SET_A, 1, false, false);
+    live_agrees(r.env, live, "an unstored tune");
+    rp_settle();
+    rp_rtune(s, NS_A, "k", 1);
+    live_agrees(r.env, live, "a tune (the session reaches the disk)");
+    rp_settle();
+    rp_rtune_full(s, NS_B, "imp", SET_A, 0, true, true);
+    live_agrees(r.env, live, "an imported tune");
+    rp_rcompile(s, KNS_A, 1, ENVLOG_COMPILED, false, 3, 64);
+    live_agrees(r.env, live, "a compile");
+    rp_rcompile(s, KNS_A, 2, ENVLOG_FAILED, false, 0, 0);
+    live_agrees(r.env, live, "a failed compile");
+    envlog_span sp;
+    ck_assert_ok(envlog_span_open(s, "phase", &sp));
+    rp_rtune(s, NS_A, "in-span", 2);
+    ck_assert_ok(envlog_span_close(&sp, NULL, 0, NULL));
+    live_agrees(r.env, live, "a span around a tune");
+    static const uint8_t empty_map[] = {0xa0};
+    envlog_import im = {.bundle = "b", .manifest = {empty_map, 1}, .taken = 1};
+    ck_assert_ok(envlog_record_import(s, &im, NULL));
+    live_agrees(r.env, live, "an import");
+    rp_settle();
+    rp_rforget(s, ENVLOG_TABLE_TUNE, NS_A, "k", rp_csum(SET_A));
+    live_agrees(r.env, live, "a forget");
+    rp_rforget_kernel(s, KNS_A, 1);
+    live_agrees(r.env, live, "a kernel forget");
+    static const uint8_t body[] = {0xf5};
+    ck_assert_ok(envlog_record_user(s, "rt.flag", body, 1, ENVLOG_CHANGED, NULL));
+    live_agrees(r.env, live, "a user record");
+    rp_end(s);
+    live_agrees(r.env, live, "the session's end");
     rp_renv_free(&r);
 }
 END_TEST
@@ -958,6 +1012,7 @@ Suite *suite_replay(void)
     t = tcase_create("live");
     tcase_add_test(t, test_live_sees_own_records);
     tcase_add_test(t, test_live_folds_history_first);
+    tcase_add_test(t, test_live_equals_fold_after_every_kind);
     tcase_add_test(t, test_live_level_off);
     suite_add_tcase(s, t);
 
