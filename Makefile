@@ -52,6 +52,10 @@ STATIC := $(B)/libenvlog.a
 LINK = @echo "  LD  $@"; $(CC) $(CFLAGS_ALL) $(LDFLAGS) -o $@ $(1) $(STATIC) $(2) $(LDLIBS_ALL)
 SHARED := $(B)/libenvlog.so.$(VERSION)
 BIN    := $(B)/envlog
+# The examples' kernels (examples/demo_kernels.h), not the library's: the
+# demo, the CUDA tests and the CUDA benchmark link them (mk/demo.mk).
+DEMO_LIB := $(B)/examples/libdemo_kernels.a
+DEMO_HDR := examples/demo_kernels.h
 
 # The library and the command need these only; `check` and `bench` also
 # the test packages.

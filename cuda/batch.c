@@ -266,16 +266,8 @@ envlog_err envlog_cuda_compile_queued(envlog_cuda *c, envlog_cuda_batch *out)
     /* Pass 2, on the workers: NVRTC.  It must be the NVRTC the keys name. */
     if (misses) {
         for (size_t i = 0; i < n && !e; i++)
-            if (jobs[i].what == MISS) {
-                const envlog_cuda_nvrtc_api *api;
-                if ((e = envlog_cuda__nvrtc(&api)))
-                    break;
-                if (strcmp(api->version, jobs[i].k->compiler_version))
-                    e = envlog__fail(ENVLOG_UNAVAILABLE,
-                                     "kernel %s is not in the cache for NVRTC %s and this "
-                                     "NVRTC is %s", jobs[i].k->name,
-                                     jobs[i].k->compiler_version, api->version);
-            }
+            if (jobs[i].what == MISS)
+                e = envlog_cuda__compiler_matches(jobs[i].k);
         if (e)
             goto keep_rest;
         pool p = {jobs, n, 0};

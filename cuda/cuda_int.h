@@ -286,6 +286,11 @@ envlog_err envlog_cuda__settle(envlog_cuda_kernel *k, envlog_cuda_binary *b,
 /* Records k's source as an "envlog-cuda/source" user record unless `c`
  * recorded that source hash already (sources.c). */
 envlog_err envlog_cuda__record_source(envlog_cuda_kernel *k);
+/* ENVLOG_BAD_DATA for a kernel that failed, naming its log's first line. */
+envlog_err envlog_cuda__failed(const envlog_cuda_kernel *k);
+/* On a miss, the NVRTC here must be the one k's key names:
+ * ENVLOG_UNAVAILABLE (naming both) otherwise, or NVRTC's own error. */
+envlog_err envlog_cuda__compiler_matches(const envlog_cuda_kernel *k);
 /* Opens k's registration unless one is open. */
 void envlog_cuda__kernel_register(envlog_cuda_kernel *k);
 /* Settles k's open registration as `which` (nothing when none is open). */

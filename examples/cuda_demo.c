@@ -18,7 +18,7 @@
  * Exit status: 0 ok; 1 a result disagreed; 2 an error.
  */
 #include "envlog.h"
-#include "envlog_cuda.h"
+#include "demo_kernels.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -95,7 +95,7 @@ static void compile_pass(envlog_cuda *c)
 {
     static const char *const archs[] = {"sm_80", "sm_90"};
     size_t nb;
-    const envlog_cuda_builtin *b = envlog_cuda_builtins(&nb);
+    const demo_kernel *b = demo_kernels(&nb);
     size_t nk = nb * 2;
     envlog_cuda_kernel **k = xmalloc(nk * sizeof *k);
     envlog_cuda_stream *s;
@@ -111,7 +111,7 @@ static void compile_pass(envlog_cuda *c)
             CHECK(envlog_cuda_kernel_new(c, &d, kk), "registering a kernel");
             /* Under COMPILE_ONLY this only queues the kernel: the buffers
              * are never touched, so none are needed. */
-            envlog_cuda_dim3 grid = envlog_cuda_builtin_grid(&b[i], 1024, 1024);
+            envlog_cuda_dim3 grid = demo_kernel_grid(&b[i], 1024, 1024);
             CHECK(envlog_cuda_launch(s, *kk, grid, b[i].block, 0, NULL), "launching");
         }
     size_t queued = envlog_cuda_queue_length(c);
@@ -156,7 +156,7 @@ typedef struct cpu_job {
 static void cpu_run(void *arg)
 {
     cpu_job *j = arg;
-    envlog_cuda_cpu_matmul(j->variant, j->m, j->n, j->k, j->a, j->b, j->c);
+    demo_cpu_matmul(j->variant, j->m, j->n, j->k, j->a, j->b, j->c);
 }
 
 static int cpu_candidate(void *ctx, envlog_cuda_stream *s, size_t index)
@@ -172,7 +172,7 @@ static int cpu_tunes(envlog_cuda *c, bool quick)
         {64, 64, 64}, {128, 128, 128}, {96, 384, 200}, {256, 256, 256}};
     size_t nshapes = quick ? 2 : sizeof shapes / sizeof shapes[0];
     size_t nv;
-    const envlog_cuda_cpu_variant *v = envlog_cuda_cpu_variants(&nv);
+    const demo_cpu_variant *v = demo_cpu_variants(&nv);
     const char **names = xmalloc(nv * sizeof *names);
     for (size_t i = 0; i < nv; i++)
         names[i] = v[i].name;
@@ -205,8 +205,8 @@ static int cpu_tunes(envlog_cuda *c, bool quick)
             bad = 1;
             continue;
         }
-        envlog_cuda_cpu_matmul((size_t)res.winner, m, n, k, a, b, out);
-        envlog_cuda_cpu_matmul(0, m, n, k, a, b, ref);
+        demo_cpu_matmul((size_t)res.winner, m, n, k, a, b, out);
+        demo_cpu_matmul(0, m, n, k, a, b, ref);
         double err = rel_err(out, ref, m * n);
         printf("    %-30s %-9s %s, margin %.1f%%%s; result %s (rel. err %.1e)\n", key,
                names[res.winner], res.hit ? "from the cache" : "measured",
@@ -228,7 +228,7 @@ static int cpu_tunes(envlog_cuda *c, bool quick)
 
 typedef struct gpu_job {
     envlog_cuda_kernel **k;
-    const envlog_cuda_builtin **b;
+    const demo_kernel **b;
     void **args;
     unsigned m, n;
 } gpu_job;
@@ -236,7 +236,7 @@ typedef struct gpu_job {
 static int gpu_candidate(void *ctx, envlog_cuda_stream *s, size_t index)
 {
     gpu_job *j = ctx;
-    envlog_cuda_dim3 grid = envlog_cuda_builtin_grid(j->b[index], j->m, j->n);
+    envlog_cuda_dim3 grid = demo_kernel_grid(j->b[index], j->m, j->n);
     return envlog_cuda_launch(s, j->k[index], grid, j->b[index]->block, 0, j->args) ? -1 : 0;
 }
 
@@ -247,9 +247,9 @@ static int64_t gpu_tune(envlog_cuda *c, envlog_cuda_stream *s, const char *famil
                         envlog_cuda_dptr zero_first)
 {
     size_t nb;
-    const envlog_cuda_builtin *all = envlog_cuda_builtins(&nb);
+    const demo_kernel *all = demo_kernels(&nb);
     envlog_cuda_kernel *k[32];
-    const envlog_cuda_builtin *b[32];
+    const demo_kernel *b[32];
     const char *names[32];
     size_t nc = 0;
     for (size_t i = 0; i < nb && nc < 32; i++) {
@@ -316,7 +316,7 @@ static int gpu_part(envlog_cuda *c)
     snprintf(key, sizeof key, "matmul-gpu/m=%u,n=%u,k=%u", m, n, k);
     if (gpu_tune(c, s, "matmul", key, m, n, margs, 0) >= 0) {
         CHECK(envlog_cuda_memcpy_dtoh(c, out, dc, nc * 4), "copying back");
-        envlog_cuda_cpu_matmul(4, m, n, k, a, bm, ref);
+        demo_cpu_matmul(4, m, n, k, a, bm, ref);
         double err = rel_err(out, ref, nc);
         printf("    GPU matmul result %s the CPU's (rel. err %.1e)\n",
                err < 1e-4 ? "agrees with" : "DIFFERS from", err);

@@ -595,49 +595,6 @@ envlog_err envlog_cuda_tune_ns(envlog_cuda *c, envlog_cuda_stream_kind kind,
 envlog_err envlog_cuda_tune(envlog_cuda *c, const envlog_cuda_tune_req *r,
                             envlog_cuda_tune_result *out);
 
-/* ------------------------------------------------------------ built-in kernels */
-
-/* A variant of a kernel shipped with envlog (sources under cuda/kernels/). */
-typedef struct envlog_cuda_builtin {
-    const char *variant; /* e.g. "matmul_t32w4" */
-    const char *family;  /* "matmul" or "reduce" */
-    const char *entry;   /* the extern "C" entry point */
-    const char *source;
-    const char *options; /* the -D options that make the variant */
-    unsigned tile;       /* matmul: output tile edge; reduce: 0 */
-    unsigned work;       /* matmul: outputs per thread; reduce: items per thread */
-    envlog_cuda_dim3 block;
-} envlog_cuda_builtin;
-
-/*! envlog_cuda_builtins() : every built-in variant; `*n` gets the count.
- *  Static storage.  matmul entry points take (const float *A, const float *B,
- *  float *C, int M, int N, int K), row-major C = A B; reduce ones take
- *  (const float *in, float *out, int n) and add each block's sum into
- *  out[0] (atomicAdd: zero it first). */
-const envlog_cuda_builtin *envlog_cuda_builtins(size_t *n);
-
-/*! envlog_cuda_builtin_grid() : the grid that covers an M x N output (matmul)
- *  or N items (reduce; M ignored) with variant `b`. */
-envlog_cuda_dim3 envlog_cuda_builtin_grid(const envlog_cuda_builtin *b,
-                                          unsigned m, unsigned n);
-
-/* ------------------------------------------------------------ CPU matmul */
-
-/* A blocking variant of the CPU matrix multiply (the CPU backend's
- * candidates): row-major C = A B, A m x k, B k x n. */
-typedef struct envlog_cuda_cpu_variant {
-    const char *name;  /* "naive", "ikj", "block32", ... */
-    unsigned block;    /* cache block edge; 0 for none */
-} envlog_cuda_cpu_variant;
-
-/*! envlog_cuda_cpu_variants() : the variants; static storage. */
-const envlog_cuda_cpu_variant *envlog_cuda_cpu_variants(size_t *n);
-
-/*! envlog_cuda_cpu_matmul() : runs variant `v` (an index into
- *  envlog_cuda_cpu_variants()).  @return ENVLOG_OK or ENVLOG_INVALID_ARG. */
-envlog_err envlog_cuda_cpu_matmul(size_t v, size_t m, size_t n, size_t k,
-                                  const float *a, const float *b, float *c);
-
 #if defined(__GNUC__) && __GNUC__ >= 4
 #pragma GCC visibility pop
 #endif

@@ -1,22 +1,6 @@
 # SPDX-License-Identifier: MIT
-# mk/cuda.mk - the CUDA integration's build steps: kernel sources embedded
-# into the library, the rebuild check, and the CUDA benchmark.
-
-# Each cuda/kernels/<name>.cu becomes a C string literal, <name>.cu.inc,
-# which cuda/builtins.c includes.  Backslashes, quotes and '?' (trigraphs)
-# are escaped; every line keeps its newline.
-CUDA_KERNEL_SRC := $(sort $(wildcard cuda/kernels/*.cu))
-CUDA_GEN        := $(B)/gen/cuda
-CUDA_KERNEL_INC := $(CUDA_KERNEL_SRC:cuda/kernels/%.cu=$(CUDA_GEN)/%.cu.inc)
-
-$(CUDA_GEN)/%.cu.inc: cuda/kernels/%.cu
-	@mkdir -p $(dir $@)
-	@echo "  GEN $@"
-	@sed -e 's/\\/\\\\/g' -e 's/"/\\"/g' -e 's/?/\\?/g' -e 's/^/"/' -e 's/$$/\\n"/' \
-	  $< > $@.tmp && mv $@.tmp $@
-
-$(B)/cuda/builtins.o: $(CUDA_KERNEL_INC)
-$(B)/cuda/builtins.o: INC_cuda += -I$(CUDA_GEN)
+# mk/cuda.mk - the CUDA integration's build steps: the stand-in driver, the
+# rebuild check, and the CUDA benchmark.
 
 # A CPU stand-in for libcuda.so.1, so the driver glue and the GPU tests of
 # the cuda suite run on machines without a GPU (tests/fake_cuda.c).
@@ -32,8 +16,8 @@ $(B)/tests/runner: $(CUDA_FAKE_DRIVER)
 # `envlog rebuild`, end to end (skips, saying so, without NVRTC).
 CUDA_REBUILD_ENV := $(B)/tests/cuda_rebuild_env
 
-$(CUDA_REBUILD_ENV): $(B)/tests/cuda_rebuild_env.o $(STATIC)
-	$(call LINK,$<)
+$(CUDA_REBUILD_ENV): $(B)/tests/cuda_rebuild_env.o $(DEMO_LIB) $(STATIC)
+	$(call LINK,$< $(DEMO_LIB))
 
 .PHONY: check-cuda-rebuild
 check-cuda-rebuild: $(BIN) $(CUDA_REBUILD_ENV)
@@ -56,13 +40,13 @@ CHECK_TARGETS += check-cuda-man
 CUDA_BENCH := $(B)/envlog-cuda-bench
 BENCH_TARGETS += $(CUDA_BENCH)
 
-$(B)/bench/cuda/%.o: bench/cuda/%.c $(HEADERS) | $(B)/.test-deps-ok
+$(B)/bench/cuda/%.o: bench/cuda/%.c $(HEADERS) $(DEMO_HDR) | $(B)/.test-deps-ok
 	@mkdir -p $(dir $@)
 	@echo "  CC  $<"
-	@$(CC) $(PUB_CPPFLAGS) $(CFLAGS_ALL) -c $< -o $@
+	@$(CC) $(PUB_CPPFLAGS) -Iexamples $(CFLAGS_ALL) -c $< -o $@
 
-$(CUDA_BENCH): $(B)/bench/cuda/cuda_bench.o $(STATIC)
-	$(call LINK,$<)
+$(CUDA_BENCH): $(B)/bench/cuda/cuda_bench.o $(DEMO_LIB) $(STATIC)
+	$(call LINK,$< $(DEMO_LIB))
 
 .PHONY: bench-cuda
 bench-cuda: $(CUDA_BENCH)

@@ -14,13 +14,34 @@ DEMO_OUT     := $(B)/demo
 DEMO_WHY_KEY := matmul-cpu/m=128,n=128,k=128
 EXAMPLE_BINS := $(B)/cuda_demo $(B)/record
 
-$(B)/examples/%.o: examples/%.c $(HEADERS) | $(B)/.deps-ok
+$(B)/examples/%.o: examples/%.c $(HEADERS) $(DEMO_HDR) | $(B)/.deps-ok
 	@mkdir -p $(dir $@)
 	@echo "  CC  $<"
-	@$(CC) $(PUB_CPPFLAGS) $(CFLAGS_ALL) -c $< -o $@
+	@$(CC) $(PUB_CPPFLAGS) $(DEMO_INC) $(CFLAGS_ALL) -c $< -o $@
 
-$(B)/cuda_demo $(B)/record: $(B)/%: $(B)/examples/%.o $(STATIC)
-	$(call LINK,$<)
+# Each examples/kernels/<name>.cu becomes a C string literal, <name>.cu.inc,
+# which examples/demo_kernels.c includes.  Backslashes, quotes and '?'
+# (trigraphs) are escaped; every line keeps its newline.
+DEMO_KERNEL_SRC := $(sort $(wildcard examples/kernels/*.cu))
+DEMO_GEN        := $(B)/gen/examples
+DEMO_KERNEL_INC := $(DEMO_KERNEL_SRC:examples/kernels/%.cu=$(DEMO_GEN)/%.cu.inc)
+
+$(DEMO_GEN)/%.cu.inc: examples/kernels/%.cu
+	@mkdir -p $(dir $@)
+	@echo "  GEN $@"
+	@sed -e 's/\\/\\\\/g' -e 's/"/\\"/g' -e 's/?/\\?/g' -e 's/^/"/' -e 's/$$/\\n"/' \
+	  $< > $@.tmp && mv $@.tmp $@
+
+$(B)/examples/demo_kernels.o: $(DEMO_KERNEL_INC)
+$(B)/examples/demo_kernels.o: DEMO_INC := -I$(DEMO_GEN)
+
+$(DEMO_LIB): $(B)/examples/demo_kernels.o $(B)/examples/demo_cpu.o
+	@rm -f $@
+	@echo "  AR  $@"
+	@$(AR) rcs $@ $^
+
+$(B)/cuda_demo $(B)/record: $(B)/%: $(B)/examples/%.o $(DEMO_LIB) $(STATIC)
+	$(call LINK,$< $(DEMO_LIB))
 
 .PHONY: examples
 examples: $(EXAMPLE_BINS)

@@ -13,13 +13,13 @@ TEST_OBJ := $(TEST_SRC:%.c=$(B)/%.o)
 TEST_HDR := $(wildcard tests/*.h)
 RUNNER   := $(B)/tests/runner
 
-$(B)/tests/%.o: tests/%.c $(HEADERS) $(TEST_HDR) | $(B)/.test-deps-ok
+$(B)/tests/%.o: tests/%.c $(HEADERS) $(TEST_HDR) $(DEMO_HDR) | $(B)/.test-deps-ok
 	@mkdir -p $(dir $@)
 	@echo "  CC  $<"
-	@$(CC) $(LIB_CPPFLAGS) -Itests $(CHECK_CFLAGS) $(CFLAGS_ALL) -c $< -o $@
+	@$(CC) $(LIB_CPPFLAGS) -Itests -Iexamples $(CHECK_CFLAGS) $(CFLAGS_ALL) -c $< -o $@
 
-$(RUNNER): $(TEST_OBJ) $(STATIC)
-	$(call LINK,$(TEST_OBJ),$(CHECK_LIBS))
+$(RUNNER): $(TEST_OBJ) $(DEMO_LIB) $(STATIC)
+	$(call LINK,$(TEST_OBJ) $(DEMO_LIB),$(CHECK_LIBS))
 
 $(B)/tests/gen_fixtures: $(B)/tests/gen_fixtures.o $(STATIC)
 	$(call LINK,$<)

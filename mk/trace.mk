@@ -7,8 +7,8 @@
 
 TRACE_ENV := $(B)/tests/trace/trace_env
 
-$(TRACE_ENV): $(B)/tests/trace/trace_env.o $(STATIC)
-	$(call LINK,$<)
+$(TRACE_ENV): $(B)/tests/trace/trace_env.o $(DEMO_LIB) $(STATIC)
+	$(call LINK,$< $(DEMO_LIB))
 
 .PHONY: check-trace
 check-trace: $(BIN) $(TRACE_ENV)

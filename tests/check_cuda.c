@@ -335,7 +335,7 @@ START_TEST(test_nvrtc_every_builtin)
     tc_env t;
     tc_open(&t, "cuda-builtins", ENVLOG_LEVEL_FULL, NULL);
     size_t nb;
-    const envlog_cuda_builtin *b = envlog_cuda_builtins(&nb);
+    const demo_kernel *b = demo_kernels(&nb);
     ck_assert_uint_ge(nb, 10);
     static const char *const archs[] = {"compute_80", "sm_80"};
     envlog_cuda_kernel **k = calloc(2 * nb, sizeof *k);
@@ -355,7 +355,7 @@ START_TEST(test_nvrtc_every_builtin)
         ck_assert_ptr_nonnull(bin);
         ck_assert_int_eq(bin->outcome, ENVLOG_COMPILED);
         ck_assert_uint_gt(bin->size, 64);
-        const envlog_cuda_builtin *bi = &b[i % nb];
+        const demo_kernel *bi = &b[i % nb];
         if (i < nb) {
             ck_assert(bin->ptx);
             const char *ptx = bin->data;
@@ -688,7 +688,7 @@ START_TEST(test_cpu_fingerprint_and_variants)
     char small[6];
     ck_assert_err(envlog_cuda_cpu_fingerprint(small, sizeof small), ENVLOG_TOO_BIG);
     size_t nv;
-    envlog_cuda_cpu_variants(&nv);
+    demo_cpu_variants(&nv);
     ck_assert_uint_ge(nv, 4);
     size_t m = 37, n = 53, k = 29;
     float *a = malloc(m * k * 4), *b = malloc(k * n * 4), *ref = malloc(m * n * 4),
@@ -698,7 +698,7 @@ START_TEST(test_cpu_fingerprint_and_variants)
     for (size_t i = 0; i < k * n; i++)
         b[i] = (float)((i * 5) % 11) - 5;
     /* small integers: every summation order gives the exact same result */
-    ck_assert_ok(envlog_cuda_cpu_matmul(0, m, n, k, a, b, ref));
+    ck_assert_ok(demo_cpu_matmul(0, m, n, k, a, b, ref));
     for (size_t i = 0; i < m; i += 9)
         for (size_t j = 0; j < n; j += 7) {
             double want = 0;
@@ -708,10 +708,10 @@ START_TEST(test_cpu_fingerprint_and_variants)
         }
     for (size_t v = 1; v < nv; v++) {
         memset(c, 0x7f, m * n * 4);
-        ck_assert_ok(envlog_cuda_cpu_matmul(v, m, n, k, a, b, c));
+        ck_assert_ok(demo_cpu_matmul(v, m, n, k, a, b, c));
         ck_assert_mem_eq(c, ref, m * n * 4);
     }
-    ck_assert_err(envlog_cuda_cpu_matmul(nv, m, n, k, a, b, c), ENVLOG_INVALID_ARG);
+    ck_assert_err(demo_cpu_matmul(nv, m, n, k, a, b, c), ENVLOG_INVALID_ARG);
     free(a);
     free(b);
     free(ref);
@@ -722,10 +722,10 @@ END_TEST
 START_TEST(test_builtin_grid)
 {
     size_t nb;
-    const envlog_cuda_builtin *b = envlog_cuda_builtins(&nb);
+    const demo_kernel *b = demo_kernels(&nb);
     for (size_t i = 0; i < nb; i++) {
         ck_assert_uint_le(b[i].block.x * b[i].block.y * b[i].block.z, 1024);
-        envlog_cuda_dim3 g = envlog_cuda_builtin_grid(&b[i], 100, 1000);
+        envlog_cuda_dim3 g = demo_kernel_grid(&b[i], 100, 1000);
         if (!strcmp(b[i].family, "matmul")) {
             ck_assert_uint_eq(b[i].block.x, b[i].tile);
             ck_assert_uint_eq(b[i].block.y * b[i].work, b[i].tile);
@@ -885,7 +885,7 @@ END_TEST
 
 typedef struct gpu_mm {
     envlog_cuda_kernel *k[16];
-    const envlog_cuda_builtin *b[16];
+    const demo_kernel *b[16];
     void **args;
     unsigned m, n;
 } gpu_mm;
@@ -893,7 +893,7 @@ typedef struct gpu_mm {
 static int gpu_mm_run(void *ctx, envlog_cuda_stream *s, size_t i)
 {
     gpu_mm *g = ctx;
-    return envlog_cuda_launch(s, g->k[i], envlog_cuda_builtin_grid(g->b[i], g->m, g->n),
+    return envlog_cuda_launch(s, g->k[i], demo_kernel_grid(g->b[i], g->m, g->n),
                               g->b[i]->block, 0, g->args)
                ? -1
                : 0;
@@ -906,7 +906,7 @@ static void autotune_matches_cpu(bool fake)
     envlog_cuda_stream *s;
     ck_assert_ok(envlog_cuda_stream_open(t.c, ENVLOG_CUDA_STREAM_DEVICE, &s));
     size_t nb;
-    const envlog_cuda_builtin *all = envlog_cuda_builtins(&nb);
+    const demo_kernel *all = demo_kernels(&nb);
     gpu_mm g = {.m = 192, .n = 160};
     const char *names[16];
     size_t nc = 0;
@@ -924,7 +924,7 @@ static void autotune_matches_cpu(bool fake)
         a[i] = (float)((i * 7) % 13) - 6;
     for (size_t i = 0; i < (size_t)kk * n; i++)
         b[i] = (float)((i * 5) % 11) - 5;
-    ck_assert_ok(envlog_cuda_cpu_matmul(0, m, n, kk, a, b, ref));
+    ck_assert_ok(demo_cpu_matmul(0, m, n, kk, a, b, ref));
     envlog_cuda_dptr da, db, dc;
     ck_assert_ok(envlog_cuda_mem_alloc(t.c, (size_t)m * kk * 4, &da));
     ck_assert_ok(envlog_cuda_mem_alloc(t.c, (size_t)kk * n * 4, &db));

@@ -9,6 +9,7 @@
 #define ENVLOG_CHECK_CUDA_H
 
 #include "cuda_int.h"
+#include "demo_kernels.h"
 #include "testutil.h"
 
 /* True when NVRTC loads; otherwise prints why `test` is skipped. */

@@ -324,7 +324,7 @@ typedef struct cpu_ctx {
 static void cpu_mm(void *arg)
 {
     cpu_ctx *x = arg;
-    envlog_cuda_cpu_matmul(x->v, x->m, x->n, x->k, x->a, x->b, x->c);
+    demo_cpu_matmul(x->v, x->m, x->n, x->k, x->a, x->b, x->c);
 }
 
 static int cpu_run(void *ctx, envlog_cuda_stream *s, size_t i)
@@ -342,7 +342,7 @@ START_TEST(test_real_cpu_clock)
     envlog_cuda_stream *s;
     ck_assert_ok(envlog_cuda_stream_open(t.c, ENVLOG_CUDA_STREAM_HOST, &s));
     size_t nv;
-    const envlog_cuda_cpu_variant *v = envlog_cuda_cpu_variants(&nv);
+    const demo_cpu_variant *v = demo_cpu_variants(&nv);
     const char *names[8];
     for (size_t i = 0; i < nv; i++)
         names[i] = v[i].name;

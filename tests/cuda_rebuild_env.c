@@ -17,7 +17,7 @@
  *                                   rebuild differs and names the input
  */
 #include "envlog.h"
-#include "envlog_cuda.h"
+#include "demo_kernels.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -29,10 +29,10 @@ static int fail(envlog_err e, const char *what)
     return 2;
 }
 
-static const envlog_cuda_builtin *builtin(const char *variant)
+static const demo_kernel *builtin(const char *variant)
 {
     size_t n;
-    const envlog_cuda_builtin *b = envlog_cuda_builtins(&n);
+    const demo_kernel *b = demo_kernels(&n);
     for (size_t i = 0; i < n; i++)
         if (!strcmp(b[i].variant, variant))
             return &b[i];
@@ -115,7 +115,7 @@ int main(int argc, char **argv)
         return fail(e, "opening the environment");
     int rc;
     if (!strcmp(argv[2], "good")) {
-        const envlog_cuda_builtin *m = builtin("matmul_t16w1"), *r = builtin("reduce_b256i4"),
+        const demo_kernel *m = builtin("matmul_t16w1"), *r = builtin("reduce_b256i4"),
                                   *w = builtin("matmul_t16w4");
         if (!m || !r || !w) {
             fprintf(stderr, "cuda_rebuild_env: a built-in variant is missing\n");

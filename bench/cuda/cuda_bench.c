@@ -17,7 +17,7 @@
  * `make bench-cuda` builds and runs it; `--quick` finishes in about 20 s.
  */
 #include "envlog.h"
-#include "envlog_cuda.h"
+#include "demo_kernels.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -93,7 +93,7 @@ typedef struct cpu_job {
 static void cpu_run(void *arg)
 {
     cpu_job *j = arg;
-    envlog_cuda_cpu_matmul(j->v, j->m, j->n, j->k, j->a, j->b, j->c);
+    demo_cpu_matmul(j->v, j->m, j->n, j->k, j->a, j->b, j->c);
 }
 
 static int cpu_candidate(void *ctx, envlog_cuda_stream *s, size_t i)
@@ -135,7 +135,7 @@ static work workload(const char *dir, envlog_level level, unsigned threads, bool
     CHECK(envlog_cuda_stream_open(c, ENVLOG_CUDA_STREAM_HOST, &st), "opening a stream");
 
     size_t nb;
-    const envlog_cuda_builtin *b = envlog_cuda_builtins(&nb);
+    const demo_kernel *b = demo_kernels(&nb);
     size_t nk = o.kernels < nb ? o.kernels : nb;
     envlog_cuda_kernel *k[64];
     envlog_cuda_override ov;
@@ -143,7 +143,7 @@ static work workload(const char *dir, envlog_level level, unsigned threads, bool
     for (size_t i = 0; i < nk; i++) {
         envlog_cuda_kernel_desc d = {b[i].entry, b[i].source, b[i].options, "sm_80"};
         CHECK(envlog_cuda_kernel_new(c, &d, &k[i]), "registering a kernel");
-        CHECK(envlog_cuda_launch(st, k[i], envlog_cuda_builtin_grid(&b[i], 256, 256),
+        CHECK(envlog_cuda_launch(st, k[i], demo_kernel_grid(&b[i], 256, 256),
                                  b[i].block, 0, NULL),
               "launching");
     }
@@ -159,7 +159,7 @@ static work workload(const char *dir, envlog_level level, unsigned threads, bool
     if (tunes) {
         static const size_t shapes[][3] = {{64, 64, 64}, {128, 128, 128}, {96, 384, 200}};
         size_t nv;
-        const envlog_cuda_cpu_variant *v = envlog_cuda_cpu_variants(&nv);
+        const demo_cpu_variant *v = demo_cpu_variants(&nv);
         const char *names[16];
         for (size_t i = 0; i < nv; i++)
             names[i] = v[i].name;

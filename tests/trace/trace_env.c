@@ -19,7 +19,7 @@
  * anything about them: tests/trace/check_trace.py reads the result.
  */
 #include "envlog.h"
-#include "envlog_cuda.h"
+#include "demo_kernels.h"
 
 #include <pthread.h>
 #include <stdio.h>
@@ -62,7 +62,7 @@ typedef struct mm {
 static void mm_run(void *arg)
 {
     mm *x = arg;
-    envlog_cuda_cpu_matmul(x->v, 48, 40, 56, x->a, x->b, x->c);
+    demo_cpu_matmul(x->v, 48, 40, 56, x->a, x->b, x->c);
 }
 
 static int candidate(void *ctx, envlog_cuda_stream *s, size_t i)
@@ -107,7 +107,7 @@ static int batch(envlog_env *env)
     /* The tune compiles the queue before it measures: the batch is drawn
      * inside the tune, its workers beside it. */
     size_t nv;
-    const envlog_cuda_cpu_variant *var = envlog_cuda_cpu_variants(&nv);
+    const demo_cpu_variant *var = demo_cpu_variants(&nv);
     const char *names[16];
     for (size_t i = 0; i < nv && i < 16; i++)
         names[i] = var[i].name;

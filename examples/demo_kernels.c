@@ -1,14 +1,14 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * builtins.c - the CUDA kernels shipped with envlog, and their variants.
+ * demo_kernels.c - the CUDA kernels of the examples, and their variants.
  *
- * The sources live under cuda/kernels/ as ordinary .cu files; the build
- * turns each into a C string literal (mk/cuda.mk makes <name>.cu.inc), so
- * the library carries them and a machine without the sources, or without
+ * The sources live under examples/kernels/ as ordinary .cu files; the build
+ * turns each into a C string literal (mk/demo.mk makes <name>.cu.inc), so
+ * a program carries them and a machine without the sources, or without
  * the toolkit, can still compile them with NVRTC.  A variant is a set of -D
  * options over one source, so each has its own kernel key.
  */
-#include "cuda_int.h"
+#include "demo_kernels.h"
 
 static const char matmul_src[] =
 #include "matmul.cu.inc"
@@ -23,7 +23,7 @@ static const char reduce_src[] =
 #define RD(v, b, i, opts)                                                      \
     {v, "reduce", "envlog_reduce_sum", reduce_src, opts, 0, i, {b, 1, 1}}
 
-static const envlog_cuda_builtin builtins[] = {
+static const demo_kernel builtins[] = {
     MM("matmul_t8w1", 8, 1, "-DTILE=8 -DWPT=1"),
     MM("matmul_t16w1", 16, 1, "-DTILE=16 -DWPT=1"),
     MM("matmul_t16w4", 16, 4, "-DTILE=16 -DWPT=4"),
@@ -38,14 +38,14 @@ static const envlog_cuda_builtin builtins[] = {
     RD("reduce_b512i2", 512, 2, "-DBLOCK=512 -DIPT=2"),
 };
 
-const envlog_cuda_builtin *envlog_cuda_builtins(size_t *n)
+const demo_kernel *demo_kernels(size_t *n)
 {
     if (n)
         *n = sizeof builtins / sizeof builtins[0];
     return builtins;
 }
 
-envlog_cuda_dim3 envlog_cuda_builtin_grid(const envlog_cuda_builtin *b, unsigned m,
+envlog_cuda_dim3 demo_kernel_grid(const demo_kernel *b, unsigned m,
                                           unsigned n)
 {
     envlog_cuda_dim3 g = {1, 1, 1};

@@ -1,22 +1,22 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * cpu_matmul.c - a CPU matrix multiply with cache-blocking variants, the
+ * demo_cpu.c - a CPU matrix multiply with cache-blocking variants, the
  * candidates of the CPU timing backend.
  *
  * Which loop order and block edge is fastest depends on the shape and the
  * cache sizes, which is exactly what an autotune is for: the variants are
  * all correct, and differ only in how they walk memory.
  */
-#include "cuda_int.h"
+#include "demo_kernels.h"
 
 #include <string.h>
 
-static const envlog_cuda_cpu_variant variants[] = {
+static const demo_cpu_variant variants[] = {
     {"naive", 0}, {"ikj", 0}, {"block16", 16}, {"block32", 32}, {"block64", 64},
     {"block128", 128},
 };
 
-const envlog_cuda_cpu_variant *envlog_cuda_cpu_variants(size_t *n)
+const demo_cpu_variant *demo_cpu_variants(size_t *n)
 {
     if (n)
         *n = sizeof variants / sizeof variants[0];
@@ -71,11 +71,11 @@ static void mm_blocked(size_t bs, size_t m, size_t n, size_t k, const float *a,
             }
 }
 
-envlog_err envlog_cuda_cpu_matmul(size_t v, size_t m, size_t n, size_t k, const float *a,
+envlog_err demo_cpu_matmul(size_t v, size_t m, size_t n, size_t k, const float *a,
                                   const float *b, float *c)
 {
     if (v >= sizeof variants / sizeof variants[0] || !a || !b || !c)
-        return envlog__fail(ENVLOG_INVALID_ARG, "a bad CPU matmul variant or matrix");
+        return ENVLOG_INVALID_ARG; /* a bad variant or matrix */
     if (v == 0)
         mm_naive(m, n, k, a, b, c);
     else if (v == 1)
