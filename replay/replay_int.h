@@ -143,6 +143,25 @@ typedef struct envlog_build_result {
 envlog_err envlog_snapshot_build(envlog_env *env, const envlog_build_opts *o,
                                  envlog_build_result *r);
 
+/* ------------------------------------------------ bundles (bundle.c) */
+
+#define ENVLOG_BUNDLE_NAME_MAX 256   /* bytes of a bundle's or candidate's name */
+
+/* A bundle decompressed and opened as a snapshot. */
+typedef struct envlog_bundle_opened {
+    uint8_t *raw;    /* decompressed */
+    size_t n;
+    envlog_snap *snap;
+} envlog_bundle_opened;
+
+/* Decompresses `data` (sizes checked before memory is taken) and opens it;
+ * `check_all` reads every record.  Close with envlog_bundle_close(). */
+envlog_err envlog_bundle_open_mem(const void *data, size_t size, bool check_all,
+                                  envlog_bundle_opened *o);
+void envlog_bundle_close(envlog_bundle_opened *o);
+/* The bytes of the regular file `path` (ENVLOG_FORMAT for anything else). */
+envlog_err envlog_bundle_read_path(const char *path, envlog_buf *b);
+
 /* ------------------------------------------------ config (replay/config.c) */
 
 /* "64MiB", "10G" (binary units) and "30d", "12h" (s, m, h, d, w; no unit:

@@ -1,0 +1,77 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * build_int.h - what building a snapshot (build.c) shares with the history
+ * it keeps (retention.c); nothing else includes it.
+ */
+#ifndef ENVLOG_BUILD_INT_H
+#define ENVLOG_BUILD_INT_H
+
+#include "replay_int.h"
+
+typedef struct hist_rec {
+    envlog_snap_item item;  /* record.data points into `data` at `off` */
+    size_t off;
+    bool is_session;
+} hist_rec;
+
+typedef struct build_ctx {
+    const envlog_build_opts *o;
+    envlog_state *st;
+    envlog_err err;
+    bool damage;                   /* the base's damage was met */
+    /* per session: the highest seq folded */
+    envlog_build_session *ss;
+    size_t n_ss, cap_ss, last_ss;
+    /* session records (always) and, with ALL, every record */
+    hist_rec *h;
+    size_t n_h, cap_h;
+    envlog_buf data;
+    /* manifest material */
+    envlog_arena arena;
+    const char **runtimes;
+    size_t n_runtimes, cap_runtimes;
+    envlog_snap_env *envs;
+    size_t n_envs, cap_envs;
+    envlog_snap_source *sources;   /* per environment read (list_sources) */
+} build_ctx;
+
+/* Notes that the session of `st` is folded up to its seq (watermarks). */
+envlog_err envlog_build_track_seq(build_ctx *b, const envlog_stamp *st);
+
+/* Which sessions keep their history: the newest history_sessions of those
+ * the snapshot knows, younger than history_age_ns (each when set); and the
+ * sessions that set a standing entry keep their own session record. */
+typedef struct retention {
+    bool all;                 /* no retention: everything stays */
+    bool none;                /* max_size: no history but the setters' */
+    bool cut;                 /* max_size: no history of sessions before */
+    envlog_id128 cut_at;      /* this one */
+    envlog_id128 *young;      /* sorted */
+    size_t n_young;
+    const envlog_stamp *setters; /* the entries' stamps, sorted by session */
+    size_t n_setters;
+    const envlog_build_opts *o;
+} retention;
+
+/* What the size bound takes of the history (keep_under). */
+typedef struct history_cut {
+    bool all;                 /* every session's */
+    bool some;                /* or that of the sessions before `at` */
+    envlog_id128 at;
+} history_cut;
+
+/* The retention of `o` over what `b` folded: setters are the standing
+ * entries' stamps (sorted), `cut` what the size bound takes. */
+envlog_err envlog_retention_begin(retention *rt, const build_ctx *b, const envlog_build_opts *o,
+                                  const envlog_stamp *setters, size_t n_setters,
+                                  const history_cut *cut);
+/* Whether the record of history `h`, or the watermark of session `id`,
+ * stays. */
+bool envlog_retention_keeps(const retention *rt, const hist_rec *h);
+bool envlog_retention_keeps_watermark(const retention *rt, const envlog_id128 *id);
+/* The size bound (o->max_size): what goes of the history, into `cut`, and
+ * the entries evicted when the history alone is not enough. */
+envlog_err envlog_keep_under(envlog_env *env, const envlog_build_opts *o, build_ctx *b,
+                             envlog_build_result *res, history_cut *cut);
+
+#endif
