@@ -34,8 +34,9 @@ static int remote_list(cli *c, envlog_env *env)
             cli_jstr(r->password_env);
             printf(",\"namespace\":");
             cli_jstr(r->ns);
-            printf(",\"auto_pull\":%s,\"auto_push\":%s,\"timeout_s\":%" PRIu64 ",\"last_auto\":",
-                   r->auto_pull ? "true" : "false", r->auto_push ? "true" : "false",
+            printf(",\"auto_pull\":%s,\"auto_push\":%s,\"push_snapshot\":%s,\"timeout_s\":%" PRIu64
+                   ",\"last_auto\":", r->auto_pull ? "true" : "false",
+                   r->auto_push ? "true" : "false", r->push_snapshot ? "true" : "false",
                    r->timeout_ns / 1000000000u);
             cli_jstr(r->last_auto);
             printf("}\n");
@@ -49,8 +50,10 @@ static int remote_list(cli *c, envlog_env *env)
         if (r->ns[0])
             printf("\tnamespace %s", r->ns);
         if (r->auto_pull || r->auto_push)
-            printf("\tautomatic%s%s (timeout %" PRIu64 "s)", r->auto_pull ? " pull" : "",
-                   r->auto_push ? " push" : "", r->timeout_ns / 1000000000u);
+            printf("\tautomatic%s%s%s (timeout %" PRIu64 "s)", r->auto_pull ? " pull" : "",
+                   r->auto_push ? " push" : "",
+                   r->auto_push && r->push_snapshot ? " with the snapshot" : "",
+                   r->timeout_ns / 1000000000u);
         printf("\n");
         if (r->last_auto[0])
             printf("\tlast automatic: %s\n", r->last_auto);
@@ -118,7 +121,9 @@ const cli_cmd cli_cmd_remote = {
     "(--password-env VAR takes it from $VAR when connecting instead).  KEY is\n"
     "url, password_env, prefix (of the remote's keys, default envlog),\n"
     "namespace (the filter of automatic sharing), auto_pull (at open),\n"
-    "auto_push (at session end) or timeout (of automatic sharing, default 2s).\n",
+    "auto_push (at session end), push_snapshot (automatic push takes the\n"
+    "snapshot too, as push --snapshot does) or timeout (of automatic sharing,\n"
+    "default 2s).\n",
     remote_run,
 };
 
@@ -191,6 +196,10 @@ static int xfer_run(cli *c, bool push)
             c->json = true;
         else if (!strcmp(a, "--dry-run"))
             o.dry_run = true;
+        else if (push && !strcmp(a, "--snapshot"))
+            o.snapshot = true;
+        else if (!push && !strcmp(a, "--no-snapshot"))
+            o.no_snapshot = true;
         else if (!strcmp(a, "--namespace") && i + 1 < c->argc) {
             const char *why = envlog_ns_prefix_problem(c->argv[++i]);
             if (why) {
@@ -231,10 +240,15 @@ static int xfer_run(cli *c, bool push)
     if (c->json)
         printf("{\"%s\":{\"dry_run\":%s,\"sessions\":%" PRIu64 ",\"bytes\":%" PRIu64
                ",\"present\":%" PRIu64 ",\"filtered\":%" PRIu64 ",\"refused\":%" PRIu64
-               ",\"skipped\":%" PRIu64 ",\"remote_sessions\":%" PRIu64 "}}\n", verb,
-               o.dry_run ? "true" : "false", rep.sessions, rep.bytes, rep.present, rep.filtered,
-               rep.refused, rep.skipped, rep.remote_sessions);
-    else
+               ",\"skipped\":%" PRIu64 ",\"remote_sessions\":%" PRIu64 ",\"snapshot\":{"
+               "\"moved\":%s,\"bytes\":%" PRIu64 ",\"retired\":%" PRIu64 ",\"note\":",
+               verb, o.dry_run ? "true" : "false", rep.sessions, rep.bytes, rep.present,
+               rep.filtered, rep.refused, rep.skipped, rep.remote_sessions,
+               rep.snapshot_moved ? "true" : "false", rep.snapshot_bytes, rep.retired);
+    if (c->json) {
+        cli_jstr(rep.snapshot_note);
+        printf("}}}\n");
+    } else
         printf("%s%s: %" PRIu64 " session%s %s (%" PRIu64 " bytes), %" PRIu64
                " already there, %" PRIu64 " outside the filter, %" PRIu64 " refused, %" PRIu64
                " not sealed; the remote lists %" PRIu64 "\n", verb,
@@ -242,7 +256,12 @@ static int xfer_run(cli *c, bool push)
                rep.sessions == 1 ? "" : "s",
                push ? (o.dry_run ? "to send" : "sent") : (o.dry_run ? "to take" : "received"),
                rep.bytes, rep.present, rep.filtered, rep.refused, rep.skipped,
-               rep.remote_sessions + (push && !o.dry_run ? rep.sessions : 0));
+               rep.remote_sessions + (push && !o.dry_run ? rep.sessions : 0) - rep.retired);
+    if (!c->json && rep.snapshot_note[0])
+        printf("%s: %s\n", verb, rep.snapshot_note);
+    if (!c->json && rep.retired)
+        printf("%s: %" PRIu64 " session%s retired from the remote (its snapshot holds them)\n",
+               verb, rep.retired, rep.retired == 1 ? "" : "s");
     if (rep.refused) {
         fprintf(stderr, "envlog: %s: %" PRIu64 " refused, nothing of them taken: %s\n", verb,
                 rep.refused, rep.first_problem);
@@ -263,22 +282,28 @@ static int pull_run(cli *c)
 
 const cli_cmd cli_cmd_push = {
     "push", "upload the sealed sessions a remote lacks",
-    "usage: envlog [-C DIR] push [NAME] [--namespace PREFIX]... [--dry-run] [--json]\n"
+    "usage: envlog [-C DIR] push [NAME] [--namespace PREFIX]... [--snapshot] [--dry-run]\n"
+    "                            [--json]\n"
     "\n"
     "Uploads every sealed session of the environment that remote NAME (default:\n"
     "the only one, else origin) does not hold, each visible there only once all\n"
     "of it is.  --namespace keeps to sessions with records under PREFIX (more\n"
-    "than one: any of them).  Pushing twice changes nothing.\n",
+    "than one: any of them).  --snapshot also pushes the environment's snapshot\n"
+    "(if it holds every session the remote keeps in its snapshot only) and retires\n"
+    "from the remote the sessions it holds whole.  Pushing twice changes nothing.\n",
     push_run,
 };
 
 const cli_cmd cli_cmd_pull = {
     "pull", "download and check the sessions a remote has and this one lacks",
-    "usage: envlog [-C DIR] pull [NAME] [--namespace PREFIX]... [--dry-run] [--json]\n"
+    "usage: envlog [-C DIR] pull [NAME] [--namespace PREFIX]... [--no-snapshot]\n"
+    "                            [--dry-run] [--json]\n"
     "\n"
     "Downloads every session remote NAME lists that the environment lacks, checks\n"
-    "its hashes and reads it whole as a sealed session before it is taken.  A\n"
-    "session that fails a check is refused alone (exit status 1).  --namespace\n"
+    "its hashes and reads it whole as a sealed session before it is taken.  The\n"
+    "remote's snapshot comes first when the environment has none, or lacks\n"
+    "sessions only that snapshot holds (not with --no-snapshot).  A session or\n"
+    "snapshot that fails a check is refused alone (exit status 1).  --namespace\n"
     "keeps to sessions with records under PREFIX.  Pulling twice changes nothing.\n",
     pull_run,
 };

@@ -39,6 +39,7 @@ typedef struct envlog_remote_info {
     char ns[256];             /* the namespace filter of automatic sharing */
     bool auto_pull;           /* pull at envlog_env_open() */
     bool auto_push;           /* push when a session ends */
+    bool push_snapshot;       /* and the snapshot with it (envlog(5)) */
     uint64_t timeout_ns;      /* bound of automatic sharing (2 s) */
     char last_auto[200];      /* the last automatic push or pull, in words */
 } envlog_remote_info;
@@ -100,6 +101,9 @@ typedef struct envlog_remote_opts {
     uint64_t timeout_ns;           /* per network call (0: 10 s) */
     uint64_t deadline_ns;          /* for the whole call (0: none): past it
                                       the rest waits for the next one */
+    bool snapshot;                 /* push: the snapshot too, retiring from
+                                      the remote the sessions it holds */
+    bool no_snapshot;              /* pull: never take the remote's snapshot */
     void (*on_session)(void *ctx, const envlog_remote_item *it);
     void (*on_progress)(void *ctx, uint64_t done, uint64_t total);
     void *ctx;
@@ -115,6 +119,12 @@ typedef struct envlog_remote_report {
     uint64_t remote_sessions;  /* sessions the remote lists */
     bool deadline_hit;         /* stopped at the deadline */
     char first_problem[240];   /* the first refusal, in words */
+    bool snapshot_moved;       /* the snapshot was pushed, or taken (pull) */
+    uint64_t snapshot_bytes;
+    uint64_t retired;          /* push: sessions the remote's index gave up,
+                                  its new snapshot holding them */
+    char snapshot_note[240];   /* what became of the snapshot, in words
+                                  ("" when nothing was to be done) */
 } envlog_remote_report;
 
 /*! envlog_remote_push() : uploads every sealed session of `env` the remote

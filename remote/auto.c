@@ -235,6 +235,7 @@ static void push_here(const char *path, void *arg)
             const char *ns[16];
             envlog_remote_opts o;
             sync_opts(&c, &o, ns, 16);
+            o.snapshot = c.push_snapshot;
             envlog_remote_report rep;
             envlog_err e = envlog_remote_push(env, &o, &rep);
             char text[400];

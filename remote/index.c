@@ -16,6 +16,11 @@ void envlog_rkey_index(const envlog_remote_cfg *c, char *out, size_t size)
     snprintf(out, size, "%s:sessions", c->prefix);
 }
 
+void envlog_rkey(const envlog_remote_cfg *c, const char *what, char *out, size_t size)
+{
+    snprintf(out, size, "%s:%s", c->prefix, what);
+}
+
 void envlog_rkey_obj(const envlog_remote_cfg *c, const envlog_hash128 *h, char *out, size_t size)
 {
     char hex[33];
@@ -53,6 +58,10 @@ void envlog_rsync_end(envlog_rsync *s)
 {
     envlog_rconn_close(s->c);
     envlog_free(s->ent);
+    for (size_t i = 0; i < s->n_retired; i++)
+        envlog_free(s->retired_ns[i]);
+    envlog_free(s->retired_ns);
+    envlog_free(s->retired);
     envlog_free(s->ledger);
     envlog_remotes_free(&s->remotes);
     memset(s, 0, sizeof *s);
@@ -63,27 +72,76 @@ bool envlog_rsync_past_deadline(const envlog_rsync *s)
     return s->deadline_ns && envlog_clock_mono_ns() - s->start_ns > s->deadline_ns;
 }
 
-/* 32 lower-case hex digits into 16 bytes. */
-static bool hex16(const char *p, size_t n, uint8_t out[16])
+bool envlog_hex_hash(const char *p, size_t n, envlog_hash128 *out)
 {
+    char tmp[33];
     if (n != 32)
         return false;
-    char tmp[33];
+    for (size_t i = 0; i < 32; i++)
+        if (!((p[i] >= '0' && p[i] <= '9') || (p[i] >= 'a' && p[i] <= 'f')))
+            return false;
     memcpy(tmp, p, 32);
     tmp[32] = 0;
-    for (size_t i = 0; i < 32; i++)
-        if (!((tmp[i] >= '0' && tmp[i] <= '9') || (tmp[i] >= 'a' && tmp[i] <= 'f')))
-            return false;
-    envlog_id128 id;
-    if (envlog_id_parse(tmp, &id))
-        return false;
-    memcpy(out, id.b, 16);
-    return true;
+    return !envlog_id_parse(tmp, out);
 }
 
 static int ent_cmp(const void *a, const void *b)
 {
     return memcmp(a, b, 16);
+}
+
+/* The retired set, every field checked (a bad one makes the set unusable:
+ * nothing can be proved covered). */
+static envlog_err read_retired(envlog_rsync *s)
+{
+    char key[160];
+    envlog_rkey(s->cfg, "retired", key, sizeof key);
+    const char *argv[2] = {"HGETALL", key};
+    envlog_rreply *rep;
+    envlog_err e = envlog_rconn_call(s->c, ENVLOG_REMOTE_INDEX_MAX, &rep, 2, argv, NULL);
+    if (e)
+        return e;
+    if (rep->type == ENVLOG_R_ERROR)
+        e = envlog_rreply_fail(s->c, rep, "listing its retired sessions");
+    else if (rep->type != ENVLOG_R_ARRAY || rep->n % 2)
+        e = envlog__fail(ENVLOG_BAD_DATA, "%s: %s is not a hash (not envlog's?)",
+                         envlog_rconn_label(s->c), key);
+    size_t n = e ? 0 : rep->n / 2;
+    if (n && (!(s->retired = envlog_calloc(n, sizeof *s->retired)) ||
+              !(s->retired_ns = envlog_calloc(n, sizeof *s->retired_ns))))
+        e = envlog__fail(ENVLOG_NOMEM, "reading the remote's retired sessions");
+    for (size_t i = 0; !e && i < n; i++) {
+        const envlog_rreply *f = &rep->el[2 * i], *v = &rep->el[2 * i + 1];
+        if (f->type != ENVLOG_R_STRING || v->type != ENVLOG_R_STRING ||
+            !envlog_hex_hash(f->str, f->len, &s->retired[i]) || v->len > ENVLOG_REMOTE_RETIRED_NS_MAX) {
+            e = envlog__fail(ENVLOG_BAD_DATA, "%s: %s holds a field that is not a session id "
+                             "and its namespaces", envlog_rconn_label(s->c), key);
+            break;
+        }
+        if (!(s->retired_ns[i] = envlog_malloc(v->len + 1))) {
+            e = envlog__fail(ENVLOG_NOMEM, "reading the remote's retired sessions");
+            break;
+        }
+        memcpy(s->retired_ns[i], v->str, v->len);
+        s->retired_ns[i][v->len] = 0;
+        s->n_retired++;
+    }
+    envlog_rreply_free(rep);
+    if (!e && s->n_retired > 1) {
+        /* Sorted by id, their namespaces with them. */
+        struct pair { envlog_id128 id; char *ns; } *v = envlog_calloc(s->n_retired, sizeof *v);
+        if (!v)
+            return envlog__fail(ENVLOG_NOMEM, "reading the remote's retired sessions");
+        for (size_t i = 0; i < s->n_retired; i++)
+            v[i] = (struct pair){s->retired[i], s->retired_ns[i]};
+        qsort(v, s->n_retired, sizeof *v, ent_cmp);
+        for (size_t i = 0; i < s->n_retired; i++) {
+            s->retired[i] = v[i].id;
+            s->retired_ns[i] = v[i].ns;
+        }
+        envlog_free(v);
+    }
+    return e;
 }
 
 envlog_err envlog_rsync_index(envlog_rsync *s)
@@ -107,8 +165,8 @@ envlog_err envlog_rsync_index(envlog_rsync *s)
         for (size_t i = 0; !e && i < n; i++) {
             const envlog_rreply *f = &r->el[2 * i], *v = &r->el[2 * i + 1];
             if (f->type != ENVLOG_R_STRING || v->type != ENVLOG_R_STRING ||
-                !hex16(f->str, f->len, s->ent[s->n].id.b) ||
-                !hex16(v->str, v->len, s->ent[s->n].manifest.b)) {
+                !envlog_hex_hash(f->str, f->len, &s->ent[s->n].id) ||
+                !envlog_hex_hash(v->str, v->len, &s->ent[s->n].manifest)) {
                 s->bad_entries++;
                 continue;
             }
@@ -118,11 +176,16 @@ envlog_err envlog_rsync_index(envlog_rsync *s)
     envlog_rreply_free(r);
     if (!e && s->n)
         qsort(s->ent, s->n, sizeof *s->ent, ent_cmp);
-    return e;
+    return e ? e : read_retired(s);
 }
 
 bool envlog_rsync_has(const envlog_rsync *s, const envlog_id128 *id)
 {
     envlog_rentry key = {.id = *id};
     return s->n && bsearch(&key, s->ent, s->n, sizeof *s->ent, ent_cmp);
+}
+
+bool envlog_rsync_retired(const envlog_rsync *s, const envlog_id128 *id)
+{
+    return s->n_retired && bsearch(id, s->retired, s->n_retired, sizeof *s->retired, ent_cmp);
 }

@@ -16,9 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* GETs object `key` of `size` bytes (0: at most `max`) checked against
- * `hash`.  ENVLOG_BAD_DATA (refused: why) or a link error. */
-static envlog_err get_object(envlog_rsync *s, const char *key, uint64_t size, size_t max,
+envlog_err envlog_rsync_get(envlog_rsync *s, const char *key, uint64_t size, size_t max,
                              const envlog_hash128 *hash, envlog_buf *out)
 {
     const char *argv[2] = {"GET", key};
@@ -49,8 +47,7 @@ static envlog_err get_object(envlog_rsync *s, const char *key, uint64_t size, si
     return e;
 }
 
-/* STRLEN of `key`, so nothing larger than allowed is asked for. */
-static envlog_err object_size(envlog_rsync *s, const char *key, long long *out)
+envlog_err envlog_rsync_strlen(envlog_rsync *s, const char *key, long long *out)
 {
     const char *argv[2] = {"STRLEN", key};
     envlog_rreply *r;
@@ -68,39 +65,49 @@ static envlog_err object_size(envlog_rsync *s, const char *key, long long *out)
     return e;
 }
 
-/* Downloads, checks and installs one session.  ENVLOG_BAD_DATA: refused
- * (the message says why); ENVLOG_STATE: outside the filter. */
-static envlog_err pull_one(envlog_env *env, envlog_rsync *s, const envlog_rentry *ent,
-                           const envlog_remote_opts *o, uint64_t *bytes)
+envlog_err envlog_rsync_manifest(envlog_rsync *s, const envlog_rentry *ent,
+                                 envlog_rmanifest *m)
 {
     char key[160];
     envlog_rkey_obj(s->cfg, &ent->manifest, key, sizeof key);
     long long len = 0;
-    envlog_err e = object_size(s, key, &len);
+    envlog_err e = envlog_rsync_strlen(s, key, &len);
     if (e)
         return e;
     if (len <= 0 || (uint64_t)len > ENVLOG_REMOTE_MANIFEST_MAX)
         return envlog__fail(ENVLOG_BAD_DATA, "its manifest %s is %s", key,
                             len <= 0 ? "missing" : "larger than 1 MiB");
     envlog_buf mb = {0};
-    envlog_rmanifest m = {0};
-    if ((e = get_object(s, key, (uint64_t)len, ENVLOG_REMOTE_MANIFEST_MAX, &ent->manifest, &mb)) ||
-        (e = envlog_rmanifest_decode(mb.p, mb.len, &m))) {
-        envlog_buf_free(&mb);
-        return e;
-    }
+    e = envlog_rsync_get(s, key, (uint64_t)len, ENVLOG_REMOTE_MANIFEST_MAX, &ent->manifest, &mb);
+    if (!e)
+        e = envlog_rmanifest_decode(mb.p, mb.len, m);
     envlog_buf_free(&mb);
-    envlog_buf *data = NULL;
-    if (memcmp(m.session.b, ent->id.b, 16))
+    if (!e && memcmp(m->session.b, ent->id.b, 16))
         e = envlog__fail(ENVLOG_BAD_DATA, "its manifest is another session's");
-    else if (o && !envlog_rmanifest_matches(&m, o->prefixes, o->n_prefixes))
+    if (e)
+        envlog_rmanifest_free(m);
+    return e;
+}
+
+/* Downloads, checks and installs one session.  ENVLOG_BAD_DATA: refused
+ * (the message says why); ENVLOG_STATE: outside the filter. */
+static envlog_err pull_one(envlog_env *env, envlog_rsync *s, const envlog_rentry *ent,
+                           const envlog_remote_opts *o, uint64_t *bytes)
+{
+    char key[160];
+    envlog_rmanifest m = {0};
+    envlog_err e = envlog_rsync_manifest(s, ent, &m);
+    if (e)
+        return e;
+    envlog_buf *data = NULL;
+    if (o && !envlog_rmanifest_matches(&m, o->prefixes, o->n_prefixes))
         e = ENVLOG_STATE;
     else if (!(data = envlog_calloc(m.n_segs, sizeof *data)))
         e = envlog__fail(ENVLOG_NOMEM, "pulling a session");
     *bytes = 0;
     for (size_t i = 0; !e && i < m.n_segs; i++) {
         envlog_rkey_obj(s->cfg, &m.segs[i].hash, key, sizeof key);
-        e = get_object(s, key, m.segs[i].size, (size_t)m.segs[i].size, &m.segs[i].hash,
+        e = envlog_rsync_get(s, key, m.segs[i].size, (size_t)m.segs[i].size, &m.segs[i].hash,
                        &data[i]);
         *bytes += m.segs[i].size;
     }
@@ -130,6 +137,16 @@ envlog_err envlog_remote_pull(envlog_env *env, const envlog_remote_opts *o,
     if (!(e = envlog_rsync_index(&s))) {
         /* A snapshot that does not read only means its sessions are
          * looked for as directories. */
+        if (envlog_snap_map_file(env, "current", false, &cur) == ENVLOG_NOMEM ||
+            envlog_snap_map_file(env, "previous", false, &prev) == ENVLOG_NOMEM)
+            e = envlog__fail(ENVLOG_NOMEM, "pulling");
+    }
+    /* The remote's snapshot first: the sessions it holds need not come. */
+    if (!e && !(e = envlog_rsnap_pull(env, &s, o, cur, prev, rep)) && rep->snapshot_moved &&
+        !(o && o->dry_run)) {
+        envlog_snap_unmap(cur);
+        envlog_snap_unmap(prev);
+        cur = prev = NULL;
         if (envlog_snap_map_file(env, "current", false, &cur) == ENVLOG_NOMEM ||
             envlog_snap_map_file(env, "previous", false, &prev) == ENVLOG_NOMEM)
             e = envlog__fail(ENVLOG_NOMEM, "pulling");

@@ -191,7 +191,7 @@ envlog_err envlog_remote_push(envlog_env *env, const envlog_remote_opts *o,
     for (size_t i = 0; !e && i < n; i++) {
         if (o && o->on_progress)
             o->on_progress(o->ctx, i, n);
-        if (envlog_rsync_has(&s, &ids[i])) {
+        if (envlog_rsync_has(&s, &ids[i]) || envlog_rsync_retired(&s, &ids[i])) {
             rep->present++;
             if (!(o && o->dry_run))
                 envlog_ledger_note(env, &s, &ids[i]);
@@ -241,6 +241,8 @@ envlog_err envlog_remote_push(envlog_env *env, const envlog_remote_opts *o,
     }
     if (!e && o && o->on_progress)
         o->on_progress(o->ctx, n, n);
+    if (!e && !rep->deadline_hit && o && o->snapshot)
+        e = envlog_rsnap_push(env, &s, o, rep);
     envlog_free(ids);
     envlog_rsync_end(&s);
     return e;

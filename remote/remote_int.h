@@ -22,6 +22,7 @@
 #define ENVLOG_REMOTE_INDEX_MAX ((size_t)256 << 20)    /* the index reply */
 #define ENVLOG_REMOTE_DEFAULT_TIMEOUT_NS 2000000000ull /* automatic sharing */
 #define ENVLOG_REMOTE_CALL_TIMEOUT_NS 10000000000ull   /* push, pull */
+#define ENVLOG_REMOTE_RETIRED_NS_MAX 4000  /* a retired session's namespaces */
 
 /* ------------------------------------------------ remotes (remotecfg.c) */
 
@@ -38,6 +39,7 @@ typedef struct envlog_remote_cfg {
     char prefix[65];
     char ns[256];            /* comma-separated namespace prefixes */
     bool auto_pull, auto_push;
+    bool push_snapshot;      /* automatic push: the snapshot too */
     uint64_t timeout_ns;
 } envlog_remote_cfg;
 
@@ -182,6 +184,10 @@ typedef struct envlog_rsync {
     envlog_rentry *ent;         /* the index, sorted by id */
     size_t n;
     uint64_t bad_entries;       /* index fields that are not an id and a hash */
+    envlog_id128 *retired;      /* sessions the remote holds in its snapshot
+                                   only (PREFIX:retired), sorted */
+    char **retired_ns;          /* each one's namespaces, "a,b" or "*" */
+    size_t n_retired;
     envlog_id128 *ledger;       /* ENV/remotes/NAME.sent, sorted */
     size_t n_ledger;
 } envlog_rsync;
@@ -190,14 +196,45 @@ typedef struct envlog_rsync {
 envlog_err envlog_rsync_begin(envlog_env *env, const envlog_remote_opts *o, envlog_rsync *s);
 void envlog_rsync_end(envlog_rsync *s);
 bool envlog_rsync_past_deadline(const envlog_rsync *s);
-/* Reads the remote's session index into s->ent. */
+/* Reads the remote's session index into s->ent, and its retired sessions
+ * into s->retired. */
 envlog_err envlog_rsync_index(envlog_rsync *s);
+/* Whether the index lists `id`; whether the remote retired it. */
 bool envlog_rsync_has(const envlog_rsync *s, const envlog_id128 *id);
+bool envlog_rsync_retired(const envlog_rsync *s, const envlog_id128 *id);
+/* 32 lower-case hex digits as 16 bytes. */
+bool envlog_hex_hash(const char *p, size_t n, envlog_hash128 *out);
 
-/* "PREFIX:sessions", "PREFIX:obj:HASH". */
+/* GETs object `key` of `size` bytes (0: at most `max`) checked against
+ * `hash` (pull.c).  ENVLOG_BAD_DATA (refused: why) or a link error. */
+envlog_err envlog_rsync_get(envlog_rsync *s, const char *key, uint64_t size, size_t max,
+                            const envlog_hash128 *hash, envlog_buf *out);
+/* STRLEN of `key`, so nothing larger than allowed is asked for. */
+envlog_err envlog_rsync_strlen(envlog_rsync *s, const char *key, long long *out);
+/* The manifest of index entry `ent`, read with its bound, checked against
+ * the hash that names it and decoded.  ENVLOG_BAD_DATA saying why. */
+envlog_err envlog_rsync_manifest(envlog_rsync *s, const envlog_rentry *ent,
+                                 envlog_rmanifest *m);
+
+/* "PREFIX:sessions", "PREFIX:WHAT", "PREFIX:obj:HASH". */
 void envlog_rkey_index(const envlog_remote_cfg *c, char *out, size_t size);
+void envlog_rkey(const envlog_remote_cfg *c, const char *what, char *out, size_t size);
 void envlog_rkey_obj(const envlog_remote_cfg *c, const envlog_hash128 *h, char *out,
                      size_t size);
+/* ---------------------------------------- the remote's snapshot (snapshots.c) */
+
+/* Pushes the environment's current snapshot if it holds every session the
+ * remote retired, then retires from the remote the sessions of s->ent (the
+ * index, read) it holds whole.  Fills rep's snapshot fields. */
+envlog_err envlog_rsnap_push(envlog_env *env, envlog_rsync *s, const envlog_remote_opts *o,
+                             envlog_remote_report *rep);
+/* Takes the remote's snapshot when the environment has none (`mine`
+ * NULL) or lacks sessions only the remote's snapshot holds, unless taking
+ * it would lose what `mine` alone holds.  A snapshot that fails a check is
+ * refused (rep->refused) and ENVLOG_OK returned. */
+envlog_err envlog_rsnap_pull(envlog_env *env, envlog_rsync *s, const envlog_remote_opts *o,
+                             envlog_snap *mine, envlog_snap *prev, envlog_remote_report *rep);
+
 /* ------------------------------------------------------- ledger (auto.c) */
 
 /* The sessions a remote is known to hold, ENV/remotes/NAME.sent (one id a

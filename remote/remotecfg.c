@@ -19,8 +19,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char *const setting_names[] = {"url",       "password_env", "prefix", "namespace",
-                                            "auto_pull", "auto_push",    "timeout"};
+static const char *const setting_names[] = {"url",       "password_env", "prefix",
+                                            "namespace", "auto_pull",    "auto_push",
+                                            "timeout",   "push_snapshot"};
 #define N_SETTINGS (sizeof setting_names / sizeof setting_names[0])
 
 static bool name_ok(const char *s, size_t n)
@@ -160,6 +161,8 @@ static envlog_err cfg_set(envlog_remote_cfg *c, const char *key, const char *val
         return bool_of(value, &c->auto_pull, where, key);
     if (!strcmp(key, "auto_push"))
         return bool_of(value, &c->auto_push, where, key);
+    if (!strcmp(key, "push_snapshot"))
+        return bool_of(value, &c->push_snapshot, where, key);
     if (!strcmp(key, "timeout")) {
         uint64_t ns;
         if (envlog_parse_age(value, &ns) || ns == 0 || ns > 3600000000000ull)
@@ -169,7 +172,7 @@ static envlog_err cfg_set(envlog_remote_cfg *c, const char *key, const char *val
         return ENVLOG_OK;
     }
     return envlog__fail(ENVLOG_INVALID_ARG, "%sunknown remote setting '%s' (url, password_env, "
-                        "prefix, namespace, auto_pull, auto_push, timeout)", where, key);
+                        "prefix, namespace, auto_pull, auto_push, timeout, push_snapshot)", where, key);
 }
 
 static void cfg_init(envlog_remote_cfg *c, const char *name, size_t n)
@@ -318,6 +321,8 @@ envlog_err envlog_remotes_write(envlog_env *env, const envlog_remotes *r)
             e = put_line(&b, x->name, "auto_push", "on");
         if (!e && x->timeout_ns != ENVLOG_REMOTE_DEFAULT_TIMEOUT_NS)
             e = put_line(&b, x->name, "timeout", t);
+        if (!e && x->push_snapshot)
+            e = put_line(&b, x->name, "push_snapshot", "on");
     }
     if (!e)
         e = envlog_config_write_x(env, &c, (const char *)b.p, b.len);
@@ -456,6 +461,7 @@ envlog_err envlog_remote_list(envlog_env *env, envlog_remote_info **out, size_t 
         snprintf(o->ns, sizeof o->ns, "%s", c->ns);
         o->auto_pull = c->auto_pull;
         o->auto_push = c->auto_push;
+        o->push_snapshot = c->push_snapshot;
         o->timeout_ns = c->timeout_ns;
         char push[96], pull[96];
         envlog_remote_status_get(env, c->name, "push", push, sizeof push);

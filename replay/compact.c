@@ -161,7 +161,7 @@ static envlog_err write_empty(int snapfd, const char *name)
 }
 
 /* Step 2: the new generation in place, the one it was built on kept. */
-static envlog_err rotate(int snapfd)
+envlog_err envlog_snap_rotate(int snapfd)
 {
     const envlog_io *io = envlog_io_get();
     envlog_err e = ENVLOG_OK;
@@ -430,7 +430,7 @@ envlog_err envlog_compact_x(envlog_env *env, const envlog_compact_opts *opts,
     rep->sessions_folded = res.n_sessions;
     if (e || (e = ce) || opts->dry_run)
         goto out;
-    if ((e = envlog_snapshot_read_back(env, &res.digest)) || (e = rotate(snapfd))) {
+    if ((e = envlog_snapshot_read_back(env, &res.digest)) || (e = envlog_snap_rotate(snapfd))) {
         io->unlinkat(snapfd, "current.tmp", 0);
         goto out;
     }

@@ -203,6 +203,10 @@ envlog_err envlog_config_write_x(envlog_env *env, const envlog_config *c, const 
  * ENVLOG_BUSY when another compaction holds it. */
 envlog_err envlog_compact_lock(envlog_env *env, int *lockfd);
 void envlog_compact_unlock(int lockfd);
+/* Puts snapshot/current.tmp (synced) in place as current, keeping the
+ * current before it as previous (an empty generation when there was none),
+ * and syncs the directory.  The caller holds the compaction lock. */
+envlog_err envlog_snap_rotate(int snapfd);
 /* Reads snapshot/current.tmp back whole and folds it: ENVLOG_CORRUPT
  * unless it reads completely and its envlog_state_digest() is `want`. */
 envlog_err envlog_snapshot_read_back(envlog_env *env, const envlog_hash128 *want);

@@ -297,6 +297,107 @@ else
     fail "once there is room, the next push catches up" "$tmp/out"
 fi
 
+# ------------------------------------------------- a snapshot on the remote
+U7=$URL/9
+for m in s1 s2 s3; do newenv "$tmp/$m" origin "$U7" > /dev/null 2>&1; done
+"$REC" "$tmp/s1" 3 autotune/rt/1.0/snap1 s1a 2048
+"$REC" "$tmp/s2" 2 autotune/rt/1.0/snap2 s2a 2048
+"$BIN" -C "$tmp/s1" push > /dev/null 2>&1
+"$BIN" -C "$tmp/s2" push > /dev/null 2>&1
+"$BIN" -C "$tmp/s1" pull > /dev/null 2>&1
+mkdir -p "$tmp/su" && "$REC" "$tmp/su" 0 x y 0 && cp -r "$tmp/s1"/sessions/* "$tmp/su/sessions/"
+"$BIN" -C "$tmp/s1" compact > /dev/null 2>&1
+"$BIN" -C "$tmp/s1" --json push --snapshot > "$tmp/out" 2>&1; rc=$?
+if [ $rc -eq 0 ] && grep -q '"snapshot":{"moved":true' "$tmp/out" && grep -q '"retired":5' "$tmp/out" &&
+   [ "$(r -n 9 hlen envlog:sessions)" = 0 ] && [ "$(r -n 9 hlen envlog:retired)" = 5 ] &&
+   [ "$(r -n 9 dbsize)" = 3 ]; then
+    pass "push --snapshot: the snapshot goes up, the 5 sessions it holds leave the remote (3 keys left)"
+else
+    fail "push --snapshot retires what it holds" "$tmp/out"
+fi
+"$REC" "$tmp/s2" 1 autotune/rt/1.0/snap2 s2b 2048
+"$BIN" -C "$tmp/s2" --json push > "$tmp/out" 2>&1
+cp -r "$tmp/s2"/sessions/* "$tmp/su/sessions/"
+newenv "$tmp/s4" origin "$U7" > /dev/null 2>&1
+"$BIN" -C "$tmp/s4" pull > "$tmp/out2" 2>&1; rc=$?
+if grep -q '"sessions":1,.*"present":2' "$tmp/out" && [ $rc -eq 0 ] &&
+   grep -q "took the remote's snapshot" "$tmp/out2" && [ "$(ls "$tmp/s4/sessions" | wc -l)" = 1 ] &&
+   dump "$tmp/s4" > "$tmp/d4" && dump "$tmp/su" | cmp -s - "$tmp/d4" && [ -s "$tmp/d4" ] &&
+   "$BIN" -C "$tmp/s4" verify > /dev/null 2>&1; then
+    pass "a new machine pulls one snapshot and the 1 newer session: the fold of all 6, byte for byte"
+else
+    fail "a new machine pulls the snapshot and the newer sessions" "$tmp/out2"
+fi
+"$BIN" -C "$tmp/s2" pull > "$tmp/out" 2>&1
+"$BIN" -C "$tmp/s4" --json pull > "$tmp/out2" 2>&1
+if dump "$tmp/s2" | cmp -s - "$tmp/d4" && grep -q '"sessions":0,.*"moved":false' "$tmp/out2"; then
+    pass "a machine whose sessions left the remote takes its snapshot; pulling twice changes nothing"
+else
+    fail "the snapshot for a machine that lacks retired sessions" "$tmp/out"
+fi
+# s3 compacts twice: its session lives only in its own snapshot.
+"$REC" "$tmp/s3" 1 autotune/rt/1.0/snap3 s3a 2048
+"$BIN" -C "$tmp/s3" compact > /dev/null 2>&1
+"$BIN" -C "$tmp/s3" compact > /dev/null 2>&1
+cp "$tmp/s3/snapshot/current" "$tmp/s3cur"
+"$BIN" -C "$tmp/s3" pull > "$tmp/out" 2>&1; rc1=$?
+"$BIN" -C "$tmp/s3" push --snapshot > "$tmp/out2" 2>&1; rc2=$?
+if [ $rc1 -eq 0 ] && grep -q 'not taken: it lacks 1 session only this environment' "$tmp/out" &&
+   cmp -s "$tmp/s3/snapshot/current" "$tmp/s3cur" && [ $rc2 -eq 0 ] &&
+   grep -q 'not pushed: the remote.s snapshot holds 5 sessions this one does not' "$tmp/out2" &&
+   [ "$(r -n 9 hlen envlog:retired)" = 5 ]; then
+    pass "two snapshots that each hold what the other lacks: neither replaces the other, saying why"
+else
+    fail "incomparable snapshots are kept apart" "$tmp/out"
+fi
+snap=$(r -n 9 get envlog:snapshot | cut -d' ' -f1)
+r -n 9 setrange "envlog:obj:$snap" 700 XXXX > /dev/null
+newenv "$tmp/s5" origin "$U7" > /dev/null 2>&1
+"$BIN" -C "$tmp/s5" pull > "$tmp/out" 2>&1; rc=$?
+if [ $rc -eq 1 ] && grep -q "snapshot was refused: .*does not hash to its name" "$tmp/out" &&
+   [ ! -e "$tmp/s5/snapshot/current" ] && [ "$(ls "$tmp/s5/sessions" | wc -l)" = 1 ]; then
+    pass "an altered snapshot on the remote is refused, nothing of it kept; the sessions still come"
+else
+    fail "an altered snapshot on the remote is refused" "$tmp/out"
+fi
+r -n 9 set envlog:snapshot "$snap 99999999999" > /dev/null
+"$BIN" -C "$tmp/s5" pull > "$tmp/out" 2>&1; rc1=$?
+r -n 9 set envlog:snapshot "junk" > /dev/null
+"$BIN" -C "$tmp/s5" pull > "$tmp/out2" 2>&1; rc2=$?
+if [ $rc1 -ne 0 ] && [ $rc2 -ne 0 ] && grep -q "not a snapshot's hash and size" "$tmp/out" &&
+   grep -q "not a snapshot's hash and size" "$tmp/out2" && [ ! -e "$tmp/s5/snapshot/current" ]; then
+    pass "a snapshot pointer beyond the size limit, or not a hash and size, is refused"
+else
+    fail "a bad snapshot pointer is refused" "$tmp/out"
+fi
+
+# ------------------------------------------------ a hostile remote's sizes
+# A manifest of 2 MiB; a segment object of 32 MiB where its manifest says
+# about 3 KiB: each refused as it is sized or as it arrives.
+for d in 10 11; do
+    newenv "$tmp/hs$d" origin "$URL/$d" > /dev/null 2>&1
+    newenv "$tmp/hd$d" origin "$URL/$d" > /dev/null 2>&1
+    "$REC" "$tmp/hs$d" 1 autotune/rt/1.0/hostile "hs$d" 2048
+    "$BIN" -C "$tmp/hs$d" push > /dev/null 2>&1
+done
+m=$(r -n 10 hget envlog:sessions "$(ls "$tmp/hs10/sessions")")
+head -c 2097152 /dev/zero | r -n 10 -x set "envlog:obj:$m" > /dev/null
+for k in $(r -n 11 keys 'envlog:obj:*'); do
+    if [ "$(r -n 11 strlen "$k")" -gt 2000 ]; then
+        head -c 33554432 /dev/zero | r -n 11 -x set "$k" > /dev/null
+    fi
+done
+"$BIN" -C "$tmp/hd10" pull > "$tmp/out" 2>&1; rc1=$?
+"$BIN" -C "$tmp/hd11" pull > "$tmp/out2" 2>&1; rc2=$?
+if [ $rc1 -ne 0 ] && grep -q 'larger than 1 MiB' "$tmp/out" && [ $rc2 -ne 0 ] &&
+   [ -z "$(ls "$tmp/hd10/sessions")$(ls "$tmp/hd11/sessions")" ] &&
+   [ "$(du -sk "$tmp/hd11" | cut -f1)" -lt 1024 ] && "$BIN" -C "$tmp/hd11" verify > /dev/null 2>&1; then
+    pass "a hostile remote's oversized manifest and segment are refused on the way, nothing written"
+else
+    fail "a hostile remote's oversized objects are refused" "$tmp/out2"
+fi
+
+
 # ------------------------------------- the server killed during push and pull
 kills=${REMOTE_KILLS:-8}
 newenv "$tmp/k" origin "$URL/7" > /dev/null 2>&1
