@@ -90,6 +90,7 @@ static envlog_session *begin(envlog_env *env, const char *label, const char *rt,
     o.devices = device ? &device : NULL;
     o.n_devices = device ? 1 : 0;
     o.process_mode = "execute";
+    o.auto_compact = -1; /* the fixtures are the sessions as written */
     if (seg)
         o.segment_size = seg;
     envlog_session *s;
