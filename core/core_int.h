@@ -69,7 +69,23 @@ typedef struct envlog_io {
      * (sync_file_range, SYNC_FILE_RANGE_WRITE): a hint that makes a later
      * fsync shorter, never a promise.  May be NULL; errors are ignored. */
     int (*writeback)(int fd, off_t off, off_t len);
+    /* stat of `path` under `dirfd`, never following a symbolic link. */
+    int (*fstatat)(int dirfd, const char *path, struct stat *st);
+    /* A listing of the directory `dirfd` from its start, on a descriptor
+     * of its own: NULL and errno on failure. */
+    void *(*opendir)(int dirfd);
+    /* The next entry's name (never "." or ".."): 1, 0 at the end, -1 and
+     * errno on failure.  *name is valid until the next call. */
+    int (*readdir)(void *dir, const char **name);
+    void (*closedir)(void *dir);
 } envlog_io;
+
+/* Calls fn(ctx, name) for each entry of the directory `dirfd` (but . and
+ * ..), through the table, until fn returns other than ENVLOG_OK: ENVLOG_END
+ * stops the listing without an error; any other error is returned.  A
+ * failed listing is ENVLOG_IO (or as errno says) "listing WHAT". */
+envlog_err envlog_dir_each(int dirfd, const char *what,
+                           envlog_err (*fn)(void *ctx, const char *name), void *ctx);
 
 /* The table in force (never NULL). */
 const envlog_io *envlog_io_get(void);

@@ -8,9 +8,11 @@
  */
 #include "core_int.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
+#include <string.h>
 #include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -68,6 +70,37 @@ static int px_writeback(int fd, off_t off, off_t len)
 {
     return sync_file_range(fd, off, len, SYNC_FILE_RANGE_WRITE);
 }
+static int px_fstatat(int dirfd, const char *path, struct stat *st)
+{
+    return fstatat(dirfd, path, st, AT_SYMLINK_NOFOLLOW);
+}
+static void *px_opendir(int dirfd)
+{
+    int fd = openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0)
+        return NULL;
+    DIR *d = fdopendir(fd);
+    if (!d) {
+        int err = errno;
+        close(fd);
+        errno = err;
+    }
+    return d;
+}
+static int px_readdir(void *dir, const char **name)
+{
+    for (;;) {
+        errno = 0;
+        struct dirent *de = readdir(dir);
+        if (!de)
+            return errno ? -1 : 0;
+        if (strcmp(de->d_name, ".") && strcmp(de->d_name, "..")) {
+            *name = de->d_name;
+            return 1;
+        }
+    }
+}
+static void px_closedir(void *dir) { closedir(dir); }
 
 static const envlog_io posix_io = {
     .open = px_open,
@@ -88,6 +121,10 @@ static const envlog_io posix_io = {
     .flock = px_flock,
     .fstat = px_fstat,
     .writeback = px_writeback,
+    .fstatat = px_fstatat,
+    .opendir = px_opendir,
+    .readdir = px_readdir,
+    .closedir = px_closedir,
 };
 
 static const envlog_io *current = &posix_io;
@@ -95,3 +132,21 @@ static const envlog_io *current = &posix_io;
 const envlog_io *envlog_io_get(void) { return current; }
 const envlog_io *envlog_io_posix(void) { return &posix_io; }
 void envlog_io_set(const envlog_io *io) { current = io ? io : &posix_io; }
+
+envlog_err envlog_dir_each(int dirfd, const char *what,
+                           envlog_err (*fn)(void *ctx, const char *name), void *ctx)
+{
+    const envlog_io *io = current;
+    void *d = io->opendir(dirfd);
+    if (!d)
+        return envlog__fail_errno(errno, "listing %s", what);
+    envlog_err e = ENVLOG_OK;
+    const char *name;
+    int rc = 0;
+    while (!e && (rc = io->readdir(d, &name)) > 0)
+        e = fn(ctx, name);
+    if (!e && rc < 0)
+        e = envlog__fail_errno(errno, "listing %s", what);
+    io->closedir(d);
+    return e == ENVLOG_END ? ENVLOG_OK : e;
+}

@@ -87,11 +87,33 @@ static int seg_cmp(const void *a, const void *b)
     return x->segment < y->segment ? -1 : x->segment > y->segment;
 }
 
-/* A fresh descriptor of the same directory, with its own read position
- * (dup() would share one). */
-static int reopen_dir(int dirfd)
+/* A growing array of what a listing keeps. */
+typedef struct listing {
+    void *v;
+    size_t n, cap, size;
+    const char *what;
+} listing;
+
+static envlog_err listing_add(listing *l, const void *item)
 {
-    return envlog_io_get()->openat(dirfd, ".", O_RDONLY | O_DIRECTORY, 0);
+    if (l->n == l->cap) {
+        size_t cap = l->cap ? 2 * l->cap : 16;
+        void *p = envlog_realloc(l->v, cap * l->size);
+        if (!p)
+            return envlog__fail(ENVLOG_NOMEM, "listing %s", l->what);
+        l->v = p;
+        l->cap = cap;
+    }
+    memcpy((char *)l->v + l->n++ * l->size, item, l->size);
+    return ENVLOG_OK;
+}
+
+static envlog_err add_id(void *ctx, const char *name)
+{
+    envlog_id128 id;
+    if (strlen(name) != 32 || envlog_id_parse(name, &id))
+        return ENVLOG_OK;
+    return listing_add(ctx, &id);
 }
 
 envlog_err envlog_session_ids(envlog_env *env, envlog_id128 **ids, size_t *n)
@@ -100,90 +122,49 @@ envlog_err envlog_session_ids(envlog_env *env, envlog_id128 **ids, size_t *n)
     *n = 0;
     if (env->sessions_fd < 0)
         return ENVLOG_OK;
-    int fd = reopen_dir(env->sessions_fd);
-    DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
-    if (!d) {
-        if (fd >= 0)
-            close(fd);
-        return envlog__fail_errno(errno, "listing %s/sessions", env->path);
-    }
-    size_t cap = 0;
-    envlog_err e = ENVLOG_OK;
-    struct dirent *de;
-    while ((de = readdir(d))) {
-        envlog_id128 id;
-        if (strlen(de->d_name) != 32 || envlog_id_parse(de->d_name, &id))
-            continue;
-        if (*n == cap) {
-            cap = cap ? 2 * cap : 16;
-            envlog_id128 *p = envlog_realloc(*ids, cap * sizeof *p);
-            if (!p) {
-                e = envlog__fail(ENVLOG_NOMEM, "listing sessions");
-                break;
-            }
-            *ids = p;
-        }
-        (*ids)[(*n)++] = id;
-    }
-    closedir(d);
+    char what[4200];
+    snprintf(what, sizeof what, "%s/sessions", env->path);
+    listing l = {NULL, 0, 0, sizeof **ids, "sessions"};
+    envlog_err e = envlog_dir_each(env->sessions_fd, what, add_id, &l);
     if (e) {
-        envlog_free(*ids);
-        *ids = NULL;
-        *n = 0;
+        envlog_free(l.v);
+        return e;
     }
-    return e;
+    *ids = l.v;
+    *n = l.n;
+    return ENVLOG_OK;
+}
+
+static envlog_err add_segment(void *ctx, const char *name)
+{
+    envlog_seg_name sn;
+    uint32_t seg;
+    uint64_t first;
+    char tail[8];
+    if (strlen(name) != 29 ||
+        sscanf(name, "%8" SCNu32 "-%16" SCNu64 "%4s", &seg, &first, tail) != 3 ||
+        strcmp(tail, ".log"))
+        return ENVLOG_OK;
+    envlog_seg_name_format(sn.name, seg, first);
+    if (strcmp(sn.name, name))
+        return ENVLOG_OK;
+    sn.segment = seg;
+    sn.first_seq = first;
+    return listing_add(ctx, &sn);
 }
 
 envlog_err envlog_list_segments(int dirfd, envlog_seg_name **out, size_t *n)
 {
     *out = NULL;
     *n = 0;
-    int fd = reopen_dir(dirfd);
-    if (fd < 0)
-        return envlog__fail_errno(errno, "listing segments");
-    DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
-    if (!d) {
-        if (fd >= 0)
-            close(fd);
-        return envlog__fail_errno(errno, "listing segments");
-    }
-    size_t cap = 0;
-    envlog_err e = ENVLOG_OK;
-    struct dirent *de;
-    while ((de = readdir(d))) {
-        uint32_t seg;
-        uint64_t first;
-        char tail[8];
-        if (strlen(de->d_name) != 29 ||
-            sscanf(de->d_name, "%8" SCNu32 "-%16" SCNu64 "%4s", &seg, &first,
-                   tail) != 3 ||
-            strcmp(tail, ".log"))
-            continue;
-        char canon[40];
-        envlog_seg_name_format(canon, seg, first);
-        if (strcmp(canon, de->d_name))
-            continue;
-        if (*n == cap) {
-            cap = cap ? cap * 2 : 8;
-            envlog_seg_name *p = envlog_realloc(*out, cap * sizeof **out);
-            if (!p) {
-                e = envlog__fail(ENVLOG_NOMEM, "listing segments");
-                break;
-            }
-            *out = p;
-        }
-        (*out)[*n].segment = seg;
-        (*out)[*n].first_seq = first;
-        memcpy((*out)[*n].name, canon, sizeof canon);
-        (*n)++;
-    }
-    closedir(d);
+    listing l = {NULL, 0, 0, sizeof **out, "segments"};
+    envlog_err e = envlog_dir_each(dirfd, "segments", add_segment, &l);
     if (e) {
-        envlog_free(*out);
-        *out = NULL;
-        *n = 0;
+        envlog_free(l.v);
         return e;
     }
+    *out = l.v;
+    *n = l.n;
     if (*n)
         qsort(*out, *n, sizeof **out, seg_cmp);
     return ENVLOG_OK;
@@ -244,25 +225,20 @@ static envlog_err write_marker(int dirfd, bool *lost)
     return e;
 }
 
-/* True when the directory holds nothing but markers being written. */
-static bool dir_is_empty(int dirfd)
+/* Stops at the first entry that is not a marker being written. */
+static envlog_err not_a_marker(void *ctx, const char *name)
 {
-    int fd = dup(dirfd);
-    if (fd < 0)
-        return false;
-    DIR *d = fdopendir(fd);
-    if (!d) {
-        close(fd);
-        return false;
-    }
-    bool empty = true;
-    struct dirent *de;
-    while ((de = readdir(d)))
-        if (strcmp(de->d_name, ".") && strcmp(de->d_name, "..") &&
-            strncmp(de->d_name, MARKER ".tmp", strlen(MARKER ".tmp")))
-            empty = false;
-    closedir(d);
-    return empty;
+    if (!strncmp(name, MARKER ".tmp", strlen(MARKER ".tmp")))
+        return ENVLOG_OK;
+    *(bool *)ctx = false;
+    return ENVLOG_END;
+}
+
+/* Whether the directory holds nothing but markers being written. */
+static envlog_err dir_is_empty(envlog_env *env, bool *empty)
+{
+    *empty = true;
+    return envlog_dir_each(env->dirfd, env->path, not_a_marker, empty);
 }
 
 static envlog_err read_marker(envlog_env *env, envlog_buf *b)
@@ -282,7 +258,10 @@ static envlog_err check_marker(envlog_env *env, unsigned flags)
     for (int round = 0; e == ENVLOG_NOT_FOUND && round < 8; round++) {
         if (!(flags & ENVLOG_OPEN_CREATE) || env->readonly)
             break;
-        if (!dir_is_empty(env->dirfd)) {
+        bool empty;
+        if ((e = dir_is_empty(env, &empty)))
+            break;
+        if (!empty) {
             /* Something is there: maybe the environment another process
              * just finished making. */
             if ((e = read_marker(env, &b)) == ENVLOG_NOT_FOUND)

@@ -55,7 +55,7 @@ envlog_err envlog_open_regular(int dirfd, const char *name, int flags, mode_t mo
         if (err == ELOOP)
             return envlog__fail(ENVLOG_PERMISSION, "%s is a symbolic link; refused", name);
         if (err == ENXIO || err == EISDIR || err == ENOTDIR) {
-            if (fstatat(dirfd, name, &tmp, AT_SYMLINK_NOFOLLOW) == 0)
+            if (envlog_io_get()->fstatat(dirfd, name, &tmp) == 0)
                 return envlog__fail(ENVLOG_BAD_DATA, "%s is %s, not a regular file", name,
                                     envlog_file_type_name(tmp.st_mode));
         }
@@ -182,7 +182,7 @@ envlog_err envlog_open_dir(int dirfd, const char *name, int *fd)
         int err = errno;
         if (err == ENOTDIR || err == ELOOP) {
             struct stat st;
-            if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0) {
+            if (envlog_io_get()->fstatat(dirfd, name, &st) == 0) {
                 if (S_ISLNK(st.st_mode))
                     return envlog__fail(ENVLOG_PERMISSION,
                                         "%s is a symbolic link; refused", name);
@@ -236,20 +236,24 @@ envlog_err envlog_tmp_name(char *out, size_t size, const char *base)
     return ENVLOG_OK;
 }
 
+typedef struct tmp_clean_ctx {
+    int dirfd;
+    const char *base;
+} tmp_clean_ctx;
+
+static envlog_err clean_one(void *ctx, const char *name)
+{
+    tmp_clean_ctx *c = ctx;
+    if (envlog_tmp_is_stale(c->dirfd, name, c->base))
+        envlog_io_get()->unlinkat(c->dirfd, name, 0);
+    return ENVLOG_OK;
+}
+
 void envlog_tmp_clean(int dirfd, const char *base)
 {
-    int fd = envlog_io_get()->openat(dirfd, ".", O_RDONLY | O_DIRECTORY, 0);
-    DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
-    if (!d) {
-        if (fd >= 0)
-            close(fd);
-        return;
-    }
-    struct dirent *de;
-    while ((de = readdir(d)))
-        if (envlog_tmp_is_stale(dirfd, de->d_name, base))
-            envlog_io_get()->unlinkat(dirfd, de->d_name, 0);
-    closedir(d);
+    /* Best effort: what is left is cleaned the next time. */
+    tmp_clean_ctx c = {dirfd, base};
+    (void)envlog_dir_each(dirfd, base, clean_one, &c);
 }
 
 bool envlog_tmp_is_stale(int dirfd, const char *name, const char *base)
@@ -266,7 +270,7 @@ bool envlog_tmp_is_stale(int dirfd, const char *name, const char *base)
     if (kill((pid_t)pid, 0) == 0 || errno != ESRCH)
         return false;
     struct stat st;
-    if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) || !S_ISREG(st.st_mode))
+    if (envlog_io_get()->fstatat(dirfd, name, &st) || !S_ISREG(st.st_mode))
         return false;
     return time(NULL) - st.st_mtime > 60;
 }

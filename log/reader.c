@@ -465,50 +465,48 @@ static int info_cmp(const void *a, const void *b)
     return memcmp(x->id.b, y->id.b, 16);
 }
 
+typedef struct strays {
+    int dirfd;
+    uint64_t n;
+} strays;
+
+static envlog_err count_stray(void *ctx, const char *nm)
+{
+    strays *c = ctx;
+    char seg[30];
+    bool ours = false;
+    if (strlen(nm) >= 29) {
+        memcpy(seg, nm, 29);
+        seg[29] = 0;
+        uint32_t s;
+        uint64_t f;
+        char canon[40];
+        if (sscanf(seg, "%8" SCNu32 "-%16" SCNu64, &s, &f) == 2) {
+            envlog_seg_name_format(canon, s, f);
+            const char *rest = nm + 29;
+            ours = !strcmp(canon, seg) &&
+                   (!*rest || !strcmp(rest, ".broken") ||
+                    (!strncmp(rest, ".broken.", 8) && rest[8] &&
+                     strspn(rest + 8, "0123456789") == strlen(rest + 8)));
+            /* Named as ours, but a FIFO, a link, a directory: not. */
+            struct stat st;
+            if (ours && (envlog_io_get()->fstatat(c->dirfd, nm, &st) || !S_ISREG(st.st_mode)))
+                ours = false;
+        }
+    }
+    c->n += !ours;
+    return ENVLOG_OK;
+}
+
 /* Entries of a session directory that are neither segments nor the
- * .broken copies a repair keeps. */
+ * .broken copies a repair keeps (none counted when it cannot be listed:
+ * the reader says why). */
 static uint64_t count_strays(int dirfd)
 {
-    int fd = envlog_io_get()->openat(dirfd, ".", O_RDONLY | O_DIRECTORY, 0);
-    DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
-    if (!d) {
-        if (fd >= 0)
-            close(fd);
+    strays c = {dirfd, 0};
+    if (envlog_dir_each(dirfd, "a session directory", count_stray, &c))
         return 0;
-    }
-    uint64_t n = 0;
-    struct dirent *de;
-    while ((de = readdir(d))) {
-        const char *nm = de->d_name;
-        if (!strcmp(nm, ".") || !strcmp(nm, ".."))
-            continue;
-        char seg[30];
-        size_t len = strlen(nm);
-        bool ours = false;
-        if (len >= 29) {
-            memcpy(seg, nm, 29);
-            seg[29] = 0;
-            uint32_t s;
-            uint64_t f;
-            char canon[40];
-            if (sscanf(seg, "%8" SCNu32 "-%16" SCNu64, &s, &f) == 2) {
-                envlog_seg_name_format(canon, s, f);
-                const char *rest = nm + 29;
-                ours = !strcmp(canon, seg) &&
-                       (!*rest || !strcmp(rest, ".broken") ||
-                        (!strncmp(rest, ".broken.", 8) && rest[8] &&
-                         strspn(rest + 8, "0123456789") == strlen(rest + 8)));
-                /* Named as ours, but a FIFO, a link, a directory: not. */
-                struct stat st;
-                if (ours && (fstatat(dirfd, nm, &st, AT_SYMLINK_NOFOLLOW) ||
-                             !S_ISREG(st.st_mode)))
-                    ours = false;
-            }
-        }
-        n += !ours;
-    }
-    closedir(d);
-    return n;
+    return c.n;
 }
 
 static envlog_err summarize(envlog_env *env, const envlog_id128 *id,
@@ -552,7 +550,7 @@ static envlog_err summarize(envlog_env *env, const envlog_id128 *id,
     in->strays = count_strays(r->dirfd);
     for (size_t i = 0; i < r->n_segs; i++) {
         struct stat st;
-        if (fstatat(r->dirfd, r->segs[i].name, &st, AT_SYMLINK_NOFOLLOW) == 0)
+        if (envlog_io_get()->fstatat(r->dirfd, r->segs[i].name, &st) == 0)
             in->bytes += (uint64_t)st.st_size;
     }
     envlog_reader_close(r);

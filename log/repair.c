@@ -40,7 +40,7 @@ static envlog_err copy_broken(int dirfd, const char *name, const envlog_buf *dat
         else
             snprintf(out, size, "%s.broken", name);
         struct stat st;
-        if (fstatat(dirfd, out, &st, AT_SYMLINK_NOFOLLOW) == 0) {
+        if (envlog_io_get()->fstatat(dirfd, out, &st) == 0) {
             if (S_ISREG(st.st_mode) && same_file(dirfd, out, data))
                 return envlog_dir_sync(dirfd, out);
             continue;

@@ -355,31 +355,39 @@ envlog_err envlog_local_session_read(envlog_env *env, const envlog_id128 *id,
 
 /* ---------------------------------------------- a session downloaded */
 
+typedef struct tree_ctx {
+    int fd;
+    int depth;
+} tree_ctx;
+
+static void remove_tree(int parent, const char *name, int depth);
+
+static envlog_err remove_in_tree(void *ctx, const char *name)
+{
+    tree_ctx *t = ctx;
+    struct stat st;
+    if (t->depth > 0 && !envlog_io_get()->fstatat(t->fd, name, &st) && S_ISDIR(st.st_mode))
+        remove_tree(t->fd, name, t->depth - 1);
+    else
+        envlog_io_get()->unlinkat(t->fd, name, 0);
+    return ENVLOG_OK;
+}
+
 /* Removes directory `name` under `parent` with what lies in it, two levels
- * deep (incoming/PID.RANDOM/ID/segments). */
+ * deep (incoming/PID.RANDOM/ID/segments); best effort, the next pull
+ * tries again. */
 static void remove_tree(int parent, const char *name, int depth)
 {
-    int fd = openat(parent, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    if (fd < 0) {
-        unlinkat(parent, name, 0);
+    const envlog_io *io = envlog_io_get();
+    int fd;
+    if (envlog_open_dir(parent, name, &fd)) {
+        io->unlinkat(parent, name, 0);
         return;
     }
-    DIR *d = fdopendir(fd);
-    if (!d) {
-        close(fd);
-        return;
-    }
-    struct dirent *de;
-    while ((de = readdir(d))) {
-        if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
-            continue;
-        if (depth > 0 && de->d_type == DT_DIR)
-            remove_tree(fd, de->d_name, depth - 1);
-        else
-            unlinkat(fd, de->d_name, 0);
-    }
-    closedir(d);
-    unlinkat(parent, name, AT_REMOVEDIR);
+    tree_ctx t = {fd, depth};
+    (void)envlog_dir_each(fd, name, remove_in_tree, &t);
+    io->close(fd);
+    io->unlinkat(parent, name, AT_REMOVEDIR);
 }
 
 /* Opens ENV/remotes/incoming, made if missing. */
@@ -402,31 +410,32 @@ static envlog_err incoming_open(envlog_env *env, int *fd)
     return e;
 }
 
+/* Staging directories whose pull is gone, at most 32 a time. */
+typedef struct gone {
+    char names[32][48];
+    size_t n;
+} gone;
+
+static envlog_err note_gone(void *ctx, const char *name)
+{
+    gone *g = ctx;
+    char *end;
+    long pid = strtol(name, &end, 10);
+    if (pid <= 0 || *end != '.' || strlen(name) >= sizeof g->names[0])
+        return ENVLOG_OK;
+    if (kill((pid_t)pid, 0) && errno == ESRCH)
+        memcpy(g->names[g->n++], name, strlen(name) + 1); /* fits: checked */
+    return g->n < 32 ? ENVLOG_OK : ENVLOG_END;
+}
+
 /* Removes what pulls that are gone left in incoming/. */
 static void incoming_clean(int infd)
 {
-    int fd = dup(infd);
-    DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
-    if (!d) {
-        if (fd >= 0)
-            close(fd);
-        return;
-    }
-    char names[32][48];
-    size_t n = 0;
-    struct dirent *de;
-    while ((de = readdir(d)) && n < 32) {
-        long pid;
-        char *end;
-        pid = strtol(de->d_name, &end, 10);
-        if (pid <= 0 || *end != '.' || strlen(de->d_name) >= sizeof names[0])
-            continue;
-        if (kill((pid_t)pid, 0) && errno == ESRCH)
-            memcpy(names[n++], de->d_name, strlen(de->d_name) + 1); /* fits: checked */
-    }
-    closedir(d);
-    for (size_t i = 0; i < n; i++)
-        remove_tree(infd, names[i], 1);
+    gone g;
+    g.n = 0;
+    (void)envlog_dir_each(infd, "remotes/incoming", note_gone, &g);
+    for (size_t i = 0; i < g.n; i++)
+        remove_tree(infd, g.names[i], 1);
 }
 
 /* The log's reader over a staging directory: an environment handle whose
@@ -536,7 +545,7 @@ bool envlog_session_known(envlog_env *env, envlog_snap *snap, envlog_snap *prev,
     char hex[33];
     envlog_id_format(id, hex);
     struct stat st;
-    if (env->sessions_fd >= 0 && !fstatat(env->sessions_fd, hex, &st, AT_SYMLINK_NOFOLLOW))
+    if (env->sessions_fd >= 0 && !envlog_io_get()->fstatat(env->sessions_fd, hex, &st))
         return true;
     uint64_t wm;
     return (snap && envlog_snap_watermark(snap, id, &wm)) ||

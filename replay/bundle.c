@@ -112,7 +112,7 @@ envlog_err envlog_bundle_read_path(const char *path, envlog_buf *b)
         return envlog__fail_errno(errno, "opening bundle %s", path);
     struct stat st;
     envlog_err e = ENVLOG_OK;
-    if (fstat(fd, &st))
+    if (envlog_io_get()->fstat(fd, &st))
         e = envlog__fail_errno(errno, "stat %s", path);
     else if (!S_ISREG(st.st_mode))
         e = envlog__fail(ENVLOG_FORMAT, "%s is not a regular file", path);

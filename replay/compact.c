@@ -30,6 +30,26 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+typedef struct rm_ctx {
+    int fd;
+    const char *name;
+    bool *left;
+} rm_ctx;
+
+static envlog_err remove_entry(void *ctx, const char *nm)
+{
+    rm_ctx *c = ctx;
+    const envlog_io *io = envlog_io_get();
+    struct stat st;
+    if (io->fstatat(c->fd, nm, &st) == 0 && S_ISDIR(st.st_mode)) {
+        *c->left = true;
+        return ENVLOG_OK;
+    }
+    if (io->unlinkat(c->fd, nm, 0) && errno != ENOENT)
+        return envlog__fail_errno(errno, "removing %s/%s", c->name, nm);
+    return ENVLOG_OK;
+}
+
 /* Deletes the files of a directory and the directory.  Only files are
  * removed: a directory left inside is not ours to remove (nothing is
  * removed silently), so the directory stays and `*left` says so. */
@@ -41,33 +61,27 @@ static envlog_err remove_dir(int parent, const char *name, bool *left)
     envlog_err e = envlog_open_dir(parent, name, &fd);
     if (e)
         return e == ENVLOG_NOT_FOUND ? ENVLOG_OK : e;
-    int dfd = dup(fd);
-    DIR *d = dfd >= 0 ? fdopendir(dfd) : NULL;
-    if (!d) {
-        if (dfd >= 0)
-            close(dfd);
-        close(fd);
-        return envlog__fail_errno(errno, "listing %s", name);
-    }
-    struct dirent *de;
-    while ((de = readdir(d))) {
-        if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
-            continue;
-        struct stat st;
-        if (fstatat(fd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode)) {
-            *left = true;
-            continue;
-        }
-        if (io->unlinkat(fd, de->d_name, 0) && errno != ENOENT) {
-            e = envlog__fail_errno(errno, "removing %s/%s", name, de->d_name);
-            break;
-        }
-    }
-    closedir(d);
-    close(fd);
+    rm_ctx c = {fd, name, left};
+    e = envlog_dir_each(fd, name, remove_entry, &c);
+    io->close(fd);
     if (!e && !*left && io->unlinkat(parent, name, AT_REMOVEDIR) && errno != ENOENT)
         e = envlog__fail_errno(errno, "removing %s", name);
     return e;
+}
+
+/* Directories being removed (ID.removing), at most 64 a time. */
+typedef struct removing {
+    char names[64][48];
+    size_t n;
+} removing;
+
+static envlog_err note_removing(void *ctx, const char *nm)
+{
+    removing *r = ctx;
+    size_t len = strlen(nm);
+    if (len == 41 && !strcmp(nm + 32, ".removing"))
+        memcpy(r->names[r->n++], nm, len + 1);
+    return r->n < 64 ? ENVLOG_OK : ENVLOG_END;
 }
 
 /* What an earlier, interrupted compaction (or an interrupted creation of
@@ -81,28 +95,16 @@ static envlog_err clean_leftovers(envlog_env *env, int snapfd)
             return envlog__fail_errno(errno, "removing snapshot/%s", tmp[i]);
     /* Markers of creators killed before they named theirs. */
     envlog_tmp_clean(env->dirfd, "FORMAT");
-    int fd = dup(env->sessions_fd);
-    DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
-    if (!d) {
-        if (fd >= 0)
-            close(fd);
-        return envlog__fail_errno(errno, "listing sessions");
-    }
-    rewinddir(d);
-    struct dirent *de;
-    char names[64][48];
-    size_t n = 0;
-    while ((de = readdir(d)) && n < 64) {
-        size_t len = strlen(de->d_name);
-        if (len == 41 && !strcmp(de->d_name + 32, ".removing"))
-            memcpy(names[n++], de->d_name, len + 1);
-    }
-    closedir(d);
+    removing r;
+    r.n = 0;
+    envlog_err le = envlog_dir_each(env->sessions_fd, "sessions", note_removing, &r);
+    if (le)
+        return le;
     /* One that cannot be removed (not a directory, or something else
      * inside) is left as it is: it never stops a compaction. */
-    for (size_t i = 0; i < n; i++) {
+    for (size_t i = 0; i < r.n; i++) {
         bool left;
-        envlog_err e = remove_dir(env->sessions_fd, names[i], &left);
+        envlog_err e = remove_dir(env->sessions_fd, r.names[i], &left);
         if (e == ENVLOG_NOMEM)
             return e;
     }
@@ -275,7 +277,7 @@ static envlog_err ps_write(void *ctx, const uint8_t *p, size_t n)
 static uint64_t file_size(int dirfd, const char *name)
 {
     struct stat st;
-    return fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) ? 0 : (uint64_t)st.st_size;
+    return envlog_io_get()->fstatat(dirfd, name, &st) ? 0 : (uint64_t)st.st_size;
 }
 
 envlog_err envlog_compact_lock(envlog_env *env, int *lockfd)
@@ -361,7 +363,8 @@ envlog_err envlog_compact_x(envlog_env *env, const envlog_compact_opts *opts,
      * leaves what an interrupted compaction left to the next real one. */
     bool dry = opts->dry_run;
     int lockfd = -1;
-    envlog_err e = dry && faccessat(env->dirfd, "LOCK", F_OK, AT_SYMLINK_NOFOLLOW)
+    struct stat st;
+    envlog_err e = dry && io->fstatat(env->dirfd, "LOCK", &st)
                        ? ENVLOG_OK
                        : envlog_compact_lock(env, &lockfd);
     if (e)
@@ -376,7 +379,7 @@ envlog_err envlog_compact_x(envlog_env *env, const envlog_compact_opts *opts,
         e = envlog__fail_errno(errno, "creating %s/snapshot", env->path);
         goto out;
     }
-    if ((!dry || !faccessat(env->dirfd, "snapshot", F_OK, AT_SYMLINK_NOFOLLOW)) &&
+    if ((!dry || !io->fstatat(env->dirfd, "snapshot", &st)) &&
         (e = envlog_open_dir(env->dirfd, "snapshot", &snapfd))) {
         if (e == ENVLOG_BAD_DATA)
             e = envlog__fail(ENVLOG_CORRUPT, "%s/%s", env->path, envlog_errmsg());

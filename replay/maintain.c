@@ -26,26 +26,26 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-/* Bytes of the regular files of a directory. */
+typedef struct bytes_ctx {
+    int dirfd;
+    uint64_t n;
+} bytes_ctx;
+
+static envlog_err add_bytes(void *ctx, const char *name)
+{
+    bytes_ctx *c = ctx;
+    struct stat st;
+    if (name[0] != '.' && !envlog_io_get()->fstatat(c->dirfd, name, &st) && S_ISREG(st.st_mode))
+        c->n += (uint64_t)st.st_size;
+    return ENVLOG_OK;
+}
+
+/* Bytes of the regular files of a directory (what could be listed). */
 static uint64_t dir_bytes(int dirfd)
 {
-    int fd = envlog_io_get()->openat(dirfd, ".", O_RDONLY | O_DIRECTORY, 0);
-    DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
-    if (!d) {
-        if (fd >= 0)
-            close(fd);
-        return 0;
-    }
-    uint64_t n = 0;
-    struct dirent *de;
-    while ((de = readdir(d))) {
-        struct stat st;
-        if (de->d_name[0] != '.' && !fstatat(fd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) &&
-            S_ISREG(st.st_mode))
-            n += (uint64_t)st.st_size;
-    }
-    closedir(d);
-    return n;
+    bytes_ctx c = {dirfd, 0};
+    (void)envlog_dir_each(dirfd, "a directory", add_bytes, &c);
+    return c.n;
 }
 
 envlog_err envlog_upkeep_get(envlog_env *env, envlog_upkeep *u)
@@ -76,7 +76,7 @@ envlog_err envlog_upkeep_get(envlog_env *env, envlog_upkeep *u)
     int sfd;
     if (!envlog_open_dir(env->dirfd, "snapshot", &sfd)) {
         struct stat st;
-        if (!fstatat(sfd, "previous", &st, AT_SYMLINK_NOFOLLOW) && S_ISREG(st.st_mode))
+        if (!envlog_io_get()->fstatat(sfd, "previous", &st) && S_ISREG(st.st_mode))
             u->bytes += (uint64_t)st.st_size;
         close(sfd);
     }

@@ -208,7 +208,7 @@ static uint64_t dir_bytes(envlog_env *env, const char *name)
     if (envlog_list_segments(fd, &segs, &n) == ENVLOG_OK) {
         for (size_t i = 0; i < n; i++) {
             struct stat st;
-            if (fstatat(fd, segs[i].name, &st, AT_SYMLINK_NOFOLLOW) == 0)
+            if (envlog_io_get()->fstatat(fd, segs[i].name, &st) == 0)
                 total += (uint64_t)st.st_size;
         }
         envlog_free(segs);

@@ -34,7 +34,7 @@ static envlog_err check_file(envlog_env *env, const char *name, envlog_damage_fi
     if (e == ENVLOG_NOT_FOUND)
         return ENVLOG_OK;
     if (!e) {
-        f->present = fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0;
+        f->present = envlog_io_get()->fstatat(dfd, name, &st) == 0;
         if (f->present)
             f->bytes = (uint64_t)st.st_size;
         close(dfd);
@@ -166,7 +166,7 @@ static envlog_err set_aside(int snapfd, const char *name, char *kept, size_t siz
         else
             snprintf(to, sizeof to, "%s.broken", name);
         struct stat st;
-        if (fstatat(snapfd, to, &st, AT_SYMLINK_NOFOLLOW) == 0)
+        if (envlog_io_get()->fstatat(snapfd, to, &st) == 0)
             continue;
         /* link, then unlink: a crash never leaves the name both or none. */
         if (io->linkat(snapfd, name, snapfd, to) == 0) {

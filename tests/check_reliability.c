@@ -369,6 +369,10 @@ static ssize_t pl_pread(int fd, void *b, size_t n, off_t o) { return PX()->pread
 static int pl_msync(void *p, size_t l) { return PX()->msync(p, l); }
 static int pl_flock(int fd, int op) { return PX()->flock(fd, op); }
 static int pl_fstat(int fd, struct stat *st) { return PX()->fstat(fd, st); }
+static int pl_fstatat(int d, const char *p, struct stat *st) { return PX()->fstatat(d, p, st); }
+static void *pl_opendir(int d) { return PX()->opendir(d); }
+static int pl_readdir(void *dir, const char **name) { return PX()->readdir(dir, name); }
+static void pl_closedir(void *dir) { PX()->closedir(dir); }
 
 static const envlog_io pl_io = {
     .open = pl_open, .openat = pl_openat, .close = pl_close, .pread = pl_pread,
@@ -376,7 +380,8 @@ static const envlog_io pl_io = {
     .fallocate = pl_fallocate, .mmap = pl_mmap, .munmap = pl_munmap,
     .msync = pl_msync, .mkdirat = pl_mkdirat, .renameat = pl_renameat,
     .unlinkat = pl_unlinkat, .flock = pl_flock, .fstat = pl_fstat,
-    .linkat = pl_linkat,
+    .linkat = pl_linkat, .fstatat = pl_fstatat, .opendir = pl_opendir,
+    .readdir = pl_readdir, .closedir = pl_closedir,
 };
 
 /* ----------------------------------------------- the workload and promise */

@@ -1147,7 +1147,7 @@ static const struct {
     {TU_ANY, EIO},     {TU_OPENAT, EIO},   {TU_MKDIRAT, EIO},    {TU_FALLOCATE, ENOSPC},
     {TU_FALLOCATE, EIO}, {TU_MMAP, ENOMEM}, {TU_FSYNC, EIO},      {TU_FTRUNCATE, EIO},
     {TU_FLOCK, EIO},   {TU_PWRITE, ENOSPC}, {TU_RENAMEAT, EIO},  {TU_FSTAT, EIO},
-    {TU_PREAD, EIO},
+    {TU_PREAD, EIO},   {TU_FSTATAT, EIO},   {TU_OPENDIR, EIO},   {TU_READDIR, EIO},
 };
 #define N_FAULTS (sizeof faults / sizeof *faults)
 

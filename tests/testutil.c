@@ -221,7 +221,7 @@ bool tu_exists(const char *path)
 const char *const tu_call_names[TU_N_CALLS] = {
     "open", "openat", "close", "pread", "pwrite", "fsync", "ftruncate",
     "fallocate", "mmap", "munmap", "msync", "mkdirat", "renameat", "unlinkat",
-    "flock", "fstat", "writeback", "linkat",
+    "flock", "fstat", "writeback", "linkat", "fstatat", "opendir", "readdir",
 };
 
 typedef struct fault_state {
@@ -357,13 +357,34 @@ static int f_writeback(int fd, off_t o, off_t l)
     return PX->writeback(fd, o, l);
 }
 
+static int f_fstatat(int d, const char *p, struct stat *st)
+{
+    if (hit(TU_FSTATAT)) return errno = fault.err, -1;
+    return PX->fstatat(d, p, st);
+}
+
+static void *f_opendir(int d)
+{
+    if (hit(TU_OPENDIR)) return errno = fault.err, NULL;
+    return PX->opendir(d);
+}
+
+static int f_readdir(void *dir, const char **name)
+{
+    if (hit(TU_READDIR)) return errno = fault.err, -1;
+    return PX->readdir(dir, name);
+}
+
+static void f_closedir(void *dir) { PX->closedir(dir); }
+
 static const envlog_io failing_io = {
     .open = f_open, .openat = f_openat, .close = f_close, .pread = f_pread,
     .pwrite = f_pwrite, .fsync = f_fsync, .ftruncate = f_ftruncate,
     .fallocate = f_fallocate, .mmap = f_mmap, .munmap = f_munmap,
     .msync = f_msync, .mkdirat = f_mkdirat, .renameat = f_renameat,
     .unlinkat = f_unlinkat, .flock = f_flock, .fstat = f_fstat,
-    .writeback = f_writeback, .linkat = f_linkat,
+    .writeback = f_writeback, .linkat = f_linkat, .fstatat = f_fstatat,
+    .opendir = f_opendir, .readdir = f_readdir, .closedir = f_closedir,
 };
 
 void tu_fault_arm(tu_call which, long nth, int err)
