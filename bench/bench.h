@@ -117,6 +117,8 @@ typedef struct bench_row {
     const char *limit_by;   /* what the limit is: "memcpy", "fdatasync", ... */
     bool has_limit_stat;    /* a limits row: the limit's own repetitions */
     bench_stat limit_stat;
+    const char *baseline;   /* what the sqlite column holds when it is not
+                               SQLite ("redis-cli"), NULL for SQLite */
 } bench_row;
 
 /* A row from two variants (either may be NULL) and metric `m`. */
@@ -268,6 +270,7 @@ void bench_section_lookup(void);
 void bench_section_upkeep(void);
 void bench_section_bundle(void);
 void bench_section_scale(void);
+void bench_section_remote(void);
 
 /* Checks of the harness itself (statistics, formatting). */
 void bench_selftest_harness(void);

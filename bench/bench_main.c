@@ -35,6 +35,8 @@ static const section sections[] = {
     {"upkeep", bench_section_upkeep,
      "first lookup after 1 to 10,000 sessions, self-maintained vs compacted by hand"},
     {"bundle", bench_section_bundle, "bundle export and import time and size vs a SQLite file"},
+    {"remote", bench_section_remote,
+     "push, pull and warm start through redis-server vs redis-cli and the loopback"},
     {"scale", bench_section_scale, "recording and reading 1k to 10M events"},
 };
 #define N_SECTIONS (sizeof sections / sizeof sections[0])

@@ -292,6 +292,10 @@ void bench_emit(const bench_row *r)
         fprintf(bench_out, ",\"better\":\"%s\"", r->higher_better ? "higher" : "lower");
         json_stat("envlog", r->has_envlog, &r->envlog);
         json_stat("sqlite", r->has_sqlite, &r->sqlite);
+        if (r->baseline) {
+            fprintf(bench_out, ",\"baseline\":");
+            json_str(r->baseline);
+        }
         if (has_ratio)
             fprintf(bench_out, ",\"ratio\":%.6g", ratio);
         else

@@ -331,15 +331,27 @@ envlog_err envlog_env_default_path(char *out, size_t size);
 #define ENVLOG_OPEN_CREATE 1u   /* create the directory and its marker */
 #define ENVLOG_OPEN_READONLY 2u /* never write: for inspection tools */
 #define ENVLOG_OPEN_NO_UPKEEP 4u /* its sessions' ends never start an
-                                    automatic compaction (tools that run
-                                    one step at a time) */
+                                    automatic compaction or push, and the
+                                    open pulls only with ENVLOG_OPEN_PULL
+                                    (tools that run one step at a time) */
+#define ENVLOG_OPEN_PULL 8u     /* pull from every remote of the config
+                                   (envlog_remote.h) as the open ends, even
+                                   one whose auto_pull is off: bounded by
+                                   the remote's timeout, and a remote that
+                                   is down or refuses is said once on
+                                   stderr, never an error of the open */
 
 /*! envlog_env_open() : opens the environment at `path` (NULL: the default).
  *  With ENVLOG_OPEN_CREATE, missing directories are created (0700) and a
  *  format marker is written.
+ *  With ENVLOG_OPEN_PULL, or a remote of the config with auto_pull on,
+ *  the open ends with a pull (envlog_remote.h), each remote's bounded by
+ *  its timeout (2 s by default); what a pull cannot reach waits for the
+ *  next one, and the open succeeds as without it.
  *  @return ENVLOG_OK and `*env`; ENVLOG_NOT_FOUND when it does not exist and
  *  CREATE is not given; ENVLOG_FORMAT when the directory is not an
- *  environment or has a format version this library does not know. */
+ *  environment or has a format version this library does not know;
+ *  ENVLOG_INVALID_ARG for ENVLOG_OPEN_PULL with ENVLOG_OPEN_READONLY. */
 envlog_err envlog_env_open(const char *path, unsigned flags, envlog_env **env);
 
 /*! envlog_env_close() : closes `env`; its sessions must be ended first.
@@ -373,6 +385,11 @@ typedef struct envlog_session_opts {
     int auto_compact;          /* when it ends: 0 as the environment's config
                                   says, 1 check and compact (whatever the
                                   config), -1 never */
+    int auto_push;             /* when it ends (having written): 0 push to
+                                  the remotes whose auto_push is on (the
+                                  config), 1 to every remote of the config
+                                  whatever it says, -1 start no push; in a
+                                  detached process, never waited for */
 } envlog_session_opts;
 
 /*! envlog_session_opts_init() : fills `opts` with the defaults. */

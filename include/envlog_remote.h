@@ -12,6 +12,13 @@
  * a session becomes visible on the remote only once all of it is there.
  * The layout is in envlog(5), REMOTES.
  *
+ * Automatic sharing needs no call here: the config's auto_pull and
+ * auto_push, or a program's ENVLOG_OPEN_PULL (envlog_env_open) and session
+ * option auto_push (envlog_session_opts), pull at open, bounded by the
+ * remote's timeout, and push at session end, in a detached process.  A
+ * remote that is down or slow never fails or holds up recording: it is
+ * said once on stderr, and the next push catches up.
+ *
  * hiredis (libhiredis.so.0.14, or $ENVLOG_HIREDIS) is loaded at run time:
  * without it every call here returns ENVLOG_UNAVAILABLE saying why, and
  * every local feature works as before.
@@ -37,8 +44,10 @@ typedef struct envlog_remote_info {
     char prefix[65];          /* the prefix of its keys ("envlog") */
     char password_env[65];    /* the variable the password comes from, or "" */
     char ns[256];             /* the namespace filter of automatic sharing */
-    bool auto_pull;           /* pull at envlog_env_open() */
-    bool auto_push;           /* push when a session ends */
+    bool auto_pull;           /* pull at envlog_env_open() (without
+                                 it, only ENVLOG_OPEN_PULL does) */
+    bool auto_push;           /* push when a session ends (without it,
+                                 only a session's auto_push 1 does) */
     bool push_snapshot;       /* and the snapshot with it (envlog(5)) */
     uint64_t timeout_ns;      /* bound of automatic sharing (2 s) */
     char last_auto[200];      /* the last automatic push or pull, in words */
@@ -151,9 +160,11 @@ envlog_err envlog_remote_push(envlog_env *env, const envlog_remote_opts *opts,
 envlog_err envlog_remote_pull(envlog_env *env, const envlog_remote_opts *opts,
                               envlog_remote_report *report);
 
-/*! envlog_remote_enable_auto() : automatic sharing (auto_pull, auto_push)
- *  is on by itself in the shared library; a program linked with the static
- *  library calls this once (or links with -Wl,-u,envlog_remote_enable_auto). */
+/*! envlog_remote_enable_auto() : automatic sharing (the config's
+ *  auto_pull and auto_push, ENVLOG_OPEN_PULL, the session option
+ *  auto_push) is on by itself in the shared library; a program linked with
+ *  the static library calls this once (or links with
+ *  -Wl,-u,envlog_remote_enable_auto), else those do nothing. */
 void envlog_remote_enable_auto(void);
 
 #if defined(__GNUC__) && __GNUC__ >= 4

@@ -300,7 +300,7 @@ static envlog_err check_marker(envlog_env *env, unsigned flags)
     return e;
 }
 
-void (*envlog_env_open_hook)(envlog_env *env);
+void (*envlog_env_open_hook)(envlog_env *env, bool asked);
 
 envlog_err envlog_env_open(const char *path, unsigned flags, envlog_env **out)
 {
@@ -314,6 +314,9 @@ envlog_err envlog_env_open(const char *path, unsigned flags, envlog_env **out)
     }
     if (!*path)
         return envlog__fail(ENVLOG_INVALID_ARG, "empty environment path");
+    if ((flags & ENVLOG_OPEN_PULL) && (flags & ENVLOG_OPEN_READONLY))
+        return envlog__fail(ENVLOG_INVALID_ARG,
+                            "ENVLOG_OPEN_PULL writes: not with ENVLOG_OPEN_READONLY");
     envlog_env *env = envlog_calloc(1, sizeof *env);
     if (!env)
         return envlog__fail(ENVLOG_NOMEM, "opening environment");
@@ -344,8 +347,9 @@ envlog_err envlog_env_open(const char *path, unsigned flags, envlog_env **out)
         e = ENVLOG_OK; /* an environment with no session yet */
     if (e)
         goto fail;
-    if (envlog_env_open_hook && !env->readonly && !env->no_upkeep)
-        envlog_env_open_hook(env);
+    bool asked = flags & ENVLOG_OPEN_PULL;
+    if (envlog_env_open_hook && !env->readonly && (!env->no_upkeep || asked))
+        envlog_env_open_hook(env, asked);
     *out = env;
     return ENVLOG_OK;
 fail:

@@ -190,8 +190,9 @@ struct envlog_env {
 };
 
 /* Called at the end of every envlog_env_open() that may write and keeps
- * upkeep on (set by remote/: the automatic pull). */
-extern void (*envlog_env_open_hook)(envlog_env *env);
+ * upkeep on, or that was given ENVLOG_OPEN_PULL (`asked`) (set by remote/:
+ * the automatic pull). */
+extern void (*envlog_env_open_hook)(envlog_env *env, bool asked);
 
 /* Opens `name` under `dirfd` as a directory: ENVLOG_PERMISSION for a
  * symbolic link, ENVLOG_BAD_DATA for anything else that is not a
@@ -288,8 +289,10 @@ void envlog_reader_set_fold(envlog_reader *r, bool fold);
 /* Ends `s` (what envlog_session_end() does before it looks at the
  * environment's upkeep, in replay/maintain.c). */
 envlog_err envlog_session_close(envlog_session *s);
-/* The session's auto_compact option, and the process that began it. */
+/* The session's auto_compact and auto_push options, and the process that
+ * began it. */
 int envlog_session_auto_compact(const envlog_session *s);
+int envlog_session_auto_push(const envlog_session *s);
 pid_t envlog_session_pid(const envlog_session *s);
 
 /* The environment a session records into. */

@@ -62,6 +62,7 @@ struct envlog_session {
     envlog_session_hook hook;
     void *hook_ctx;
     int auto_compact;      /* the option: -1 never, 0 per config, 1 check */
+    int auto_push;         /* the option: -1 never, 0 per config, 1 every remote */
     /* the process's list of sessions, for fork handling */
     struct envlog_session *next_live, *prev_live;
 };
@@ -227,6 +228,9 @@ envlog_err envlog_session_begin(envlog_env *env, const envlog_session_opts *opts
     if (opts->auto_compact < -1 || opts->auto_compact > 1)
         return envlog__fail(ENVLOG_INVALID_ARG, "auto_compact is -1, 0 or 1, not %d",
                             opts->auto_compact);
+    if (opts->auto_push < -1 || opts->auto_push > 1)
+        return envlog__fail(ENVLOG_INVALID_ARG, "auto_push is -1, 0 or 1, not %d",
+                            opts->auto_push);
     envlog_session *s = envlog_calloc(1, sizeof *s);
     if (!s)
         return envlog__fail(ENVLOG_NOMEM, "beginning a session");
@@ -237,6 +241,7 @@ envlog_err envlog_session_begin(envlog_env *env, const envlog_session_opts *opts
     s->sync = opts->sync;
     s->seg_size = seg;
     s->auto_compact = opts->auto_compact;
+    s->auto_push = opts->auto_push;
     s->seg.fd = -1;
     if ((e = dup_opt(&s->label, opts->label, "label")) ||
         (e = dup_opt(&s->runtime, opts->runtime, "runtime")) ||
@@ -310,6 +315,11 @@ static envlog_err close_disk(envlog_session *s)
 int envlog_session_auto_compact(const envlog_session *s)
 {
     return s->auto_compact;
+}
+
+int envlog_session_auto_push(const envlog_session *s)
+{
+    return s->auto_push;
 }
 
 pid_t envlog_session_pid(const envlog_session *s)

@@ -4,15 +4,17 @@
  * environment (ENV/remotes/, envlog(5) REMOTES):
  *  - the ledger NAME.sent, the sessions a remote is known to hold, so a
  *    compaction can keep a sealed session automatic push has not delivered;
+ *  - asked, the sessions whose auto_push option asked for a push whatever
+ *    the config says, held back from compaction in the same way;
  *  - NAME.push and NAME.pull, the outcome of the last automatic push and
- *    pull, so a
- *    failure is said once and `envlog remote list` can tell it.
+ *    pull, so a failure is said once and `envlog remote list` can tell it.
  *
  * The hooks log and replay call are set here when the library is loaded:
- * a pull at envlog_env_open() bounded by the remote's timeout; a push at
- * session end in a detached process (the ending call waits for the config
- * to be read and a fork, never for the network); the retire check of
- * compaction; the check of the config's remote lines.  A remote that is
+ * a pull at envlog_env_open() (auto_pull, or ENVLOG_OPEN_PULL) bounded by
+ * the remote's timeout; a push at session end (auto_push, or the session's
+ * auto_push option) in a detached process (the ending call waits for the
+ * config to be read and a fork, never for the network); the retire check
+ * of compaction; the check of the config's remote lines.  A remote that is
  * down never fails a call that records: the local log is the truth and the
  * next push catches up.
  */
@@ -38,6 +40,10 @@ bool envlog_id_in(const envlog_id128 *sorted, size_t n, const envlog_id128 *id)
     return n && bsearch(id, sorted, n, sizeof *sorted, id_cmp);
 }
 
+/* ENV/remotes/asked: the sessions whose auto_push option asked for a push
+ * to every remote of the config. */
+#define ASKED "asked"
+
 /* Opens ENV/remotes (made if `make`). */
 static envlog_err remotes_dir(envlog_env *env, bool make, int *fd)
 {
@@ -46,7 +52,8 @@ static envlog_err remotes_dir(envlog_env *env, bool make, int *fd)
     return envlog_open_dir(env->dirfd, "remotes", fd);
 }
 
-envlog_err envlog_ledger_read(envlog_env *env, const char *name, envlog_id128 **ids, size_t *n)
+/* Reads ENV/remotes/FILE, one session id a line, sorted into *ids. */
+static envlog_err ids_read(envlog_env *env, const char *file, envlog_id128 **ids, size_t *n)
 {
     *ids = NULL;
     *n = 0;
@@ -54,8 +61,6 @@ envlog_err envlog_ledger_read(envlog_env *env, const char *name, envlog_id128 **
     envlog_err e = remotes_dir(env, false, &fd);
     if (e)
         return e == ENVLOG_NOT_FOUND ? ENVLOG_OK : e;
-    char file[64];
-    snprintf(file, sizeof file, "%s.sent", name);
     envlog_buf b = {0};
     e = envlog_read_file(fd, file, (uint64_t)1 << 30, &b);
     close(fd);
@@ -66,7 +71,7 @@ envlog_err envlog_ledger_read(envlog_env *env, const char *name, envlog_id128 **
     size_t cap = b.len / 33 + 1;
     if (!(*ids = envlog_calloc(cap, sizeof **ids))) {
         envlog_buf_free(&b);
-        return envlog__fail(ENVLOG_NOMEM, "reading the ledger");
+        return envlog__fail(ENVLOG_NOMEM, "reading %s/remotes/%s", env->path, file);
     }
     /* A line cut short by a crash is not an id: skipped. */
     for (size_t i = 0; i + 33 <= b.len; i += 33) {
@@ -82,26 +87,42 @@ envlog_err envlog_ledger_read(envlog_env *env, const char *name, envlog_id128 **
     return ENVLOG_OK;
 }
 
-void envlog_ledger_note(envlog_env *env, envlog_rsync *s, const envlog_id128 *id)
+/* Appends `id` as a line of ENV/remotes/FILE. */
+static void ids_append(envlog_env *env, const char *file, const envlog_id128 *id)
 {
-    if (envlog_id_in(s->ledger, s->n_ledger, id))
-        return;
     int dfd, fd;
     if (remotes_dir(env, true, &dfd))
         return;
-    char file[64], line[34];
-    snprintf(file, sizeof file, "%s.sent", s->cfg->name);
+    char line[34];
     envlog_id_format(id, line);
     line[32] = '\n';
     if (!envlog_open_regular(dfd, file, O_WRONLY | O_APPEND | O_CREAT, 0600, &fd, NULL)) {
-        /* One write of a whole line: appends from many processes do not mix. */
-        /* The ledger only holds compaction back: a lost line costs a
-         * session kept one compaction longer, never data. */
+        /* One write of a whole line: appends from many processes do not
+         * mix.  These lists only hold compaction back: a lost line of the
+         * ledger costs a session kept one compaction longer, one of the
+         * asked list a session that compaction may fold before its push
+         * (then only a snapshot carries it to the remote), never data. */
         if (write(fd, line, 33) != 33)
             (void)ftruncate(fd, lseek(fd, 0, SEEK_END) / 33 * 33);
         close(fd);
     }
     close(dfd);
+}
+
+envlog_err envlog_ledger_read(envlog_env *env, const char *name, envlog_id128 **ids, size_t *n)
+{
+    char file[64];
+    snprintf(file, sizeof file, "%s.sent", name);
+    return ids_read(env, file, ids, n);
+}
+
+void envlog_ledger_note(envlog_env *env, envlog_rsync *s, const envlog_id128 *id)
+{
+    if (envlog_id_in(s->ledger, s->n_ledger, id))
+        return;
+    char file[64];
+    snprintf(file, sizeof file, "%s.sent", s->cfg->name);
+    ids_append(env, file, id);
 }
 
 void envlog_remote_status_get(envlog_env *env, const char *name, const char *kind, char *out,
@@ -193,7 +214,9 @@ static void sync_opts(envlog_remote_cfg *c, envlog_remote_opts *o, const char **
     o->prefixes = ns;
 }
 
-static void open_hook(envlog_env *env)
+/* Pulls from the remotes with auto_pull on, or from every one when the
+ * open asked (ENVLOG_OPEN_PULL). */
+static void open_hook(envlog_env *env, bool asked)
 {
     if (auto_off())
         return;
@@ -202,7 +225,7 @@ static void open_hook(envlog_env *env)
         return;
     for (size_t i = 0; i < r.n; i++) {
         envlog_remote_cfg c = r.v[i];
-        if (!c.auto_pull)
+        if (!c.auto_pull && !asked)
             continue;
         const char *ns[16];
         envlog_remote_opts o;
@@ -214,11 +237,18 @@ static void open_hook(envlog_env *env)
     envlog_remotes_free(&r);
 }
 
+/* Whether a session end with auto_push option `want` pushes to `c`. */
+static bool pushes_to(const envlog_remote_cfg *c, int want)
+{
+    return want > 0 || (want == 0 && c->auto_push);
+}
+
 /* The detached pusher: one at a time per environment, each pushing what
- * every session end before it left. */
+ * every session end before it left.  `arg` is the ending session's
+ * auto_push option. */
 static void push_here(const char *path, void *arg)
 {
-    (void)arg;
+    int want = *(const int *)arg;
     envlog_env *env;
     if (envlog_env_open(path, ENVLOG_OPEN_NO_UPKEEP, &env))
         return;
@@ -230,7 +260,7 @@ static void push_here(const char *path, void *arg)
             (void)envlog_flock_within(lk, LOCK_EX, 60000);
         for (size_t i = 0; i < r.n; i++) {
             envlog_remote_cfg c = r.v[i];
-            if (!c.auto_push)
+            if (!pushes_to(&c, want))
                 continue;
             const char *ns[16];
             envlog_remote_opts o;
@@ -255,16 +285,16 @@ static void push_here(const char *path, void *arg)
     envlog_env_close(env);
 }
 
-static void end_hook(envlog_env *env)
+static void end_hook(envlog_env *env, const envlog_id128 *session, int want)
 {
-    if (auto_off())
+    if (want < 0 || auto_off())
         return;
     envlog_remotes r;
     if (envlog_remotes_read(env, &r))
         return;
     bool any = false;
     for (size_t i = 0; i < r.n; i++) {
-        if (!r.v[i].auto_push)
+        if (!pushes_to(&r.v[i], want))
             continue;
         any = true;
         /* What the last detached push met, said once here, where someone
@@ -281,33 +311,55 @@ static void end_hook(envlog_env *env)
         }
     }
     envlog_remotes_free(&r);
+    /* Asked for by the session, not the config: compaction must know to
+     * keep it until every remote has it. */
+    if (any && want > 0)
+        ids_append(env, ASKED, session);
     if (any && envlog_redis_load() == ENVLOG_OK)
-        envlog_run_detached(env, push_here, NULL);
+        envlog_run_detached(env, push_here, &want);
 }
 
+/* What is to be kept cannot be read: every sealed session stays rather
+ * than a guess. */
+static void keep_sealed(const envlog_session_info *in, size_t n, bool *keep)
+{
+    for (size_t i = 0; i < n; i++)
+        keep[i] = in[i].state == ENVLOG_STATE_SEALED;
+}
+
+/* Sets keep[i] for each sealed session that a remote which is to receive
+ * it lacks: every session for a remote with auto_push on, the asked ones
+ * for every remote. */
 static void retire_hook(envlog_env *env, const envlog_session_info *in, size_t n, bool *keep)
 {
     envlog_remotes r;
     if (envlog_remotes_read(env, &r)) {
-        /* Remote lines that do not read: keep every sealed session rather
-         * than guess. */
-        for (size_t i = 0; i < n; i++)
-            keep[i] = in[i].state == ENVLOG_STATE_SEALED;
+        keep_sealed(in, n, keep);
+        return;
+    }
+    envlog_id128 *asked = NULL;
+    size_t n_asked = 0;
+    if (r.n && ids_read(env, ASKED, &asked, &n_asked)) {
+        envlog_remotes_free(&r);
+        keep_sealed(in, n, keep);
         return;
     }
     for (size_t k = 0; k < r.n; k++) {
-        if (!r.v[k].auto_push)
+        bool every = r.v[k].auto_push;
+        if (!every && !n_asked)
             continue;
         envlog_id128 *ids;
         size_t m;
         bool known = !envlog_ledger_read(env, r.v[k].name, &ids, &m);
         for (size_t i = 0; i < n; i++)
             if (in[i].state == ENVLOG_STATE_SEALED &&
+                (every || envlog_id_in(asked, n_asked, &in[i].id)) &&
                 (!known || !envlog_id_in(ids, m, &in[i].id)))
                 keep[i] = true;
         if (known)
             envlog_free(ids);
     }
+    envlog_free(asked);
     envlog_remotes_free(&r);
 }
 

@@ -40,9 +40,12 @@ static envlog_err url_parse(const char *url, envlog_remote_cfg *c, const char *w
     static const char scheme[] = "redis://";
     if (strncmp(url, scheme, sizeof scheme - 1)) {
         if (!strncmp(url, "rediss://", 9))
-            return envlog__fail(ENVLOG_INVALID_ARG, "%sTLS (rediss://) needs a newer hiredis "
-                                "than this machine's; reach the server through a local TLS "
-                                "tunnel (stunnel) and name the tunnel's redis:// address",
+            return envlog__fail(ENVLOG_INVALID_ARG, "%srediss:// (TLS) is not supported: "
+                                "envlog speaks plain RESP (Debian 12's hiredis 0.14 has no "
+                                "TLS); run a local TLS tunnel (stunnel4: client = yes, "
+                                "accept = 127.0.0.1:PORT, "
+                                "connect = HOST:PORT) and name its plain end, "
+                                "redis://127.0.0.1:PORT (envlog(5), REMOTES)",
                                 where);
         return envlog__fail(ENVLOG_INVALID_ARG, "%sa remote URL begins with redis://", where);
     }

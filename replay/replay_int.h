@@ -188,8 +188,10 @@ extern envlog_err (*envlog_config_remote_check)(const char *key, const char *val
  * and returns at once; a failed fork runs nothing. */
 void envlog_run_detached(envlog_env *env, void (*fn)(const char *path, void *arg), void *arg);
 /* Called when a session that wrote ends, in the process that began it,
- * before upkeep (set by remote/: the automatic push). */
-extern void (*envlog_session_end_hook)(envlog_env *env);
+ * before upkeep, with its id and its auto_push option (set by remote/: the
+ * automatic push). */
+extern void (*envlog_session_end_hook)(envlog_env *env, const envlog_id128 *session,
+                                       int auto_push);
 /* Called by compaction with the sealed sessions it may retire: sets
  * keep[i] for those that must stay (set by remote/: sessions automatic push
  * has not delivered yet). */

@@ -5,17 +5,27 @@
  * is, so automatic sharing (auto_pull at open, auto_push at session end)
  * comes from the library by itself.
  *
- * usage: rec ENV SESSIONS NAMESPACE TAG [KERNEL_BYTES] [LOOKUP_KEY]
+ * usage: rec [--push N] [--pull] [--readonly] [--wait] ENV SESSIONS
+ *            NAMESPACE TAG [KERNEL_BYTES] [LOOKUP_KEY]
  *   records SESSIONS sessions into ENV, each with 3 tunes under NAMESPACE
  *   (keys TAG-<session>-<n>) and one kernel of KERNEL_BYTES (default 4096);
  *   with LOOKUP_KEY (and SESSIONS 0) opens ENV and looks that tune key up
  *   under NAMESPACE instead: exit 0 when it is there, 1 when not.
+ *   --push N gives the sessions the auto_push option N (-1, 0, 1); --pull
+ *   opens ENV with ENVLOG_OPEN_PULL, --readonly with ENVLOG_OPEN_READONLY
+ *   (for a lookup); --wait adopts the detached processes
+ *   the session ends start (pushers, compactors) and waits for them before
+ *   it exits, so a test reads what they did, or that none ran, without
+ *   polling.
  */
 #include "envlog.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
 
 static const char *const cands[] = {"a", "b", "c"};
 
@@ -27,15 +37,34 @@ static void die(envlog_err e, const char *what)
 
 int main(int argc, char **argv)
 {
+    int push = 0;
+    unsigned flags = ENVLOG_OPEN_CREATE;
+    for (; argc > 1 && !strncmp(argv[1], "--", 2); argc--, argv++)
+        if (!strcmp(argv[1], "--push") && argc > 2) {
+            push = atoi(argv[2]);
+            argc--, argv++;
+        } else if (!strcmp(argv[1], "--pull")) {
+            flags |= ENVLOG_OPEN_PULL;
+        } else if (!strcmp(argv[1], "--readonly")) {
+            flags = (flags & ~ENVLOG_OPEN_CREATE) | ENVLOG_OPEN_READONLY;
+        } else if (!strcmp(argv[1], "--wait")) {
+            /* The detached processes' double fork leaves them to us. */
+            if (prctl(PR_SET_CHILD_SUBREAPER, 1))
+                return 2;
+        } else {
+            argc = 0;
+            break;
+        }
     if (argc < 5) {
-        fprintf(stderr, "usage: rec ENV SESSIONS NAMESPACE TAG [KERNEL_BYTES] [LOOKUP_KEY]\n");
+        fprintf(stderr, "usage: rec [--push N] [--pull] [--readonly] [--wait] ENV SESSIONS "
+                "NAMESPACE TAG [KERNEL_BYTES] [LOOKUP_KEY]\n");
         return 2;
     }
     int sessions = atoi(argv[2]);
     const char *ns = argv[3], *tag = argv[4];
     size_t kb = argc > 5 ? (size_t)strtoul(argv[5], NULL, 10) : 4096;
     envlog_env *env;
-    envlog_err e = envlog_env_open(argv[1], ENVLOG_OPEN_CREATE, &env);
+    envlog_err e = envlog_env_open(argv[1], flags, &env);
     if (e)
         die(e, "opening");
     if (argc > 6) {
@@ -52,7 +81,10 @@ int main(int argc, char **argv)
         return 2;
     for (int s = 0; s < sessions; s++) {
         envlog_session *ses;
-        if ((e = envlog_session_begin(env, NULL, &ses)))
+        envlog_session_opts o;
+        envlog_session_opts_init(&o);
+        o.auto_push = push;
+        if ((e = envlog_session_begin(env, &o, &ses)))
             die(e, "beginning a session");
         for (int k = 0; k < 3; k++) {
             char key[128];
@@ -87,5 +119,8 @@ int main(int argc, char **argv)
     }
     free(bin);
     envlog_env_close(env);
+    /* Without --wait there is no child: waitpid says so at once. */
+    while (waitpid(-1, NULL, 0) > 0 || errno == EINTR)
+        ;
     return 0;
 }

@@ -92,6 +92,13 @@ newenv() { # DIR [NAME URL]
     "$BIN" -C "$1" remote add "${2:-origin}" "${3:-$URL}"
 }
 dump() { "$BIN" -C "$1" replay; }
+# Compacts twice (the second retires what the first folded) and prints how
+# many sealed sessions are left.
+sealed_after_compact() {
+    "$BIN" -C "$1" compact > /dev/null 2>&1
+    "$BIN" -C "$1" compact > /dev/null 2>&1
+    "$BIN" -C "$1" sessions | grep -c sealed
+}
 
 # ------------------------------------------------------ remote add|list|remove
 e=$tmp/cfg
@@ -500,9 +507,7 @@ start_server > /dev/null
 URL2=redis://127.0.0.1:$PORT
 "$BIN" -C "$tmp/a1" remote set origin url "$URL2" > /dev/null
 "$BIN" -C "$tmp/a1" push > /dev/null 2>&1
-"$BIN" -C "$tmp/a1" compact > /dev/null 2>&1
-"$BIN" -C "$tmp/a1" compact > /dev/null 2>&1
-n=$("$BIN" -C "$tmp/a1" sessions | grep -c sealed)
+n=$(sealed_after_compact "$tmp/a1")
 if [ "$n" = 0 ]; then
     pass "once pushed, compaction retires them"
 else
@@ -515,6 +520,109 @@ if [ $rc -eq 2 ] && grep -q 'remotes are unavailable: cannot load' "$tmp/out" &&
     pass "without hiredis: remotes say why they are unavailable, everything local works"
 else
     fail "without hiredis" "$tmp/out"
+fi
+
+# ------------------------------- automatic sharing from the options of a runtime
+# Remotes whose config says nothing automatic (auto_push, auto_pull off)
+# unless a case sets it; --wait makes rec wait for the pushers its session
+# ends start, so what they did (or that none ran) is read without polling.
+U=redis://127.0.0.1:$PORT/12
+newenv "$tmp/o1" origin "$U" > /dev/null 2>&1
+newenv "$tmp/o2" origin "$U" > /dev/null 2>&1
+newenv "$tmp/o3" origin "$U" > /dev/null 2>&1
+"$BIN" -C "$tmp/o2" remote set origin auto_push on > /dev/null
+"$REC" --wait --push 1 "$tmp/o1" 2 autotune/rt/1.0/opt opt1 1024 > "$tmp/out" 2>&1; rc=$?
+if [ $rc -eq 0 ] && [ "$(r -n 12 hlen envlog:sessions)" = 2 ] &&
+   grep -q 'automatic push: ok' "$tmp/o1/remotes/origin.push" &&
+   [ "$(wc -l < "$tmp/o1/remotes/asked")" = 2 ]; then
+    pass "the session option auto_push 1 pushes at session end with the config's auto_push off"
+else
+    fail "the session option auto_push 1 pushes with the config off" "$tmp/out"
+fi
+"$REC" --wait --push -1 "$tmp/o2" 2 autotune/rt/1.0/opt opt2 1024 > "$tmp/out" 2>&1; rc=$?
+"$REC" --wait "$tmp/o1" 1 autotune/rt/1.0/opt opt1b 1024 >> "$tmp/out" 2>&1
+if [ $rc -eq 0 ] && [ "$(r -n 12 hlen envlog:sessions)" = 2 ] && [ ! -e "$tmp/o2/remotes/origin.push" ]; then
+    pass "auto_push -1 starts no push with the config's auto_push on; 0 follows the config (off)"
+else
+    fail "auto_push -1 starts no push" "$tmp/out"
+fi
+"$REC" "$tmp/o3" 0 autotune/rt/1.0/opt x 0 opt1-1-2; rc1=$?
+"$REC" --pull "$tmp/o3" 0 autotune/rt/1.0/opt x 0 opt1-1-2 2> "$tmp/out"; rc2=$?
+if [ $rc1 -eq 1 ] && [ $rc2 -eq 0 ] && [ ! -s "$tmp/out" ] && [ "$(ls "$tmp/o3/sessions" | wc -l)" = 2 ]; then
+    pass "ENVLOG_OPEN_PULL pulls at open with the config's auto_pull off (without it, nothing)"
+else
+    fail "ENVLOG_OPEN_PULL pulls at open" "$tmp/out"
+fi
+"$REC" --pull --wait "$tmp/o3" 0 autotune/rt/1.0/opt x 0 opt2-1-2; rc1=$?
+ENVLOG_REMOTE_AUTO=off "$REC" --wait --push 1 "$tmp/o2" 1 autotune/rt/1.0/opt opt2b 1024; rc2=$?
+if [ $rc1 -eq 1 ] && [ $rc2 -eq 0 ] && [ "$(r -n 12 hlen envlog:sessions)" = 2 ] &&
+   [ ! -e "$tmp/o2/remotes/asked" ]; then
+    pass "a session auto_push -1 left stays local; ENVLOG_REMOTE_AUTO=off overrides the options"
+else
+    fail "auto_push -1 and ENVLOG_REMOTE_AUTO=off keep sessions local"
+fi
+"$REC" --push 2 "$tmp/o3" 1 autotune/rt/1.0/opt bad 64 > "$tmp/out" 2>&1; rc1=$?
+"$REC" --pull --readonly "$tmp/o3" 0 autotune/rt/1.0/opt x 0 opt1-1-2 > "$tmp/out2" 2>&1; rc2=$?
+if [ $rc1 -eq 2 ] && grep -q 'auto_push is -1, 0 or 1, not 2' "$tmp/out" && [ $rc2 -eq 2 ] &&
+   grep -q 'ENVLOG_OPEN_PULL writes: not with ENVLOG_OPEN_READONLY' "$tmp/out2" &&
+   [ "$(ls "$tmp/o3/sessions" | wc -l)" = 2 ]; then
+    pass "auto_push 2, and ENVLOG_OPEN_PULL with ENVLOG_OPEN_READONLY, are refused (invalid argument)"
+else
+    fail "bad automatic sharing options are refused" "$tmp/out2"
+fi
+# The server down (killed), then stalled (SIGSTOP: connections are accepted,
+# nothing answers): `timeout` only catches a hang, nothing is timed.
+for a in o1 o3; do "$BIN" -C "$tmp/$a" remote set origin timeout 1s > /dev/null; done
+stop_server
+timeout 60 "$REC" --wait --push 1 "$tmp/o1" 1 autotune/rt/1.0/opt opt1c 1024 > "$tmp/out" 2>&1; rc1=$?
+timeout 60 "$REC" --wait --push 1 "$tmp/o1" 1 autotune/rt/1.0/opt opt1d 1024 >> "$tmp/out" 2>&1; rc2=$?
+timeout 60 "$REC" --pull "$tmp/o3" 0 autotune/rt/1.0/opt x 0 opt1-1-2 > "$tmp/out2" 2>&1; rc3=$?
+timeout 60 "$REC" --pull "$tmp/o3" 0 autotune/rt/1.0/opt x 0 opt1-0-0 >> "$tmp/out2" 2>&1; rc4=$?
+if [ $rc1 -eq 0 ] && [ $rc2 -eq 0 ] && [ $rc3 -eq 0 ] && [ $rc4 -eq 0 ] &&
+   [ "$(grep -c 'automatic push failed' "$tmp/out")" = 1 ] &&
+   [ "$(grep -c 'automatic pull failed' "$tmp/out2")" = 1 ] &&
+   grep -q 'automatic push failed.*cannot connect' "$tmp/o1/remotes/origin.push"; then
+    pass "the server down: the options' push and pull neither fail nor hang, and say so once each"
+else
+    fail "the server down: the options' push and pull" "$tmp/out"
+fi
+"$REC" --wait --push 0 "$tmp/o1" 1 autotune/rt/1.0/opt opt1e 1024 > /dev/null 2>&1
+"$BIN" -C "$tmp/o1" config auto_compact on > /dev/null
+n=$(sealed_after_compact "$tmp/o1")
+if [ "$n" = 2 ] && "$BIN" -C "$tmp/o1" verify > "$tmp/out" 2>&1; then
+    pass "compaction keeps the 2 sessions whose option asked for a push the remote lacks, folds the rest"
+else
+    fail "compaction keeps the asked sessions the remote lacks" "$tmp/out"
+fi
+start_server > /dev/null
+"$BIN" -C "$tmp/o1" remote set origin url "redis://127.0.0.1:$PORT/12" > /dev/null
+"$BIN" -C "$tmp/o3" remote set origin url "redis://127.0.0.1:$PORT/12" > /dev/null
+kill -STOP "$srv_pid"
+timeout 60 "$REC" --push 1 "$tmp/o1" 1 autotune/rt/1.0/opt opt1f 1024 > "$tmp/out" 2>&1; rc1=$?
+timeout 60 "$REC" --pull "$tmp/o3" 0 autotune/rt/1.0/opt x 0 opt1-1-2 > "$tmp/out2" 2>&1; rc2=$?
+kill -CONT "$srv_pid"
+if [ $rc1 -eq 0 ] && [ $rc2 -eq 0 ] && grep -q 'automatic pull failed.*timed out' "$tmp/out2"; then
+    pass "the server stalled: the session end does not wait, the pull at open gives up at its timeout"
+else
+    fail "the server stalled" "$tmp/out2"
+fi
+"$BIN" -C "$tmp/o1" push > /dev/null 2>&1
+n=$(sealed_after_compact "$tmp/o1")
+if [ "$n" = 0 ]; then
+    pass "once the remote has them, compaction folds the asked sessions"
+else
+    fail "once the remote has them, compaction folds the asked sessions ($n left)"
+fi
+
+# ------------------------------------------------------------------ TLS
+"$BIN" -C "$tmp/o1" remote add tls rediss://cache.internal:6380 > "$tmp/out" 2>&1; rc1=$?
+"$BIN" -C "$tmp/o1" remote set origin url rediss://127.0.0.1:6380 > "$tmp/out2" 2>&1; rc2=$?
+if [ $rc1 -ne 0 ] && [ $rc2 -ne 0 ] && grep -q 'rediss://' "$tmp/out" &&
+   grep -q 'stunnel' "$tmp/out" && grep -q 'stunnel' "$tmp/out2" &&
+   ! grep -q rediss "$tmp/o1/config" && "$BIN" -C "$tmp/o1" remote list | grep -q "^origin	redis://"; then
+    pass "a rediss:// URL is refused, naming the TLS tunnel to use instead; the config unchanged"
+else
+    fail "a rediss:// URL is refused" "$tmp/out"
 fi
 
 echo "$passed passed, $failed failed"
