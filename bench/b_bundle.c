@@ -8,9 +8,10 @@
  * (see bench_entries_db).  A SQLite bundle, as the system envlog replaces
  * ships one, is a single SQLite file with the entries table.
  *
- *  - export, envlog: envlog_bundle_export at its default level (entries
- *    only, zstd 19), opening and closing the environment included, and at
- *    level 9 (envlog bundle export --level 9);
+ *  - export, envlog: envlog_bundle_export with its defaults (entries only,
+ *    bundle format 2 at zstd level 3), opening and closing the environment
+ *    included, and in bundle format 1 (the snapshot file at zstd level 19,
+ *    what envlog wrote before format 2: envlog bundle export --format 1);
  *    SQLite: ATTACH a new file, create the table, INSERT ... SELECT every
  *    entry, DETACH: the bundle file, complete and closed.
  *  - import, envlog: envlog_bundle_import into a new, empty environment
@@ -18,10 +19,10 @@
  *    synced at its end); SQLite: INSERT OR IGNORE ... SELECT from the
  *    attached bundle into a new, empty cache (WAL, synchronous=NORMAL).
  *  - size: envlog's bundle file against the SQLite bundle file, and against
- *    that file compressed with zstd at envlog's level, which a user could
- *    ship instead.  The limit is the entries' own record bytes compressed
- *    at that level as one stream: any bundle of these entries holds at
- *    least that.
+ *    that file compressed with zstd -19, which a user could ship instead.
+ *    The limit is the entries' own record bytes compressed with zstd -19 as
+ *    one stream: what a bundle of these records holds without a layout of
+ *    its own (bundle format 2's columns go under it).
  */
 #include "bench.h"
 
@@ -33,12 +34,12 @@
 #include <sys/stat.h>
 #include <zstd.h>
 
-#define BUNDLE_LEVEL 19 /* envlog's default; see envlog(5) */
+#define SQLITE_ZSTD_LEVEL 19 /* what the SQLite file is shipped at */
 
 typedef enum bd_side {
     BD_EXPORT_ENVLOG,
     BD_EXPORT_SQLITE,
-    BD_EXPORT_FAST,   /* envlog at --level 9 */
+    BD_EXPORT_F1,     /* envlog in bundle format 1 */
     BD_IMPORT_ENVLOG,
     BD_IMPORT_SQLITE,
     BD_SIDES
@@ -48,7 +49,7 @@ typedef struct bd_ctx {
     bd_side side;
     const char *env, *db;
     const char *bundle, *sql_bundle; /* what the export runs leave */
-    const char *fast_bundle;
+    const char *f1_bundle;
     uint64_t entries;
 } bd_ctx;
 
@@ -101,15 +102,15 @@ static void run_bundle(void *vctx, double scale, bench_run *out)
     (void)scale; /* a bundle is of the whole cache, warm-up included */
     switch (c->side) {
     case BD_EXPORT_ENVLOG:
-    case BD_EXPORT_FAST: {
+    case BD_EXPORT_F1: {
         envlog_env *env;
-        bool fast = c->side == BD_EXPORT_FAST;
-        envlog_bundle_opts o = {.name = "envlog-bench", .zstd_level = fast ? 9 : 0};
+        bool f1 = c->side == BD_EXPORT_F1;
+        envlog_bundle_opts o = {.name = "envlog-bench", .format = f1 ? 1 : 0};
         envlog_bundle_info *info;
         t0 = bench_now_ns();
         bench_check(envlog_env_open(c->env, ENVLOG_OPEN_READONLY, &env),
                     "opening the environment");
-        bench_check(envlog_bundle_export(env, &o, fast ? c->fast_bundle : c->bundle, &info),
+        bench_check(envlog_bundle_export(env, &o, f1 ? c->f1_bundle : c->bundle, &info),
                     "exporting a bundle");
         envlog_env_close(env);
         t1 = bench_now_ns();
@@ -178,14 +179,14 @@ static void run_bundle(void *vctx, double scale, bench_run *out)
     *out = (bench_run){(double)(t1 - t0) / 1e9, (double)c->entries, 0, (double)size};
 }
 
-/* zstd at envlog's level over a buffer: the compressed size. */
+/* zstd -19 over a buffer: the compressed size. */
 static size_t zstd_size(const void *p, size_t n)
 {
     size_t cap = ZSTD_compressBound(n);
     void *z = envlog_malloc(cap ? cap : 1);
     if (!z)
         bench_die("out of memory compressing %zu bytes", n);
-    size_t zn = ZSTD_compress(z, cap, p, n, BUNDLE_LEVEL);
+    size_t zn = ZSTD_compress(z, cap, p, n, SQLITE_ZSTD_LEVEL);
     envlog_free(z);
     if (ZSTD_isError(zn))
         bench_die("zstd: %s", ZSTD_getErrorName(zn));
@@ -224,19 +225,19 @@ static void size_limits(const char *db, const char *sql_bundle, double *values_z
 static void bundle_rows(uint64_t n, const char *label)
 {
     bench_cache cache;
-    char bundle[4400], sql_bundle[4400], fast_bundle[4400];
+    char bundle[4400], sql_bundle[4400], f1_bundle[4400];
     bench_cache_make(&cache, "bundle", n);
-    snprintf(fast_bundle, sizeof fast_bundle, "%s/cache-9.envlog-bundle", cache.dir);
+    snprintf(f1_bundle, sizeof f1_bundle, "%s/cache-f1.envlog-bundle", cache.dir);
     snprintf(bundle, sizeof bundle, "%s/cache.envlog-bundle", cache.dir);
     snprintf(sql_bundle, sizeof sql_bundle, "%s/bundle.db", cache.dir);
 
     static const char *const names[BD_SIDES] = {"envlog export", "sqlite export",
-                                                "envlog export -9", "envlog import",
+                                                "envlog export f1", "envlog import",
                                                 "sqlite import"};
     bd_ctx ctx[BD_SIDES];
     bench_variant v[BD_SIDES];
     for (int i = 0; i < BD_SIDES; i++) {
-        ctx[i] = (bd_ctx){(bd_side)i, cache.env, cache.db, bundle, sql_bundle, fast_bundle, n};
+        ctx[i] = (bd_ctx){(bd_side)i, cache.env, cache.db, bundle, sql_bundle, f1_bundle, n};
         memset(&v[i], 0, sizeof v[i]);
         v[i].name = names[i];
         v[i].fn = run_bundle;
@@ -264,12 +265,12 @@ static void bundle_rows(uint64_t n, const char *label)
     r = bench_row_make("bundle", "ms", BENCH_SECS_MS, &v[BD_EXPORT_ENVLOG],
                        &v[BD_EXPORT_SQLITE], "export, %s entries", label);
     bench_emit(&r);
-    r = bench_row_make("bundle", "B/entry", BENCH_DISK_PER, &v[BD_EXPORT_FAST],
-                       &v[BD_EXPORT_SQLITE], "bundle size at --level 9, %s entries", label);
+    r = bench_row_make("bundle", "B/entry", BENCH_DISK_PER, &v[BD_EXPORT_F1], &zfile,
+                       "bundle format 1 size, %s entries | sqlite file+zstd-19", label);
     bench_row_limit(&r, values_z / (double)n, "zstd-19");
     bench_emit(&r);
-    r = bench_row_make("bundle", "ms", BENCH_SECS_MS, &v[BD_EXPORT_FAST],
-                       &v[BD_EXPORT_SQLITE], "export at --level 9, %s entries", label);
+    r = bench_row_make("bundle", "ms", BENCH_SECS_MS, &v[BD_EXPORT_F1],
+                       &v[BD_EXPORT_SQLITE], "export in bundle format 1, %s entries", label);
     bench_emit(&r);
     r = bench_row_make("bundle", "ms", BENCH_SECS_MS, &v[BD_IMPORT_ENVLOG],
                        &v[BD_IMPORT_SQLITE], "import, %s entries", label);

@@ -117,6 +117,9 @@ static void print_info(const cli *c, const envlog_bundle_info *in, const char *f
         cli_jbegin("bundle");
         printf(",\"file\":");
         cli_jstr(file);
+        /* (format 1, every bundle before format 2, goes without) */
+        if (in->format != 1)
+            printf(",\"format\":%d", in->format);
         printf(",\"schema\":%" PRIu64 ",\"name\":", in->schema);
         cli_jstr(in->name);
         printf(",\"envlog_version\":");
@@ -155,8 +158,10 @@ static void print_info(const cli *c, const envlog_bundle_info *in, const char *f
                in->compressed_size, in->size);
         return;
     }
-    printf("bundle       %s\nfile         %s\nschema       %" PRIu64 "\ncreated      %s by envlog %s\n",
-           in->name, file, in->schema, t, in->envlog_version);
+    printf("bundle       %s\nfile         %s\nformat       %d%s\nschema       %" PRIu64
+           "\ncreated      %s by envlog %s\n", in->name, file, in->format,
+           in->format == 1 ? " (the snapshot file)" : " (the snapshot's records in columns)",
+           in->schema, t, in->envlog_version);
     for (size_t i = 0; i < in->n_runtimes; i++)
         printf("%s%s\n", i ? "             " : "runtimes     ", in->runtimes[i]);
     for (size_t i = 0; i < in->n_environments; i++)
@@ -233,7 +238,7 @@ static int export_run(cli *c, int i)
     unsigned oflags = 0;
     bool anonymous = false;
     envlog_evidence ev = ENVLOG_EVIDENCE_WINNERS;
-    int rc, level = 0;
+    int rc, level = 0, format = 0;
     for (; i < c->argc; i++) {
         const char *a = c->argv[i];
         if (i == c->dashdash)
@@ -270,6 +275,12 @@ static int export_run(cli *c, int i)
                 return cli_error(EXIT_USAGE, "--level takes a zstd level, 1 to 22, not '%s'",
                                  v);
             level = (int)l;
+        } else if (!strcmp(a, "--format") && i + 1 < c->argc) {
+            const char *v = c->argv[++i];
+            if (strcmp(v, "1") && strcmp(v, "2"))
+                return cli_error(EXIT_USAGE, "--format takes a bundle format, 1 or 2, not "
+                                 "'%s'", v);
+            format = v[0] - '0';
         } else if (!strcmp(a, "--json"))
             c->json = true;
         else if (cli_out_flag(a, &oflags))
@@ -307,7 +318,8 @@ static int export_run(cli *c, int i)
     }
     int damaged = EXIT_OK;
     envlog_bundle_opts o = {.name = name, .prefixes = prefixes, .n_prefixes = np,
-                            .evidence = ev, .zstd_level = level, .on_damage = cli_damage,
+                            .evidence = ev, .zstd_level = level, .format = format,
+                            .on_damage = cli_damage,
                             .ctx = &damaged, .on_progress = cli_progress_step,
                             .anonymous = anonymous, .more = more, .n_more = nf};
     cli_progress_label("bundle export");
@@ -532,7 +544,8 @@ const cli_cmd cli_cmd_bundle = {
     "bundle", "export, import, inspect or embed a bundle",
     "usage: envlog [-C DIR] bundle export NAME -o FILE [--namespace PREFIX]...\n"
     "                              [--evidence none|winners|all] [--level N]\n"
-    "                              [--from DIR]... [--anonymous] [--force] [--follow]\n"
+    "                              [--format 1|2] [--from DIR]... [--anonymous]\n"
+    "                              [--force] [--follow]\n"
     "       envlog [-C DIR] bundle import FILE\n"
     "       envlog bundle inspect FILE [--json]\n"
     "       envlog bundle embed FILE [--name SYMBOL] > bundle.c\n"
@@ -547,10 +560,12 @@ const cli_cmd cli_cmd_bundle = {
     "\n"
     "A bundle is a snapshot of the standing entries, compressed as standard zstd\n"
     "frames, with a manifest (name, versions, where it was captured, counts and a\n"
-    "content hash).  import checks the manifest and each entry and records the\n"
-    "new ones as IMPORTED (the file may then be deleted; importing twice changes\n"
-    "nothing; bad entries are rejected one by one, exit status 3).  inspect checks\n"
-    "every record (exit status 1 on damage).  embed writes C source holding the\n"
-    "bytes, for envlog_bundle_import_memory().\n",
+    "content hash).  Format 2 (the default, zstd level 3) lays the records out in\n"
+    "columns; --format 1 writes the snapshot file itself (zstd level 19), which\n"
+    "envlog before format 2 reads.  import checks the manifest and each entry and\n"
+    "records the new ones as IMPORTED (the file may then be deleted; importing\n"
+    "twice changes nothing; bad entries are rejected one by one, exit status 3).\n"
+    "inspect checks every record and shows the format (exit status 1 on damage).\n"
+    "embed writes C source holding the bytes, for envlog_bundle_import_memory().\n",
     bundle_run,
 };

@@ -32,6 +32,7 @@ _envlog() {
         -C|--from) COMPREPLY=($(compgen -d -- "$cur")); return ;;
         -o|--out) COMPREPLY=($(compgen -f -- "$cur")); return ;;
         --evidence) COMPREPLY=($(compgen -W "none winners all" -- "$cur")); return ;;
+        --format) COMPREPLY=($(compgen -W "1 2" -- "$cur")); return ;;
     esac
     if [ -z "$cmd" ]; then
         if [[ $cur == -* ]]; then

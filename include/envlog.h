@@ -1125,7 +1125,8 @@ typedef struct envlog_bundle_opts {
                                       as envlog_ns_under()); */
     size_t n_prefixes;             /* none: all */
     envlog_evidence evidence;
-    int zstd_level;                /* 0: the default (19) */
+    int zstd_level;                /* 0: the default (3 in format 2, 19 in
+                                      format 1) */
     /* Damage met reading the environment (the export goes on with what
      * reads, as envlog_state_open() with check_snapshot does); may be NULL. */
     void (*on_damage)(void *ctx, const envlog_damage *d, bool torn);
@@ -1143,6 +1144,10 @@ typedef struct envlog_bundle_opts {
      * lists each (envlog_bundle_info.sources). */
     envlog_env *const *more;
     size_t n_more;
+    /* The bundle format written (envlog(5), BUNDLES): 0 or 2 (the
+     * default): the records laid out in columns, for readers from envlog
+     * 0.2.0 on; 1: the snapshot file as it is, which every envlog reads. */
+    int format;
 } envlog_bundle_opts;
 
 /* An environment a bundle was exported from. */
@@ -1175,6 +1180,7 @@ typedef struct envlog_bundle_info {
     envlog_bundle_source *sources; /* the environments it was exported from
                                       (none in a bundle of envlog 0.1.0) */
     size_t n_sources;
+    int format;               /* the bundle format: 1 or 2 */
 } envlog_bundle_info;
 
 void envlog_bundle_info_free(envlog_bundle_info *info);

@@ -5,7 +5,7 @@
 # `make check` replays every stored input with the normal build.
 # `make fuzz-seeds` seeds the corpora from fixtures/.
 
-FUZZ_TARGETS := frames event snapshot bundle
+FUZZ_TARGETS := frames event snapshot bundle bundle2
 FUZZ_SECONDS ?= 60
 FUZZ_CC      ?= clang
 FUZZ_FLAGS   := -g -O1 -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=all

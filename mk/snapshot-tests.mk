@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: MIT
 # Snapshot and bundle tests outside the Check runner: the CLI end to end
 # (with the golden diff output), the upkeep commands, and the bundle read by
-# zstd and cbor2.
+# zstd and cbor2 (both bundle formats).
 
 $(B)/tests/snapshot-rec: tests/snapshot/snapshot_rec.c $(STATIC)
 	@mkdir -p $(dir $@)
@@ -24,6 +24,9 @@ check-bundle-interop: $(BIN) $(B)/tests/snapshot-rec
 	  trap 'rm -rf "$$d"' EXIT; \
 	  $(B)/tests/snapshot-rec "$$d/env" 1 5; \
 	  $(BIN) -C "$$d/env" bundle export "interop" -o "$$d/b.bundle" --evidence all >/dev/null; \
-	  /usr/bin/python3 tests/bundle_interop.py $(BIN) "$$d/env" "$$d/b.bundle"
+	  /usr/bin/python3 tests/bundle_interop.py $(BIN) "$$d/env" "$$d/b.bundle" 2; \
+	  $(BIN) -C "$$d/env" bundle export "interop" -o "$$d/b1.bundle" --evidence all \
+	    --format 1 >/dev/null; \
+	  /usr/bin/python3 tests/bundle_interop.py $(BIN) "$$d/env" "$$d/b1.bundle" 1
 
 CHECK_TARGETS += check-snapshot-cli check-upkeep-cli check-bundle-interop

@@ -479,7 +479,7 @@ envlog_err envlog_snapshot_build(envlog_env *env, const envlog_build_opts *o,
     history_cut cut = {0};
     if (!e && o->max_size)
         e = envlog_keep_under(env, o, &b, res, &cut);
-    if (!e && !o->n_prefixes)
+    if (!e && !o->n_prefixes && !o->no_digest)
         e = envlog_state_digest(b.st, &res->digest);
 
     if (!e) {

@@ -2,15 +2,17 @@
 /*
  * bundle.c - bundles: snapshots for shipping, compressed as standard zstd
  * frames (so `zstd -d` opens one): reading, inspecting and exporting them.
+ * Format 1 compresses the snapshot file as it is; format 2 (the default)
+ * compresses its column image (bundle_cols.c) after a mark that says so.
  *
  * A bundle is never trusted.  Before memory is taken its decompressed size
  * is read from the frame headers and checked against ENVLOG_BUNDLE_MAX_SIZE;
  * decompression stops at that size whatever the frames claim; every length
- * inside is checked by the snapshot reader and the codec; each entry is
- * checked on its own (names, namespaces, binary hashes) and rejected on its
- * own (import.c).
+ * inside is checked by the column decoder, the snapshot reader and the
+ * codec; each entry is checked on its own (names, namespaces, binary
+ * hashes) and rejected on its own (import.c).
  */
-#include "replay_int.h"
+#include "bundle_cols.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -22,33 +24,51 @@
 #include <zstd.h>
 #include <zstd_errors.h>
 
-#define BUNDLE_LEVEL 19
+#define BUNDLE_LEVEL 19   /* format 1 */
+#define BUNDLE_LEVEL_2 3  /* format 2: its columns compress at a fast level */
 #define NAME_MAX_LEN ENVLOG_BUNDLE_NAME_MAX
 
 /* ------------------------------------------------------------- reading */
 
+static const uint8_t zstd_magic[4] = {0x28, 0xb5, 0x2f, 0xfd};
+/* The skippable frame that begins a format 2 bundle (bundle_cols.h). */
+static const uint8_t format2_mark[ENVLOG_BUNDLE_MARK_LEN] = {
+    0x5e, 0x2a, 0x4d, 0x18, 16, 0, 0, 0,
+    'e', 'n', 'v', 'l', 'o', 'g', '-', 'b', 'u', 'n', 'd', 'l', 'e', 0,
+    ENVLOG_BUNDLE_FORMAT, 0};
+
 /* Decompresses a bundle: the sizes in its frame headers are checked first,
- * so a lying or enormous frame is refused before memory is taken. */
-static envlog_err inflate(const void *data, size_t size, uint8_t **out, size_t *n)
+ * so a lying or enormous frame is refused before memory is taken; with
+ * `checksums` every frame must carry its content checksum (format 2). */
+static envlog_err inflate(const void *data, size_t size, size_t base, bool checksums,
+                          uint8_t **out, size_t *n)
 {
     *out = NULL;
     *n = 0;
     const uint8_t *z = data;
-    if (size < 4 || z[0] != 0x28 || z[1] != 0xb5 || z[2] != 0x2f || z[3] != 0xfd)
-        return envlog__fail(ENVLOG_FORMAT, "not a bundle: no zstd frame");
+    if (size < 4 || memcmp(z, zstd_magic, 4))
+        return checksums ? envlog__fail(ENVLOG_BAD_DATA, "bundle: no zstd frame after its "
+                                        "format 2 mark")
+                         : envlog__fail(ENVLOG_FORMAT, "not a bundle: no zstd frame");
     /* The sum of the sizes the frames state, frame by frame. */
     unsigned long long total = 0;
     for (size_t at = 0; at < size;) {
         size_t fsz = ZSTD_findFrameCompressedSize(z + at, size - at);
         if (ZSTD_isError(fsz))
             return envlog__fail(ENVLOG_BAD_DATA, "bundle: damaged or truncated zstd frame "
-                                "at byte %zu", at);
+                                "at byte %zu", base + at);
         unsigned long long c = ZSTD_getFrameContentSize(z + at, size - at);
         if (c == ZSTD_CONTENTSIZE_ERROR)
-            return envlog__fail(ENVLOG_BAD_DATA, "bundle: bad zstd frame at byte %zu", at);
+            return envlog__fail(ENVLOG_BAD_DATA, "bundle: bad zstd frame at byte %zu",
+                                base + at);
         if (c == ZSTD_CONTENTSIZE_UNKNOWN)
             return envlog__fail(ENVLOG_BAD_DATA, "bundle: the zstd frame at byte %zu does "
-                                "not state its size (envlog writes it)", at);
+                                "not state its size (envlog writes it)", base + at);
+        /* (the frame header descriptor's Content_Checksum_flag, RFC 8878) */
+        if (checksums && (memcmp(z + at, zstd_magic, 4) || !(z[at + 4] & 4)))
+            return envlog__fail(ENVLOG_BAD_DATA, "bundle: the zstd frame at byte %zu does "
+                                "not carry its checksum (format 2 needs it)",
+                                base + at);
         if (c > ENVLOG_BUNDLE_MAX_SIZE - total)
             return envlog__fail(ENVLOG_TOO_BIG,
                                 "bundle inflates past the %llu-byte limit",
@@ -57,8 +77,10 @@ static envlog_err inflate(const void *data, size_t size, uint8_t **out, size_t *
         at += fsz;
     }
     /* Memory grows with what the frames really produce, never with what
-     * they claim: a lying header costs nothing. */
-    size_t cap = total < (1u << 20) ? (size_t)total + 1 : (1u << 20);
+     * they claim: a lying header costs nothing.  It starts at 1 MiB, or
+     * at 16 times the compressed bytes when that is more. */
+    uint64_t first = size < (1u << 16) ? (1u << 20) : (uint64_t)size * 16;
+    size_t cap = total < first ? (size_t)total + 1 : (size_t)first;
     uint8_t *p = envlog_malloc(cap);
     ZSTD_DStream *ds = ZSTD_createDStream();
     if (!p || !ds) {
@@ -136,11 +158,38 @@ envlog_err envlog_bundle_read_path(const char *path, envlog_buf *b)
     return e;
 }
 
+/* A format 2 bundle: its mark, its frames, then the snapshot its column
+ * image gives. */
+static envlog_err open_format2(const uint8_t *z, size_t size, uint8_t **raw, size_t *n)
+{
+    if (size < ENVLOG_BUNDLE_MARK_LEN && !memcmp(z, format2_mark, size))
+        return envlog__fail(ENVLOG_BAD_DATA, "bundle: cut short in its format 2 mark");
+    if (size < ENVLOG_BUNDLE_MARK_LEN || memcmp(z + 4, format2_mark + 4, 18))
+        return envlog__fail(ENVLOG_FORMAT, "not a bundle: a skippable zstd frame that is not "
+                            "a bundle's mark");
+    unsigned version = envlog_get_le16(z + 22);
+    if (version != ENVLOG_BUNDLE_FORMAT)
+        return envlog__fail(ENVLOG_FORMAT, "bundle format %u: this envlog reads formats 1 "
+                            "and 2", version);
+    uint8_t *img;
+    size_t in;
+    envlog_err e = inflate(z + ENVLOG_BUNDLE_MARK_LEN, size - ENVLOG_BUNDLE_MARK_LEN,
+                           ENVLOG_BUNDLE_MARK_LEN, true, &img, &in);
+    if (e)
+        return e;
+    e = envlog_cols_decode(img, in, raw, n);
+    envlog_free(img);
+    return e;
+}
+
 envlog_err envlog_bundle_open_mem(const void *data, size_t size, bool check_all,
                                   envlog_bundle_opened *o)
 {
     memset(o, 0, sizeof *o);
-    envlog_err e = inflate(data, size, &o->raw, &o->n);
+    const uint8_t *z = data;
+    o->format = size >= 4 && !memcmp(z, format2_mark, 4) ? 2 : 1;
+    envlog_err e = o->format == 2 ? open_format2(z, size, &o->raw, &o->n)
+                                  : inflate(data, size, 0, false, &o->raw, &o->n);
     if (e)
         return e;
     if ((e = envlog_snap_load(o->raw, o->n, check_all, &o->snap))) {
@@ -148,6 +197,13 @@ envlog_err envlog_bundle_open_mem(const void *data, size_t size, bool check_all,
         o->raw = NULL;
     }
     return e;
+}
+
+envlog_err envlog_bundle_open_to_walk(const void *data, size_t size, envlog_bundle_opened *o)
+{
+    const uint8_t *z = data;
+    bool format2 = size >= 4 && !memcmp(z, format2_mark, 4);
+    return envlog_bundle_open_mem(data, size, !format2, o);
 }
 
 void envlog_bundle_close(envlog_bundle_opened *o)
@@ -256,6 +312,7 @@ static envlog_err describe(envlog_bundle_opened *o, size_t compressed, envlog_bu
     in->bad_records = envlog_snap_bad_records(o->snap);
     in->compressed_size = compressed;
     in->size = o->n;
+    in->format = o->format;
     *out = in;
     return ENVLOG_OK;
 }
@@ -311,32 +368,45 @@ envlog_err envlog_bundle_state(const char *path, envlog_state **st)
 /* -------------------------------------------------------------- export */
 
 /* One standard zstd frame (its content size in its header), made as the
- * snapshot is laid out, on as many threads as there are CPUs (up to 8)
- * where libzstd has them: the high levels a bundle is shipped at are slow
- * on one.  Only the compressed bytes are held. */
+ * snapshot (format 1) or its column image (format 2, after the mark, with
+ * the frame's checksum) is laid out, on as many threads as there are CPUs
+ * (up to 8) where libzstd has them: the high levels a format 1 bundle is
+ * shipped at are slow on one.  Only the compressed bytes are held. */
 typedef struct zsink {
     ZSTD_CCtx *cc;
     int level;
+    int format;
     envlog_buf z;
     uint64_t size;
     const envlog_bundle_opts *o; /* on_progress */
     uint64_t pushed;
 } zsink;
 
+/* A bundle no reader would take is never written. */
+static envlog_err over_limit(uint64_t size)
+{
+    return envlog__fail(ENVLOG_TOO_BIG, "the bundle would hold %llu bytes, over the "
+                        "%llu-byte limit readers keep: export fewer namespaces "
+                        "(--namespace)", (unsigned long long)size,
+                        (unsigned long long)ENVLOG_BUNDLE_MAX_SIZE);
+}
+
 static envlog_err z_begin(void *ctx, uint64_t size)
 {
     zsink *s = ctx;
-    /* A bundle no reader would take is never written. */
     if (size > ENVLOG_BUNDLE_MAX_SIZE)
-        return envlog__fail(ENVLOG_TOO_BIG, "the bundle would hold %llu bytes, over the "
-                            "%llu-byte limit readers keep: export fewer namespaces "
-                            "(--namespace)", (unsigned long long)size,
-                            (unsigned long long)ENVLOG_BUNDLE_MAX_SIZE);
+        return over_limit(size);
     s->size = size;
     if (!(s->cc = ZSTD_createCCtx()))
         return envlog__fail(ENVLOG_NOMEM, "compressing a bundle");
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
     size_t r = ZSTD_CCtx_setParameter(s->cc, ZSTD_c_compressionLevel, s->level);
+    if (!ZSTD_isError(r) && s->format == 2) {
+        envlog_err e = envlog_buf_append(&s->z, format2_mark, sizeof format2_mark);
+        if (e)
+            return e;
+        r = ZSTD_CCtx_setParameter(s->cc, ZSTD_c_checksumFlag, 1);
+    }
     if (!ZSTD_isError(r) && cpus > 1 && size > (1u << 20))
         (void)ZSTD_CCtx_setParameter(s->cc, ZSTD_c_nbWorkers, cpus < 8 ? (int)cpus : 8);
     if (!ZSTD_isError(r))
@@ -373,6 +443,25 @@ static envlog_err z_write(void *ctx, const uint8_t *p, size_t n)
     if (!e && s->o->on_progress)
         s->o->on_progress(s->o->ctx, "compressing", s->pushed, s->size);
     return e;
+}
+
+/* The snapshot on its way to the column encoder, held to the limit
+ * readers keep as a format 1 bundle's is. */
+typedef struct fmt2_sink {
+    envlog_cols_enc *enc;
+    envlog_sink in;
+} fmt2_sink;
+
+static envlog_err f2_begin(void *ctx, uint64_t size)
+{
+    fmt2_sink *f = ctx;
+    return size > ENVLOG_BUNDLE_MAX_SIZE ? over_limit(size) : f->in.begin(f->in.ctx, size);
+}
+
+static envlog_err f2_write(void *ctx, const uint8_t *p, size_t n)
+{
+    fmt2_sink *f = ctx;
+    return f->in.write(f->in.ctx, p, n);
 }
 
 /* A temporary name beside `path`, after removing what killed exports left
@@ -421,24 +510,48 @@ static envlog_err export_bytes(envlog_env *env, const envlog_bundle_opts *opts, 
             return envlog__fail(ENVLOG_INVALID_ARG, "namespace prefix '%s': %s",
                                 opts->prefixes[i] ? opts->prefixes[i] : "", why);
     }
-    zsink zs = {NULL, opts->zstd_level ? opts->zstd_level : BUNDLE_LEVEL, {0}, 0, opts, 0};
+    if (opts->format < 0 || opts->format > ENVLOG_BUNDLE_FORMAT)
+        return envlog__fail(ENVLOG_INVALID_ARG, "bundle format %d: envlog writes formats 1 "
+                            "and 2", opts->format);
+    int format = opts->format ? opts->format : ENVLOG_BUNDLE_FORMAT;
+    zsink zs = {NULL, opts->zstd_level ? opts->zstd_level
+                      : format == 2 ? BUNDLE_LEVEL_2 : BUNDLE_LEVEL,
+                format, {0}, 0, opts, 0};
     envlog_sink sink = {z_begin, z_write, &zs};
+    /* Format 2: the snapshot goes to the column encoder, whose image goes
+     * to zstd once the snapshot is whole. */
+    fmt2_sink f2 = {NULL, {0}};
+    envlog_err e = format == 2 ? envlog_cols_enc_new(&f2.enc) : ENVLOG_OK;
+    if (e)
+        return e;
+    envlog_sink to_cols = {f2_begin, f2_write, &f2};
+    if (f2.enc)
+        f2.in = envlog_cols_sink(f2.enc);
     envlog_build_opts bo = {.evidence = opts->evidence, .name = opts->name,
                             .prefixes = opts->prefixes, .n_prefixes = opts->n_prefixes,
-                            .content = "bundle", .no_index = true,
+                            .content = "bundle", .no_index = true, .no_digest = true,
                             .anonymous = opts->anonymous,
                             .more = opts->more, .n_more = opts->n_more, .list_sources = true,
                             .on_damage = opts->on_damage, .ctx = opts->ctx,
-                            .on_progress = opts->on_progress, .sink = &sink};
+                            .on_progress = opts->on_progress,
+                            .sink = f2.enc ? &to_cols : &sink};
     envlog_build_result res;
-    envlog_err e = envlog_snapshot_build(env, &bo, &res);
+    e = envlog_snapshot_build(env, &bo, &res);
     envlog_build_result_free(&res);
+    if (!e && f2.enc)
+        e = envlog_cols_finish(f2.enc, &sink);
+    envlog_cols_enc_free(f2.enc);
     if (!e)
         e = z_push(&zs, NULL, 0, ZSTD_e_end);
     ZSTD_freeCCtx(zs.cc);
-    /* What is written is what its readers take. */
-    if (!e)
-        e = envlog_bundle_inspect_memory(zs.z.p, zs.z.len, info);
+    /* What is written is what its readers take: read back (its INDEX is
+     * empty, so the walk that describes it reads and checks every record,
+     * as the full check would). */
+    envlog_bundle_opened back;
+    if (!e && !(e = envlog_bundle_open_mem(zs.z.p, zs.z.len, false, &back))) {
+        e = describe(&back, zs.z.len, info);
+        envlog_bundle_close(&back);
+    }
     /* A bundle of no tune and no kernel is a mistake (a mistyped prefix,
      * the wrong environment) to say, not a file to ship. */
     if (!e && !(*info)->tunes && !(*info)->kernels) {

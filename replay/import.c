@@ -245,12 +245,14 @@ envlog_err envlog_bundle_import_x(envlog_env *env, const void *data, size_t size
         return envlog__fail(ENVLOG_INVALID_ARG, "import needs an environment and a bundle");
     envlog_bundle_opened o;
     /* The whole bundle is checked before anything is written: an invalid
-     * bundle imports nothing. */
-    envlog_err e = envlog_bundle_open_mem(data, size, true, &o);
+     * bundle imports nothing.  (A format 2 bundle's snapshot was checked
+     * whole by its hash; the walk below checks its records, and a content
+     * hash that does not match then undoes what was written.) */
+    envlog_err e = envlog_bundle_open_to_walk(data, size, &o);
     if (e)
         return e;
     import_ctx c = {.env = env, .rep = rep, .m = envlog_snap_manifest_get(o.snap)};
-    if (!envlog_snap_content_ok(o.snap) && !envlog_snap_bad_records(o.snap)) {
+    if (o.format == 1 && !envlog_snap_content_ok(o.snap) && !envlog_snap_bad_records(o.snap)) {
         envlog_bundle_close(&o);
         return envlog__fail(ENVLOG_BAD_DATA, "bundle content hash does not match its manifest");
     }
@@ -272,6 +274,8 @@ envlog_err envlog_bundle_import_x(envlog_env *env, const void *data, size_t size
         }
     if (e == ENVLOG_END)
         e = ENVLOG_OK;
+    if (!e && !envlog_snap_content_ok(o.snap) && !envlog_snap_bad_records(o.snap))
+        e = envlog__fail(ENVLOG_BAD_DATA, "bundle content hash does not match its manifest");
     /* Records that failed their checksum or decode are rejected too. */
     uint64_t bad = envlog_snap_bad_records(o.snap);
     const envlog_damage *first = envlog_snap_first_damage(o.snap);

@@ -86,6 +86,7 @@ typedef struct envlog_build_opts {
                                       in the manifest (envlog_bundle_opts) */
     bool no_index;                 /* an empty INDEX (bundles: readers
                                       rebuild it, see envlog(5)) */
+    bool no_digest;                /* r->digest not wanted (bundles) */
     /* More environments folded with the one built from, in one total order
      * (a bundle of several); with list_sources the MANIFEST names them all
      * (key 19). */
@@ -149,15 +150,21 @@ envlog_err envlog_snapshot_build(envlog_env *env, const envlog_build_opts *o,
 
 /* A bundle decompressed and opened as a snapshot. */
 typedef struct envlog_bundle_opened {
-    uint8_t *raw;    /* decompressed */
+    uint8_t *raw;    /* decompressed: the snapshot */
     size_t n;
     envlog_snap *snap;
+    int format;      /* the bundle's format: 1 or 2 */
 } envlog_bundle_opened;
 
 /* Decompresses `data` (sizes checked before memory is taken) and opens it;
  * `check_all` reads every record.  Close with envlog_bundle_close(). */
 envlog_err envlog_bundle_open_mem(const void *data, size_t size, bool check_all,
                                   envlog_bundle_opened *o);
+/* envlog_bundle_open_mem() for a reader that walks every record next: a
+ * format 1 bundle with the full check, a format 2 one (whose whole snapshot
+ * its hash has checked) without, the walk then checking each record and,
+ * at its end, the SEAL and the content hash (envlog_snap_content_ok()). */
+envlog_err envlog_bundle_open_to_walk(const void *data, size_t size, envlog_bundle_opened *o);
 void envlog_bundle_close(envlog_bundle_opened *o);
 /* The bytes of the regular file `path` (ENVLOG_FORMAT for anything else). */
 envlog_err envlog_bundle_read_path(const char *path, envlog_buf *b);
@@ -345,6 +352,7 @@ int envlog_snap_pair_cmp(const void *a, const void *b);
 typedef struct envlog_snapw_rec {
     envlog_snap_item item;   /* item.record: by reference, or in copies */
     size_t copy_off;         /* SIZE_MAX: by reference */
+    size_t enc_off;          /* its encoding in `enc`; SIZE_MAX: not held */
     uint32_t len;            /* its encoded ENTRY or EVIDENCE record */
     bool indexed;
     uint64_t hash;
@@ -354,6 +362,7 @@ typedef struct envlog_snapw {
     envlog_snapw_rec *v;
     size_t n, cap;
     envlog_buf copies;       /* the records of items added with a copy */
+    envlog_buf enc;          /* items encoded when added, up to a bound */
     envlog_buf scratch;      /* one record encoded or framed */
 } envlog_snapw;
 

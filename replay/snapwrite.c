@@ -6,13 +6,18 @@
  * checksum seed.  The INDEX comes before the entries so a reader finds it
  * at once; its size depends only on the number of entries, so the file is
  * laid out in two passes: the first sizes every record (and hashes the
- * content), the second encodes each again and hands it, framed, to a sink.
- * No pass holds more than one record besides what the items reference.
+ * content), the second hands each, framed, to a sink.  Each item is
+ * encoded once, when it is added, and its encoding held while they take at
+ * most ENCODED_HELD bytes in all; past that (a compaction of a large
+ * environment) an item is encoded again in each pass, so no pass holds
+ * more than one record besides what the items reference.
  */
 #include "replay_int.h"
 
 #include <stdlib.h>
 #include <string.h>
+
+#define ENCODED_HELD (256u << 20)
 
 static envlog_err add(envlog_snapw *w, const envlog_snap_item *it, bool indexed,
                       uint64_t key_hash, bool copy)
@@ -25,21 +30,29 @@ static envlog_err add(envlog_snapw *w, const envlog_snap_item *it, bool indexed,
         w->v = v;
         w->cap = cap;
     }
-    /* Encoded once now for its size (and its checks), again when written. */
-    w->scratch.len = 0;
-    envlog_err e = envlog_struct_encode(&w->scratch, &envlog_snap_item_schema, it,
-                                        ENVLOG_LEVEL_FULL);
+    /* Encoded now for its size (and its checks), and held for the passes
+     * that write it while the encodings fit the bound. */
+    bool hold = w->enc.len < ENCODED_HELD;
+    envlog_buf *into = hold ? &w->enc : &w->scratch;
+    size_t at = into->len = hold ? w->enc.len : 0;
+    envlog_err e = envlog_struct_encode(into, &envlog_snap_item_schema, it, ENVLOG_LEVEL_FULL);
+    size_t len = into->len - at;
+    if (!e && len > ENVLOG_RECORD_MAX)
+        e = envlog__fail(ENVLOG_TOO_BIG, "a snapshot record of %zu bytes", len);
+    if (hold && (e || w->enc.len > ENCODED_HELD)) {
+        w->enc.len = at;
+        hold = false;
+    }
     if (e)
         return e;
-    if (w->scratch.len > ENVLOG_RECORD_MAX)
-        return envlog__fail(ENVLOG_TOO_BIG, "a snapshot record of %zu bytes", w->scratch.len);
     envlog_snapw_rec *r = &w->v[w->n];
     r->item = *it;
     r->copy_off = SIZE_MAX;
-    r->len = (uint32_t)w->scratch.len;
+    r->enc_off = hold ? at : SIZE_MAX;
+    r->len = (uint32_t)len;
     r->indexed = indexed;
     r->hash = key_hash;
-    if (copy) {
+    if (copy && r->enc_off == SIZE_MAX) {
         r->copy_off = w->copies.len;
         if ((e = envlog_buf_append(&w->copies, it->record.data, it->record.size)))
             return e;
@@ -64,18 +77,29 @@ void envlog_snapw_free(envlog_snapw *w)
 {
     envlog_free(w->v);
     envlog_buf_free(&w->copies);
+    envlog_buf_free(&w->enc);
     envlog_buf_free(&w->scratch);
     memset(w, 0, sizeof *w);
 }
 
-/* Item `i` encoded into the scratch buffer. */
-static envlog_err encode_item(envlog_snapw *w, size_t i, envlog_buf *into)
+/* Item `i` encoded: as held, or made again in `into`. */
+static envlog_err encode_item(envlog_snapw *w, size_t i, envlog_buf *into, const uint8_t **p,
+                              size_t *n)
 {
-    envlog_snap_item it = w->v[i].item;
-    if (w->v[i].copy_off != SIZE_MAX)
-        it.record.data = w->copies.p + w->v[i].copy_off;
+    const envlog_snapw_rec *r = &w->v[i];
+    if (r->enc_off != SIZE_MAX) {
+        *p = w->enc.p + r->enc_off;
+        *n = r->len;
+        return ENVLOG_OK;
+    }
+    envlog_snap_item it = r->item;
+    if (r->copy_off != SIZE_MAX)
+        it.record.data = w->copies.p + r->copy_off;
     into->len = 0;
-    return envlog_struct_encode(into, &envlog_snap_item_schema, &it, ENVLOG_LEVEL_FULL);
+    envlog_err e = envlog_struct_encode(into, &envlog_snap_item_schema, &it, ENVLOG_LEVEL_FULL);
+    *p = into->p;
+    *n = into->len;
+    return e;
 }
 
 typedef struct framer {
@@ -104,6 +128,8 @@ envlog_err envlog_snapw_finish_to(envlog_snapw *w, envlog_snap_manifest *m,
                                   const envlog_sink *sink)
 {
     envlog_buf hdr = {0}, man = {0}, idx = {0}, rec = {0};
+    const uint8_t *rp;
+    size_t rn;
     uint8_t *pairs = NULL;
     envlog_h128 h = {0};
     framer f = {sink, {0}, 0, envlog_seg_seed(id, 0), 0};
@@ -116,12 +142,12 @@ envlog_err envlog_snapw_finish_to(envlog_snapw *w, envlog_snap_manifest *m,
     if ((e = envlog_h128_begin(&h)))
         goto out;
     for (size_t i = 0; i < w->n; i++) {
-        if ((e = encode_item(w, i, &rec)))
+        if ((e = encode_item(w, i, &rec, &rp, &rn)))
             goto out;
         uint8_t len[4];
-        envlog_put_le32(len, (uint32_t)rec.len);
+        envlog_put_le32(len, (uint32_t)rn);
         envlog_h128_update(&h, len, 4);
-        envlog_h128_update(&h, rec.p, rec.len);
+        envlog_h128_update(&h, rp, rn);
     }
     m->content_hash = envlog_h128_end(&h);
     envlog_seg_header hd = {ENVLOG_KIND_HEADER, ENVLOG_MAGIC, ENVLOG_LOG_VERSION, *id,
@@ -165,10 +191,10 @@ envlog_err envlog_snapw_finish_to(envlog_snapw *w, envlog_snap_manifest *m,
     chain = envlog_frame_chain(at, f.seed, idx.p, idx.len, chain);
     at += envlog_framed_size(at, idx.len);
     for (size_t i = 0; i < w->n; i++) {
-        if ((e = encode_item(w, i, &rec)))
+        if ((e = encode_item(w, i, &rec, &rp, &rn)))
             goto out;
-        chain = envlog_frame_chain(at, f.seed, rec.p, rec.len, chain);
-        at += envlog_framed_size(at, rec.len);
+        chain = envlog_frame_chain(at, f.seed, rp, rn, chain);
+        at += envlog_framed_size(at, rn);
     }
     envlog_seg_seal seal = {ENVLOG_KIND_SEAL, w->n + 2, 0, chain};
     uint8_t sb[64];
@@ -182,7 +208,7 @@ envlog_err envlog_snapw_finish_to(envlog_snapw *w, envlog_snap_manifest *m,
         (e = frame_out(&f, idx.p, idx.len, true)))
         goto out;
     for (size_t i = 0; i < w->n; i++)
-        if ((e = encode_item(w, i, &rec)) || (e = frame_out(&f, rec.p, rec.len, true)))
+        if ((e = encode_item(w, i, &rec, &rp, &rn)) || (e = frame_out(&f, rp, rn, true)))
             goto out;
     if (f.chain != chain) /* the two passes framed the same bytes */
         e = envlog__fail(ENVLOG_IO, "a snapshot record changed while it was written");

@@ -756,18 +756,24 @@ END_TEST
 
 /* ------------------------------------------------------------- bundles */
 
-static char *export_bundle(envlog_env *env, const char *name, const char *const *pfx,
-                           size_t np, envlog_evidence ev)
+static char *export_bundle_as(envlog_env *env, const char *name, const char *const *pfx,
+                              size_t np, envlog_evidence ev, int format)
 {
     char *path = strdup(tu_path(tu_root(), name));
     envlog_bundle_opts o = {.name = name, .prefixes = pfx, .n_prefixes = np, .evidence = ev,
-                            .zstd_level = 3};
+                            .zstd_level = 3, .format = format};
     envlog_bundle_info *info;
     ck_assert_ok(envlog_bundle_export(env, &o, path, &info));
     ck_assert_uint_eq(info->bad_records, 0);
     ck_assert(info->content_ok);
     envlog_bundle_info_free(info);
     return path;
+}
+
+static char *export_bundle(envlog_env *env, const char *name, const char *const *pfx,
+                           size_t np, envlog_evidence ev)
+{
+    return export_bundle_as(env, name, pfx, np, ev, 0);
 }
 
 typedef struct cmp_ctx {
@@ -805,6 +811,8 @@ static size_t compare_states(envlog_state *a, envlog_state *b)
     ck_assert_uint_eq(na, c.n);
     return na;
 }
+
+size_t sn_compare_states(envlog_state *a, envlog_state *b) { return compare_states(a, b); }
 
 START_TEST(test_bundle_round_trip)
 {
@@ -1164,7 +1172,8 @@ static uint8_t *good_bundle(size_t *n, uint8_t **raw, size_t *rawn)
     char *src = tu_mkdtemp("gsrc");
     envlog_env *a = tu_env(src);
     populate(a, 0);
-    char *path = export_bundle(a, "good", NULL, 0, ENVLOG_EVIDENCE_WINNERS);
+    /* (format 1: the tests edit the snapshot inside) */
+    char *path = export_bundle_as(a, "good", NULL, 0, ENVLOG_EVIDENCE_WINNERS, 1);
     uint8_t *z = tu_read(path, n);
     if (raw) {
         unsigned long long sz = ZSTD_getFrameContentSize(z, *n);
@@ -1415,5 +1424,6 @@ Suite *suite_snapshot(void)
     tcase_add_test(tc, test_sessions_ids);
     suite_add_tcase(s, tc);
     sn_add_trust_tcases(s);
+    sn_add_bundle2_tcases(s);
     return s;
 }

@@ -343,7 +343,7 @@ START_TEST(test_bundle_damage_catalogue)
     const char *path = tu_path(r.dir, "b.envb");
     char *bpath = strdup(path);
     envlog_bundle_opts bo = {.name = "b", .evidence = ENVLOG_EVIDENCE_WINNERS,
-                             .zstd_level = 1};
+                             .zstd_level = 1, .format = 1};
     ck_assert_ok(envlog_bundle_export(r.env, &bo, bpath, NULL));
     size_t zn;
     uint8_t *z = tu_read(bpath, &zn);
@@ -643,7 +643,8 @@ START_TEST(test_entry_winner_out_of_range)
     rp_rtune(s, NS_A, "w1", 1);
     rp_end(s);
     char *bp = strdup(tu_path(r.dir, "w.envb"));
-    envlog_bundle_opts bo = {.name = "w", .evidence = ENVLOG_EVIDENCE_NONE, .zstd_level = 1};
+    envlog_bundle_opts bo = {.name = "w", .evidence = ENVLOG_EVIDENCE_NONE, .zstd_level = 1,
+                             .format = 1};
     ck_assert_ok(envlog_bundle_export(r.env, &bo, bp, NULL));
     size_t zn;
     uint8_t *z = tu_read(bp, &zn);

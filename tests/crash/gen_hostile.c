@@ -5,8 +5,9 @@
  * carry lengths up to 2^64, deep nesting, wrong types and invalid UTF-8,
  * all behind valid checksums (framed with the log's own framing, so only
  * the decoder can refuse them); zstd frames that lie about their size or
- * inflate past the limit (hand-made RLE blocks, a few KiB each); a bundle
- * whose entries are named with "/" and ".."; garbage and truncated
+ * inflate past the limit (hand-made RLE blocks, a few KiB each); bundles
+ * format 2 whose column images lie (sizes, counts, column lengths); a
+ * bundle whose entries are named with "/" and ".."; garbage and truncated
  * snapshots.  Run by hand (`make fixtures-hostile`); the output is
  * committed.  Deterministic except the bundle and snapshot (ids, times).
  *
@@ -21,6 +22,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <zstd.h>
 
 /* Every segment fixture belongs to this session (its checksum seed). */
 #define HOSTILE_ID "01900000000000000000000000000001"
@@ -479,6 +481,67 @@ static void frames(void)
     envlog_buf_free(&b);
 }
 
+/* ------------------------------------------- bundle format 2 that lies */
+
+static void put_le(uint8_t *p, uint64_t v, int n)
+{
+    for (int i = 0; i < n; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
+}
+
+/* A bundle format `version` around a column image (envlog(5), "The column
+ * image") that states `size` and `records`, at depth 3, with `n_cols`
+ * columns of the lengths given over `body`: in one checksummed frame, so
+ * only the column decoder can refuse it. */
+static void bundle2(const char *name, unsigned version, uint64_t size, uint64_t records,
+                    uint32_t n_cols, const uint64_t *lens, const char *body, size_t body_len)
+{
+    envlog_buf img = {0}, b = {0};
+    uint8_t h[64] = "envlogc2";
+    put_le(h + 8, size, 8);
+    put_le(h + 48, records, 8);
+    put_le(h + 56, 3, 4);
+    put_le(h + 60, n_cols, 4);
+    raw(&img, h, sizeof h);
+    for (uint32_t i = 0; i < n_cols; i++) {
+        uint8_t l[8];
+        put_le(l, lens[i], 8);
+        raw(&img, l, 8);
+    }
+    raw(&img, body, body_len);
+    uint8_t mark[24] = {0x5e, 0x2a, 0x4d, 0x18, 16, 0, 0, 0, 'e', 'n', 'v', 'l', 'o', 'g',
+                        '-', 'b', 'u', 'n', 'd', 'l', 'e', 0, (uint8_t)version, 0};
+    raw(&b, mark, sizeof mark);
+    size_t cap = ZSTD_compressBound(img.len);
+    if (envlog_buf_reserve(&b, cap))
+        die("reserve");
+    ZSTD_CCtx *cc = ZSTD_createCCtx();
+    size_t zn = cc ? ZSTD_CCtx_setParameter(cc, ZSTD_c_checksumFlag, 1) : 0;
+    if (!cc || ZSTD_isError(zn) ||
+        ZSTD_isError(zn = ZSTD_compress2(cc, b.p + b.len, cap, img.p, img.len)))
+        die("compress");
+    ZSTD_freeCCtx(cc);
+    b.len += zn;
+    put(name, b.p, b.len);
+    envlog_buf_free(&b);
+    envlog_buf_free(&img);
+}
+
+static void bundles2(void)
+{
+    static const uint64_t one[] = {1}, count[] = {9}, lie[] = {UINT64_MAX}, shorter[] = {1, 0};
+    const uint64_t gib = ENVLOG_BUNDLE_MAX_SIZE;
+    /* A 1 GiB snapshot stated by an image of a few bytes: refused when its
+     * records end, with no memory taken for what it states. */
+    bundle2("bundle2-claims-1GiB.bundle", 2, gib, 1, 1, one, "\xa0", 1);
+    bundle2("bundle2-array-count-2e64.bundle", 2, gib, 1, 1, count,
+            "\x9b\xff\xff\xff\xff\xff\xff\xff\xff", 9);
+    bundle2("bundle2-column-claims-2e64.bundle", 2, 64, 1, 1, lie, "\xa0", 1);
+    bundle2("bundle2-column-short.bundle", 2, 64, 1, 2, shorter, "\x81", 1);
+    bundle2("bundle2-records-2e64.bundle", 2, 64, UINT64_MAX, 1, one, "\xa0", 1);
+    bundle2("bundle2-format-3.bundle", 3, 64, 1, 1, one, "\xa0", 1);
+}
+
 /* ------------------------------------------- names with "/" and ".." */
 
 static void ok(envlog_err e, const char *what)
@@ -527,9 +590,18 @@ static void names_bundle(void)
     ok(envlog_session_end(s), "end");
     char bpath[4300];
     snprintf(bpath, sizeof bpath, "%s/bundle-names.bundle", outdir);
-    envlog_bundle_opts bo = {"../../../names/with/slashes", NULL, 0, ENVLOG_EVIDENCE_WINNERS, 19};
+    /* (in bundle format 1, as the committed one is) */
+    envlog_bundle_opts bo = {.name = "../../../names/with/slashes",
+                             .evidence = ENVLOG_EVIDENCE_WINNERS, .zstd_level = 19,
+                             .format = 1};
     ok(envlog_bundle_export(env, &bo, bpath, NULL), "export");
     printf("  bundle-names.bundle\n");
+    /* The same in bundle format 2, cut in half. */
+    char b2path[4300];
+    snprintf(b2path, sizeof b2path, "%s/.names2.bundle", outdir);
+    bo.format = 2;
+    bo.zstd_level = 0;
+    ok(envlog_bundle_export(env, &bo, b2path, NULL), "export");
     /* A snapshot, to cut in half. */
     ok(envlog_compact(env, ENVLOG_EVIDENCE_NONE, NULL), "compact");
     envlog_env_close(env);
@@ -547,6 +619,11 @@ static void names_bundle(void)
     n = fread(snap, 1, sizeof snap, f);
     fclose(f);
     put("bundle-truncated.bundle", snap, n / 2);
+    f = fopen(b2path, "rb");
+    n = fread(snap, 1, sizeof snap, f);
+    fclose(f);
+    unlink(b2path);
+    put("bundle2-truncated.bundle", snap, n / 2);
     char cmd[4400];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     if (system(cmd))
@@ -563,6 +640,7 @@ int main(int argc, char **argv)
     mkdir(outdir, 0755);
     segments();
     frames();
+    bundles2();
     names_bundle();
     return 0;
 }

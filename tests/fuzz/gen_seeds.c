@@ -2,7 +2,8 @@
 /*
  * gen_seeds.c - seeds the fuzz corpora from an environment (fixtures/):
  * its segments (frames), each record's payload (event), a snapshot of it
- * (snapshot) and a bundle of it (bundle).  Run by `make fuzz-seeds`.
+ * (snapshot), a bundle format 1 of it (bundle) and a bundle format 2 with
+ * its column image (bundle2).  Run by `make fuzz-seeds`.
  *
  * usage: gen_seeds ENV CORPUS_DIR
  */
@@ -40,10 +41,10 @@ int main(int argc, char **argv)
         fprintf(stderr, "usage: gen_seeds ENV CORPUS_DIR\n");
         return 2;
     }
-    char dirs[4][4096];
-    const char *names[] = {"frames", "event", "snapshot", "bundle"};
+    char dirs[5][4096];
+    const char *names[] = {"frames", "event", "snapshot", "bundle", "bundle2"};
     mkdir(argv[2], 0755);
-    for (int i = 0; i < 4; i++)
+    for (int i = 0; i < 5; i++)
         snprintf(dirs[i], sizeof dirs[i], "%s/%s", argv[2], names[i]);
     char tmp[] = "/tmp/envlog-seeds-XXXXXX";
     if (!mkdtemp(tmp))
@@ -103,14 +104,24 @@ int main(int argc, char **argv)
     envlog_sessions_free(in, n);
     char bundle[4300];
     snprintf(bundle, sizeof bundle, "%s/seed.bundle", tmp);
-    envlog_bundle_opts bo = {"seed", NULL, 0, ENVLOG_EVIDENCE_ALL, 3};
-    if (envlog_bundle_export(env, &bo, bundle, NULL) == ENVLOG_OK) {
+    for (int format = 1; format <= 2; format++) {
+        envlog_bundle_opts bo = {.name = "seed", .evidence = ENVLOG_EVIDENCE_ALL,
+                                 .zstd_level = 3, .format = format};
+        if (envlog_bundle_export(env, &bo, bundle, NULL) != ENVLOG_OK)
+            continue;
         FILE *f = fopen(bundle, "rb");
         static uint8_t buf[1 << 22];
         size_t len = f ? fread(buf, 1, sizeof buf, f) : 0;
         if (f)
             fclose(f);
-        put(dirs[3], "seed.bundle", buf, len);
+        put(dirs[format + 2], "seed.bundle", buf, len);
+        /* The column image, which the format 2 target reads first. */
+        uint8_t *img;
+        size_t img_len;
+        if (format == 2 && len > 24 && !fuzz_inflate(buf + 24, len - 24, &img, &img_len)) {
+            put(dirs[4], "seed.image", img, img_len);
+            free(img);
+        }
     }
     if (envlog_compact(env, ENVLOG_EVIDENCE_ALL, NULL) == ENVLOG_OK) {
         char snap[4300];

@@ -1,0 +1,53 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * bundle_cols.h - the column image of a format 2 bundle (envlog(5),
+ * BUNDLES, "Format 2"): a snapshot's records without their framing, the
+ * bytes of every CBOR item sent to a column by where the item sits in its
+ * record, unsigned integers as differences from the one before in their
+ * column.  The image is a lossless transform of the snapshot file: the
+ * framing follows from the records and the snapshot's id, so decoding
+ * gives back the snapshot byte for byte, and its hash says so.
+ */
+#ifndef ENVLOG_BUNDLE_COLS_H
+#define ENVLOG_BUNDLE_COLS_H
+
+#include "replay_int.h"
+
+/* The skippable zstd frame a format 2 bundle begins with: its magic
+ * (0x184D2A5E, little-endian), its length (16), "envlog-bundle", a zero
+ * byte and the format version (u16le). */
+#define ENVLOG_BUNDLE_MARK_LEN 24
+#define ENVLOG_BUNDLE_FORMAT 2
+
+/* The image's fixed header (before the column lengths). */
+#define ENVLOG_COLS_MAGIC "envlogc2"
+#define ENVLOG_COLS_HDR 64
+/* The context depth envlog writes, and the limits a reader keeps. */
+#define ENVLOG_COLS_DEPTH 3
+#define ENVLOG_COLS_DEPTH_MAX 64
+#define ENVLOG_COLS_CONTEXTS_MAX 4096
+#define ENVLOG_COLS_MAX (2 * ENVLOG_COLS_CONTEXTS_MAX)
+
+/* Writing: the snapshot's bytes go in as a snapshot writer's sink hands
+ * them out (envlog_cols_sink()); envlog_cols_finish() then hands the image
+ * out in pieces, its size first. */
+typedef struct envlog_cols_enc envlog_cols_enc;
+
+envlog_err envlog_cols_enc_new(envlog_cols_enc **out);
+void envlog_cols_enc_free(envlog_cols_enc *c);
+/* A sink (replay_int.h) feeding `c`. */
+envlog_sink envlog_cols_sink(envlog_cols_enc *c);
+/* The image: `begin` hears its size, `write` its bytes in order; the
+ * columns are freed as they go.  ENVLOG_BAD_DATA when what went in was not
+ * a whole snapshot in envlog's framing. */
+envlog_err envlog_cols_finish(envlog_cols_enc *c, const envlog_sink *out);
+
+/* Reading: the snapshot an image of `n` bytes holds, into *out (n_out
+ * bytes; free with envlog_free()).  Memory grows with the bytes the image
+ * really gives, never with what it states.  @return ENVLOG_OK;
+ * ENVLOG_BAD_DATA naming what is wrong (a column that ends early or holds
+ * more, a count or length that lies, a hash that does not match);
+ * ENVLOG_TOO_BIG (it states more than ENVLOG_BUNDLE_MAX_SIZE); ENVLOG_NOMEM. */
+envlog_err envlog_cols_decode(const uint8_t *img, size_t n, uint8_t **out, size_t *n_out);
+
+#endif /* ENVLOG_BUNDLE_COLS_H */
