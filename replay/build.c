@@ -199,6 +199,7 @@ typedef struct item_ref {
     bool indexed;
     uint64_t hash;
     uint8_t *owned; /* a re-encoded record, for --evidence none */
+    const char *ns; /* a tune or kernel entry's namespace */
 } item_ref;
 
 typedef struct items_ctx {
@@ -253,6 +254,7 @@ static int take_item(void *ctx, const envlog_state_item *it)
     r->item.record = it->payload;
     r->indexed = it->table != ENVLOG_TABLE_USER;
     r->hash = it->key_hash;
+    r->ns = r->indexed ? it->ns : NULL;
     if (it->table == ENVLOG_TABLE_TUNE && c->b->o->evidence == ENVLOG_EVIDENCE_NONE) {
         size_t n;
         if ((c->b->err = strip_trials(&it->payload, &r->owned, &n)))
@@ -412,6 +414,7 @@ void envlog_build_result_free(envlog_build_result *r)
     envlog_buf_free(&r->file);
     envlog_free(r->sessions);
     envlog_free(r->base_wms);
+    envlog_free(r->ns_entries);
     memset(r, 0, sizeof *r);
 }
 
@@ -421,7 +424,7 @@ envlog_err envlog_snapshot_build(envlog_env *env, const envlog_build_opts *o,
     memset(res, 0, sizeof *res);
     build_ctx b = {.o = o};
     items_ctx ic = {.b = &b};
-    envlog_snapw w = {0};
+    envlog_snapw w = {.hold = o->hold_encodings ? ENVLOG_SNAPW_HOLD : 0};
     envlog_stamp *entry_stamps = NULL;
     retention rt = {0};
     envlog_err e = envlog_state_new_x(true, &b.st);
@@ -534,6 +537,19 @@ envlog_err envlog_snapshot_build(envlog_env *env, const envlog_build_opts *o,
             goto out;
     if (ic.n_nss)
         qsort(ic.nss, ic.n_nss, sizeof *ic.nss, str_cmp);
+    /* The entries under each namespace (a bundle's description). */
+    if (ic.n_nss && !(res->ns_entries = envlog_calloc(ic.n_nss, sizeof *res->ns_entries))) {
+        e = envlog__fail(ENVLOG_NOMEM, "building a snapshot");
+        goto out;
+    }
+    res->n_ns_entries = ic.n_nss;
+    for (size_t i = 0; i < ic.n; i++) {
+        const char **at = ic.v[i].ns ? bsearch(&ic.v[i].ns, ic.nss, ic.n_nss, sizeof *ic.nss,
+                                               str_cmp)
+                                     : NULL;
+        if (at)
+            res->ns_entries[at - ic.nss]++;
+    }
     envlog_snap_wm *wms = b.n_ss ? envlog_arena_alloc(&b.arena, b.n_ss * sizeof *wms) : NULL;
     if (b.n_ss && !wms) {
         e = envlog__fail(ENVLOG_NOMEM, "building a snapshot");

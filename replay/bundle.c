@@ -237,7 +237,33 @@ void envlog_bundle_info_free(envlog_bundle_info *info)
     envlog_free(info);
 }
 
-static envlog_err describe(envlog_bundle_opened *o, size_t compressed, envlog_bundle_info **out)
+/* The walk of every record that counts the entries under each namespace. */
+static envlog_err count_entries(envlog_bundle_opened *o, envlog_bundle_info *in)
+{
+    envlog_snap_item it;
+    envlog_record rec;
+    envlog_snap_rewind(o->snap);
+    envlog_err e;
+    while (!(e = envlog_snap_next(o->snap, &it, &rec))) {
+        if (it.kind != ENVLOG_KIND_ENTRY)
+            continue;
+        const char *ns = rec.kind == ENVLOG_KIND_TUNE      ? rec.u.tune.ns
+                         : rec.kind == ENVLOG_KIND_COMPILE ? rec.u.compile.ns
+                                                           : NULL;
+        for (size_t i = 0; ns && i < in->n_namespaces; i++)
+            if (!strcmp(in->namespaces[i], ns))
+                in->namespace_entries[i]++;
+    }
+    return e == ENVLOG_END ? ENVLOG_OK : e;
+}
+
+/* Describes an opened bundle.  Its entries are counted by namespace as a
+ * walk reads every record (the bad ones counted, the content hash checked),
+ * unless `written` gives the counts: those of the entries an export laid
+ * out itself, of the snapshot its column image was checked to give byte for
+ * byte (so that it holds what the writer put in, its content hash too). */
+static envlog_err describe(envlog_bundle_opened *o, size_t compressed,
+                           const envlog_build_result *written, envlog_bundle_info **out)
 {
     const envlog_snap_manifest *m = envlog_snap_manifest_get(o->snap);
     envlog_bundle_info *in = envlog_calloc(1, sizeof *in);
@@ -284,23 +310,17 @@ static envlog_err describe(envlog_bundle_opened *o, size_t compressed, envlog_bu
         envlog_bundle_info_free(in);
         return envlog__fail(ENVLOG_NOMEM, "describing a bundle");
     }
-    envlog_snap_item it;
-    envlog_record rec;
-    envlog_snap_rewind(o->snap);
     envlog_err e;
-    while (!(e = envlog_snap_next(o->snap, &it, &rec))) {
-        if (it.kind != ENVLOG_KIND_ENTRY)
-            continue;
-        const char *ns = rec.kind == ENVLOG_KIND_TUNE      ? rec.u.tune.ns
-                         : rec.kind == ENVLOG_KIND_COMPILE ? rec.u.compile.ns
-                                                           : NULL;
-        for (size_t i = 0; ns && i < in->n_namespaces; i++)
-            if (!strcmp(in->namespaces[i], ns))
-                in->namespace_entries[i]++;
-    }
-    if (e != ENVLOG_END) {
+    if (written && written->n_ns_entries == in->n_namespaces) {
+        for (size_t i = 0; i < in->n_namespaces; i++)
+            in->namespace_entries[i] = written->ns_entries[i];
+        in->content_ok = true;
+    } else if ((e = count_entries(o, in))) {
         envlog_bundle_info_free(in);
         return e;
+    } else {
+        in->content_ok = envlog_snap_content_ok(o->snap);
+        in->bad_records = envlog_snap_bad_records(o->snap);
     }
     in->sessions = m->n_wms;
     in->tunes = m->tunes;
@@ -308,8 +328,6 @@ static envlog_err describe(envlog_bundle_opened *o, size_t compressed, envlog_bu
     in->users = m->users;
     in->evidence = m->evidence;
     in->content_hash = m->content_hash;
-    in->content_ok = envlog_snap_content_ok(o->snap);
-    in->bad_records = envlog_snap_bad_records(o->snap);
     in->compressed_size = compressed;
     in->size = o->n;
     in->format = o->format;
@@ -324,7 +342,7 @@ envlog_err envlog_bundle_inspect_memory(const void *data, size_t size,
     *info = NULL;
     envlog_err e = envlog_bundle_open_mem(data, size, true, &o);
     if (!e)
-        e = describe(&o, size, info);
+        e = describe(&o, size, NULL, info);
     envlog_bundle_close(&o);
     return e;
 }
@@ -530,6 +548,7 @@ static envlog_err export_bytes(envlog_env *env, const envlog_bundle_opts *opts, 
     envlog_build_opts bo = {.evidence = opts->evidence, .name = opts->name,
                             .prefixes = opts->prefixes, .n_prefixes = opts->n_prefixes,
                             .content = "bundle", .no_index = true, .no_digest = true,
+                            .hold_encodings = true,
                             .anonymous = opts->anonymous,
                             .more = opts->more, .n_more = opts->n_more, .list_sources = true,
                             .on_damage = opts->on_damage, .ctx = opts->ctx,
@@ -537,21 +556,23 @@ static envlog_err export_bytes(envlog_env *env, const envlog_bundle_opts *opts, 
                             .sink = f2.enc ? &to_cols : &sink};
     envlog_build_result res;
     e = envlog_snapshot_build(env, &bo, &res);
-    envlog_build_result_free(&res);
     if (!e && f2.enc)
         e = envlog_cols_finish(f2.enc, &sink);
     envlog_cols_enc_free(f2.enc);
     if (!e)
         e = z_push(&zs, NULL, 0, ZSTD_e_end);
     ZSTD_freeCCtx(zs.cc);
-    /* What is written is what its readers take: read back (its INDEX is
-     * empty, so the walk that describes it reads and checks every record,
-     * as the full check would). */
+    /* What is written is what its readers take: read back.  A format 2
+     * bundle is decoded, which checks that it gives the snapshot laid out,
+     * byte for byte, and described from what was laid out; a format 1 one
+     * is walked record by record (its INDEX is empty: the walk reads and
+     * checks every record, as the full check would). */
     envlog_bundle_opened back;
     if (!e && !(e = envlog_bundle_open_mem(zs.z.p, zs.z.len, false, &back))) {
-        e = describe(&back, zs.z.len, info);
+        e = describe(&back, zs.z.len, f2.enc ? &res : NULL, info);
         envlog_bundle_close(&back);
     }
+    envlog_build_result_free(&res);
     /* A bundle of no tune and no kernel is a mistake (a mistyped prefix,
      * the wrong environment) to say, not a file to ship. */
     if (!e && !(*info)->tunes && !(*info)->kernels) {

@@ -39,7 +39,7 @@
 #define STEP_VAL(T, k) ((2ull << 44) | ((uint64_t)(T) << 25) | (uint64_t)(k))
 #define TYPE_MAX (1u << 16)  /* types below it type a map */
 #define VKEY_MAX (1u << 24)  /* keys below it have contexts of their own */
-#define SLOTS (2 * ENVLOG_COLS_CONTEXTS_MAX)
+#define SLOTS_FIRST 256   /* the table of children starts small (in L1): 2^8 */
 
 typedef struct cx {
     uint32_t bytes, nums; /* its columns (nums: NO_COL until made) */
@@ -49,14 +49,27 @@ typedef struct cx {
     size_t last_len;
 } cx;
 
+typedef struct slot {
+    uint64_t key;         /* parent << 48 | step */
+    uint32_t child;       /* + 1; 0: empty */
+} slot;
+
 typedef struct cxtree {
     cx *v;
     uint32_t n;
-    uint64_t *key;        /* (parent << 48 | step), in slots of `val` */
-    uint32_t *val;        /* child + 1; 0: empty */
+    slot *slots;          /* the children made, kept at most half full */
+    uint32_t n_slots;     /* 2^bits */
+    unsigned bits;
     uint32_t depth;       /* D */
     uint32_t n_cols, max_cols;
 } cxtree;
+
+/* The slot of `key` in a table of 2^bits (the top bits of the product:
+ * every bit of the key reaches them). */
+static uint32_t slot_of(uint64_t key, unsigned bits)
+{
+    return (uint32_t)((key * 0x9e3779b97f4a7c15ull) >> (64 - bits));
+}
 
 static envlog_err tree_init(cxtree *t, uint32_t depth, uint32_t max_cols)
 {
@@ -64,9 +77,10 @@ static envlog_err tree_init(cxtree *t, uint32_t depth, uint32_t max_cols)
     t->depth = depth;
     t->max_cols = max_cols;
     t->v = envlog_malloc(ENVLOG_COLS_CONTEXTS_MAX * sizeof *t->v);
-    t->key = envlog_malloc(SLOTS * sizeof *t->key);
-    t->val = envlog_calloc(SLOTS, sizeof *t->val);
-    if (!t->v || !t->key || !t->val)
+    t->slots = envlog_calloc(SLOTS_FIRST, sizeof *t->slots);
+    t->n_slots = SLOTS_FIRST;
+    t->bits = 8;
+    if (!t->v || !t->slots)
         return envlog__fail(ENVLOG_NOMEM, "bundle columns");
     return ENVLOG_OK;
 }
@@ -74,9 +88,29 @@ static envlog_err tree_init(cxtree *t, uint32_t depth, uint32_t max_cols)
 static void tree_free(cxtree *t)
 {
     envlog_free(t->v);
-    envlog_free(t->key);
-    envlog_free(t->val);
+    envlog_free(t->slots);
     memset(t, 0, sizeof *t);
+}
+
+static envlog_err more_slots(cxtree *t)
+{
+    uint32_t n = 2 * t->n_slots;
+    slot *s = envlog_calloc(n, sizeof *s);
+    if (!s)
+        return envlog__fail(ENVLOG_NOMEM, "bundle columns");
+    for (uint32_t i = 0; i < t->n_slots; i++) {
+        if (!t->slots[i].child)
+            continue;
+        uint32_t j = slot_of(t->slots[i].key, t->bits + 1);
+        while (s[j].child)
+            j = (j + 1) & (n - 1);
+        s[j] = t->slots[i];
+    }
+    envlog_free(t->slots);
+    t->slots = s;
+    t->n_slots = n;
+    t->bits++;
+    return ENVLOG_OK;
 }
 
 static envlog_err new_col(cxtree *t, uint32_t *col)
@@ -109,36 +143,39 @@ static envlog_err child(cxtree *t, uint32_t parent, uint64_t step, uint32_t *out
     if (t->v[parent].depth >= t->depth)
         return ENVLOG_OK;
     uint64_t k = (uint64_t)parent << 48 | step;
-    uint32_t i = (uint32_t)((k * 0x9e3779b97f4a7c15ull) >> 51) & (SLOTS - 1);
-    for (; t->val[i]; i = (i + 1) & (SLOTS - 1))
-        if (t->key[i] == k) {
-            *out = t->val[i] - 1;
+    uint32_t i = slot_of(k, t->bits);
+    for (; t->slots[i].child; i = (i + 1) & (t->n_slots - 1))
+        if (t->slots[i].key == k) {
+            *out = t->slots[i].child - 1;
             return ENVLOG_OK;
         }
     if (t->n == ENVLOG_COLS_CONTEXTS_MAX)
         return ENVLOG_OK;
-    envlog_err e = new_ctx(t, t->v[parent].depth + 1, out);
-    if (!e) {
-        t->key[i] = k;
-        t->val[i] = *out + 1;
+    envlog_err e;
+    if (2 * (t->n + 1) > t->n_slots) {
+        if ((e = more_slots(t)))
+            return e;
+        for (i = slot_of(k, t->bits); t->slots[i].child; i = (i + 1) & (t->n_slots - 1))
+            ;
     }
+    if (!(e = new_ctx(t, t->v[parent].depth + 1, out)))
+        t->slots[i] = (slot){k, *out + 1};
     return e;
 }
 
-/* The step to a map value: the key's own context when it is a small
- * unsigned integer. */
-static uint64_t val_step(uint32_t type, const envlog_tok *key)
+/* The step to a map value: the key's own context when the key (its
+ * `u` when an unsigned integer, else NO_KEY) is a small one. */
+#define NO_KEY UINT64_MAX
+static uint64_t val_step(uint32_t type, uint64_t key)
 {
-    uint32_t k = key->type == ENVLOG_TOK_UINT && key->u < VKEY_MAX ? (uint32_t)key->u + 1 : 0;
-    return STEP_VAL(type, k);
+    return STEP_VAL(type, key < VKEY_MAX ? (uint32_t)key + 1 : 0);
 }
 
 /* A map whose first key is 0 with an unsigned integer value below
  * TYPE_MAX is typed by it. */
-static uint32_t map_type(const envlog_tok *key, const envlog_tok *val)
+static uint32_t map_type(uint64_t key, const envlog_tok *val)
 {
-    return key->type == ENVLOG_TOK_UINT && key->u == 0 && val->type == ENVLOG_TOK_UINT &&
-                   val->u < TYPE_MAX
+    return key == 0 && val->type == ENVLOG_TOK_UINT && val->u < TYPE_MAX
                ? (uint32_t)val->u + 1
                : 0;
 }
@@ -172,44 +209,71 @@ static bool repeatable(uint8_t ib)
  * record into the columns, the reader back) and says in *t what it is. */
 typedef envlog_err (*item_fn)(void *side, uint32_t ctx, envlog_tok *t);
 
+/* A container being walked: what its next item is and where it goes. */
+typedef struct open_item {
+    uint32_t ctx, type;   /* its context; a map's type */
+    uint64_t n, i;        /* its items (pairs of a map); those begun */
+    envlog_tok_type kind; /* array, map or tag */
+    bool value_next;      /* a map's: the next item is a value */
+    uint64_t key;         /* a map's: the key of the pair begun (NO_KEY
+                             when not an unsigned integer) */
+} open_item;
+
 /* One item and everything it holds, depth first, each in its context: the
  * writer and the reader both walk so, and so cannot disagree on where an
- * item goes. */
-static envlog_err walk(cxtree *tree, item_fn item, void *side, uint32_t ctx, int nest,
-                       envlog_tok *t)
+ * item goes.  (A stack of the containers open, not recursion: an item is a
+ * few bytes, and this runs for each of them.) */
+static envlog_err walk(cxtree *tree, item_fn item, void *side)
 {
-    if (nest > NEST_MAX)
-        return envlog__fail(ENVLOG_BAD_DATA, "bundle columns: a record nested more than %d "
-                            "deep", NEST_MAX);
-    envlog_err e = item(side, ctx, t);
-    if (e)
-        return e;
-    envlog_tok k, v;
-    uint32_t sub, type = 0;
-    switch (t->type) {
-    case ENVLOG_TOK_ARRAY:
-        for (uint64_t i = 0, n = t->u; i < n; i++)
-            if ((e = child(tree, ctx, i < STEP_ELEMS ? i : STEP_ELEMS, &sub)) ||
-                (e = walk(tree, item, side, sub, nest + 1, &v)))
-                return e;
-        return ENVLOG_OK;
-    case ENVLOG_TOK_MAP:
-        for (uint64_t i = 0, n = t->u; i < n; i++) {
-            if ((e = child(tree, ctx, STEP_KEY(type), &sub)) ||
-                (e = walk(tree, item, side, sub, nest + 1, &k)) ||
-                (e = child(tree, ctx, val_step(type, &k), &sub)) ||
-                (e = walk(tree, item, side, sub, nest + 1, &v)))
-                return e;
-            if (!i)
-                type = map_type(&k, &v);
-        }
-        return ENVLOG_OK;
-    case ENVLOG_TOK_TAG:
-        if ((e = child(tree, ctx, STEP_TAGGED, &sub)))
+    open_item st[NEST_MAX + 1];
+    int top = -1;
+    uint32_t ctx = 0;
+    envlog_err e;
+    for (;;) {
+        envlog_tok t;
+        if ((e = item(side, ctx, &t)))
             return e;
-        return walk(tree, item, side, sub, nest + 1, &v);
-    default:
-        return ENVLOG_OK;
+        if (top >= 0 && st[top].kind == ENVLOG_TOK_MAP) {
+            open_item *m = &st[top];
+            if (m->value_next)
+                m->key = t.type == ENVLOG_TOK_UINT ? t.u : NO_KEY;
+            else if (m->i == 1)
+                m->type = map_type(m->key, &t);
+        }
+        uint64_t n = t.type == ENVLOG_TOK_TAG ? 1 : t.u;
+        if ((t.type == ENVLOG_TOK_ARRAY || t.type == ENVLOG_TOK_MAP ||
+             t.type == ENVLOG_TOK_TAG) && n) {
+            if (top == NEST_MAX)
+                return envlog__fail(ENVLOG_BAD_DATA, "bundle columns: a record nested more "
+                                    "than %d deep", NEST_MAX);
+            st[++top] = (open_item){ctx, 0, n, 0, t.type, false, NO_KEY};
+        }
+        /* The context of the next item: of the innermost container that
+         * has one more. */
+        for (;; top--) {
+            if (top < 0)
+                return ENVLOG_OK;
+            open_item *o = &st[top];
+            uint64_t step;
+            if (o->kind == ENVLOG_TOK_MAP && o->value_next) {
+                step = val_step(o->type, o->key);
+                o->value_next = false;
+            } else if (o->i == o->n) {
+                continue;
+            } else if (o->kind == ENVLOG_TOK_MAP) {
+                step = STEP_KEY(o->type);
+                o->value_next = true;
+                o->i++;
+            } else {
+                step = o->kind == ENVLOG_TOK_TAG ? STEP_TAGGED
+                       : o->i < STEP_ELEMS       ? o->i
+                                                 : STEP_ELEMS;
+                o->i++;
+            }
+            if ((e = child(tree, o->ctx, step, &ctx)))
+                return e;
+            break;
+        }
     }
 }
 
@@ -340,11 +404,17 @@ static envlog_err enc_item(void *side, uint32_t ctx, envlog_tok *t)
     envlog_cols_enc *c = side;
     envlog_pull *p = &c->in;
     size_t start = p->pos;
+    cx *x = &c->t.v[ctx];
+    /* (an unsigned integer below 24, its head alone: most of all a map's
+     * keys, half the items) */
+    if (p->pos < p->n && p->p[p->pos] < 0x18) {
+        *t = (envlog_tok){.type = ENVLOG_TOK_UINT, .u = p->p[p->pos++]};
+        return put(c, x->bytes, p->p + start, 1, NULL);
+    }
     envlog_err e = envlog_pull_next(p, t);
     if (e)
         return e;
     uint8_t ib = p->p[start];
-    cx *x = &c->t.v[ctx];
     size_t len = p->pos - start;
     if (is_delta_head(ib))
         return (e = put(c, x->bytes, &ib, 1, NULL)) ? e : put_number(c, ctx, t->u);
@@ -387,8 +457,7 @@ static envlog_err end_record(envlog_cols_enc *c)
     if (!c->records && (e = header_id(c->rec.p, c->rec.len, &c->id)))
         return e;
     c->in = (envlog_pull){c->rec.p, c->rec.len, 0};
-    envlog_tok t;
-    if ((e = walk(&c->t, enc_item, c, 0, 0, &t)))
+    if ((e = walk(&c->t, enc_item, c)))
         return envlog__fail(e, "bundle columns: snapshot record %llu: %s",
                             (unsigned long long)c->records, envlog_errmsg());
     if (c->in.pos != c->in.n)
@@ -612,6 +681,11 @@ static envlog_err dec_item(void *side, uint32_t ctx, envlog_tok *t)
     envlog_err e;
     uint8_t ib = v->p[v->pos];
     cx *x = &d->t.v[ctx];
+    if (ib < 0x18) { /* (an unsigned integer below 24: see enc_item()) */
+        *t = (envlog_tok){.type = ENVLOG_TOK_UINT, .u = ib};
+        v->pos++;
+        return dec_put(d, &ib, 1);
+    }
     if (is_delta_head(ib)) {
         v->pos++;
         return dec_number(d, ctx, ib, t);
@@ -716,9 +790,8 @@ envlog_err envlog_cols_decode(const uint8_t *img, size_t n, uint8_t **out, size_
     if (!e)
         e = new_ctx(&d.t, 0, &root);
     for (uint64_t r = 0; !e && r < records; r++) {
-        envlog_tok t;
         d.rec.len = 0;
-        if ((e = walk(&d.t, dec_item, &d, 0, 0, &t)))
+        if ((e = walk(&d.t, dec_item, &d)))
             break;
         uint64_t framed = envlog_framed_size(d.pos, d.rec.len);
         if (d.rec.len > ENVLOG_RECORD_MAX || framed > d.size - d.pos) {

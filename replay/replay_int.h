@@ -87,6 +87,8 @@ typedef struct envlog_build_opts {
     bool no_index;                 /* an empty INDEX (bundles: readers
                                       rebuild it, see envlog(5)) */
     bool no_digest;                /* r->digest not wanted (bundles) */
+    bool hold_encodings;           /* the writer may hold each record's
+                                      encoding (ENVLOG_SNAPW_HOLD bytes) */
     /* More environments folded with the one built from, in one total order
      * (a bundle of several); with list_sources the MANIFEST names them all
      * (key 19). */
@@ -137,6 +139,9 @@ typedef struct envlog_build_result {
     uint64_t history_dropped;      /* history records the retention left out */
     uint64_t evicted, evicted_bytes;
     bool damage;                   /* damage was met (and reported) */
+    uint64_t *ns_entries;          /* tune and kernel entries under each of
+                                      the MANIFEST's namespaces, in its order */
+    size_t n_ns_entries;
 } envlog_build_result;
 
 /* Folds the environment (its snapshot and sessions) and lays out a new
@@ -362,9 +367,11 @@ typedef struct envlog_snapw {
     envlog_snapw_rec *v;
     size_t n, cap;
     envlog_buf copies;       /* the records of items added with a copy */
-    envlog_buf enc;          /* items encoded when added, up to a bound */
+    envlog_buf enc;          /* items encoded when added, up to `hold` */
+    size_t hold;             /* bytes of encodings it may hold (0: none) */
     envlog_buf scratch;      /* one record encoded or framed */
 } envlog_snapw;
+#define ENVLOG_SNAPW_HOLD (256u << 20)
 
 /* Adds an item, copying its record. */
 envlog_err envlog_snapw_add(envlog_snapw *w, const envlog_snap_item *it, bool indexed,

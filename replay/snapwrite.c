@@ -6,18 +6,16 @@
  * checksum seed.  The INDEX comes before the entries so a reader finds it
  * at once; its size depends only on the number of entries, so the file is
  * laid out in two passes: the first sizes every record (and hashes the
- * content), the second hands each, framed, to a sink.  Each item is
- * encoded once, when it is added, and its encoding held while they take at
- * most ENCODED_HELD bytes in all; past that (a compaction of a large
- * environment) an item is encoded again in each pass, so no pass holds
- * more than one record besides what the items reference.
+ * content), the second hands each, framed, to a sink.  No pass holds more
+ * than one record besides what the items reference: each is encoded again
+ * when written, unless the writer may hold their encodings (w->hold bytes
+ * of them: an export, whose records are at most a bundle's 1 GiB), which
+ * saves encoding each item four times.
  */
 #include "replay_int.h"
 
 #include <stdlib.h>
 #include <string.h>
-
-#define ENCODED_HELD (256u << 20)
 
 static envlog_err add(envlog_snapw *w, const envlog_snap_item *it, bool indexed,
                       uint64_t key_hash, bool copy)
@@ -32,14 +30,14 @@ static envlog_err add(envlog_snapw *w, const envlog_snap_item *it, bool indexed,
     }
     /* Encoded now for its size (and its checks), and held for the passes
      * that write it while the encodings fit the bound. */
-    bool hold = w->enc.len < ENCODED_HELD;
+    bool hold = w->enc.len < w->hold;
     envlog_buf *into = hold ? &w->enc : &w->scratch;
     size_t at = into->len = hold ? w->enc.len : 0;
     envlog_err e = envlog_struct_encode(into, &envlog_snap_item_schema, it, ENVLOG_LEVEL_FULL);
     size_t len = into->len - at;
     if (!e && len > ENVLOG_RECORD_MAX)
         e = envlog__fail(ENVLOG_TOO_BIG, "a snapshot record of %zu bytes", len);
-    if (hold && (e || w->enc.len > ENCODED_HELD)) {
+    if (hold && (e || w->enc.len > w->hold)) {
         w->enc.len = at;
         hold = false;
     }
@@ -117,7 +115,8 @@ static envlog_err frame_out(framer *f, const uint8_t *p, size_t n, bool chained)
     envlog_err e = envlog_buf_reserve(&f->fb, (size_t)(local + sz));
     if (e)
         return e;
-    memset(f->fb.p, 0, (size_t)(local + sz));
+    /* (only the record's own bytes: the block before it is not sent) */
+    memset(f->fb.p + start, 0, (size_t)sz);
     envlog_frame_write(f->fb.p, &local, f->seed, p, n, chained ? &f->chain : NULL);
     f->pos += sz;
     return f->sink->write(f->sink->ctx, f->fb.p + start, (size_t)sz);
