@@ -69,8 +69,9 @@ int cli_open_env(cli *c, int how, envlog_env **env);
 /* True when argv[i] is -h or --help. */
 bool cli_wants_help(const cli *c);
 int cli_usage(const cli_cmd *cmd, FILE *to, int code);
-/* A writer for the library's renderers, to a FILE *. */
-int cli_fwrite(void *ctx, const char *text, size_t len);
+/* A writer for the library's renderers, to a FILE *: ENVLOG_IO when the
+ * write fails (cli_fail() then says why). */
+envlog_err cli_fwrite(void *ctx, const char *text, size_t len);
 /* Formats Unix ns as an ISO 8601 UTC time with milliseconds. */
 void cli_time(uint64_t unix_ns, char out[32]);
 /* Resolves SESSION (a full id or a unique prefix) among `env`'s sessions. */
@@ -122,8 +123,8 @@ typedef struct cli_out {
 int cli_out_begin(const char *cmd, const char *path, unsigned flags, cli_out *o);
 /* `ok`: everything was written; else a new file is dropped. */
 int cli_out_end(const char *cmd, cli_out *o, bool ok);
-/* An envlog_write_fn writing to a cli_out (ctx). */
-int cli_out_write(void *ctx, const char *p, size_t n);
+/* An envlog_write_fn writing to a cli_out (ctx), as cli_fwrite(). */
+envlog_err cli_out_write(void *ctx, const char *p, size_t n);
 /* Parses --force/-f and --follow into *flags: true when argv's `a` was one. */
 bool cli_out_flag(const char *a, unsigned *flags);
 /* True for "-" (and NULL): standard output or input. */

@@ -53,18 +53,18 @@ static int add_unique(char ***v, size_t *n, const char *s)
     return 0;
 }
 
-static int collect(void *ctx, const envlog_entry *e)
+static envlog_err collect(void *ctx, const envlog_entry *e)
 {
     side *s = ctx;
     if (s->n == s->cap) {
         s->cap = s->cap ? 2 * s->cap : 64;
         envlog_entry *p = realloc(s->v, s->cap * sizeof *p);
         if (!p)
-            return 1;
+            return ENVLOG_NOMEM;
         s->v = p;
     }
     s->v[s->n++] = *e;
-    return 0;
+    return ENVLOG_OK;
 }
 
 static char *dup_or_null(const char *s, bool *oom)
@@ -140,26 +140,26 @@ static uint64_t wall_of(const side *s, const envlog_tune_entry *t)
     return 0;
 }
 
-static int history_visit(void *ctx, const envlog_replay_rec *r)
+static envlog_err history_visit(void *ctx, const envlog_replay_rec *r)
 {
     side *s = ctx;
     if (r->rec->kind == ENVLOG_KIND_TUNE && r->rec->u.tune.stored)
-        return keep_time(s, r->rec);
+        return keep_time(s, r->rec) ? ENVLOG_NOMEM : ENVLOG_OK;
     if (r->rec->kind == ENVLOG_KIND_FORGET)
-        return keep_forget(s, &r->rec->u.forget, r->unix_ns);
+        return keep_forget(s, &r->rec->u.forget, r->unix_ns) ? ENVLOG_NOMEM : ENVLOG_OK;
     if (r->rec->kind != ENVLOG_KIND_SESSION)
-        return 0;
+        return ENVLOG_OK;
     const envlog_session_rec *x = &r->rec->u.session;
     char rt[512];
     snprintf(rt, sizeof rt, "%s %s", x->runtime ? x->runtime : "-",
              x->runtime_version ? x->runtime_version : "-");
     s->sessions++;
     if (add_unique(&s->runtimes, &s->n_runtimes, rt))
-        return 1;
+        return ENVLOG_NOMEM;
     for (size_t i = 0; i < x->n_devices; i++)
         if (add_unique(&s->devices, &s->n_devices, x->devices[i]))
-            return 1;
-    return 0;
+            return ENVLOG_NOMEM;
+    return ENVLOG_OK;
 }
 
 static int open_side(cli *c, side *s)

@@ -62,7 +62,6 @@ typedef struct gather {
     source *sources;
     size_t n_sources, cap_sources;
     uint64_t skipped; /* kernels without a recorded source */
-    int err;
 } gather;
 
 static char *dup_or_empty(const char *s)
@@ -93,64 +92,62 @@ static bool source_body(const uint8_t *b, size_t n, envlog_hash128 *hash, const 
     return !memchr(*text, 0, *len);
 }
 
-static int add_source(gather *g, const envlog_user *u)
+static envlog_err add_source(gather *g, const envlog_user *u)
 {
     envlog_hash128 h;
     const char *text;
     size_t len;
     if (!source_body(u->body.data, u->body.size, &h, &text, &len))
-        return 0;
+        return ENVLOG_OK;
     envlog_hash128 want = envlog_hash128_bytes(text, len);
     if (memcmp(want.b, h.b, 16))
-        return 0; /* not the source its hash names: never used */
+        return ENVLOG_OK; /* not the source its hash names: never used */
     for (size_t i = 0; i < g->n_sources; i++)
         if (!memcmp(g->sources[i].hash.b, h.b, 16))
-            return 0;
+            return ENVLOG_OK;
     if (g->n_sources == g->cap_sources) {
         size_t cap = g->cap_sources ? g->cap_sources * 2 : 16;
         source *p = realloc(g->sources, cap * sizeof *p);
         if (!p)
-            return g->err = 1;
+            return ENVLOG_NOMEM;
         g->sources = p;
         g->cap_sources = cap;
     }
     char *t = malloc(len + 1);
     if (!t)
-        return g->err = 1;
+        return ENVLOG_NOMEM;
     memcpy(t, text, len);
     t[len] = 0;
     g->sources[g->n_sources].hash = h;
     g->sources[g->n_sources++].text = t;
-    return 0;
+    return ENVLOG_OK;
 }
 
-static int on_record(void *ctx, const envlog_replay_rec *r)
+static envlog_err on_record(void *ctx, const envlog_replay_rec *r)
 {
     gather *g = ctx;
     const envlog_record *rec = r->rec;
     if (rec->kind == ENVLOG_KIND_USER && !strcmp(rec->u.user.kind, ENVLOG_CUDA_SOURCE_KIND))
         return add_source(g, &rec->u.user);
     if (rec->kind != ENVLOG_KIND_COMPILE)
-        return 0;
+        return ENVLOG_OK;
     const envlog_compile *cp = &rec->u.compile;
     if (cp->outcome == ENVLOG_LOADED || !cp->arch || !cp->ns || !cp->name)
-        return 0;
+        return ENVLOG_OK;
     for (size_t i = 0; i < g->n; i++)
         if (!memcmp(g->items[i].kernel_key.b, cp->kernel_key.b, 16) &&
             !strcmp(g->items[i].ns, cp->ns)) {
             /* A later record of the key may carry the source the first
              * did not. */
             if (!g->items[i].source && cp->source && !(g->items[i].source = strdup(cp->source)))
-                return g->err = 1;
-            return 0;
+                return ENVLOG_NOMEM;
+            return ENVLOG_OK;
         }
     if (g->n == g->cap) {
         size_t cap = g->cap ? g->cap * 2 : 32;
         item *p = realloc(g->items, cap * sizeof *p);
-        if (!p) {
-            g->err = 1;
-            return 1;
-        }
+        if (!p)
+            return ENVLOG_NOMEM;
         g->items = p;
         g->cap = cap;
     }
@@ -164,17 +161,15 @@ static int on_record(void *ctx, const envlog_replay_rec *r)
     it->arch = dup_or_empty(cp->arch);
     it->source = cp->source ? strdup(cp->source) : NULL;
     if (!it->ns || !it->name || !it->options || !it->compiler_version || !it->arch ||
-        (cp->source && !it->source)) {
-        g->err = 1;
-        return 1;
-    }
+        (cp->source && !it->source))
+        return ENVLOG_NOMEM;
     it->kernel_key = cp->kernel_key;
     it->binary_hash = cp->binary_hash;
     it->source_hash = cp->source_hash;
     it->binary_size = cp->binary_size;
     it->outcome = cp->outcome;
     it->stamp = rec->stamp;
-    return 0;
+    return ENVLOG_OK;
 }
 
 static void item_free(item *it)
@@ -506,7 +501,7 @@ static int rebuild_run(cli *c)
     envlog_replay_opts o = {.on_damage = cli_damage, .check_snapshot = true};
     envlog_err e = envlog_replay_each(env, &o, on_record, &g);
     envlog_env_close(env);
-    if (g.err || (!e && resolve_sources(&g))) {
+    if (e == ENVLOG_NOMEM || (!e && resolve_sources(&g))) {
         gather_free(&g);
         return cli_error(EXIT_USAGE, "rebuild: out of memory");
     }

@@ -24,7 +24,7 @@ typedef struct count_ctx {
     size_t n, cap;
 } count_ctx;
 
-static int count_entry(void *ctx, const envlog_entry *e)
+static envlog_err count_entry(void *ctx, const envlog_entry *e)
 {
     count_ctx *c = ctx;
     const char *ns = e->tune ? e->tune->ns : e->kernel->ns;
@@ -33,7 +33,7 @@ static int count_entry(void *ctx, const envlog_entry *e)
             c->cap = c->cap ? 2 * c->cap : 16;
             ns_count *p = realloc(c->v, c->cap * sizeof *p);
             if (!p)
-                return 1;
+                return ENVLOG_NOMEM;
             c->v = p;
         }
         c->v[c->n++] = (ns_count){e->table, ns, 0, 0};
@@ -41,7 +41,7 @@ static int count_entry(void *ctx, const envlog_entry *e)
     c->v[c->n - 1].n++;
     if (e->kernel)
         c->v[c->n - 1].bytes += e->kernel->binary.size;
-    return 0;
+    return ENVLOG_OK;
 }
 
 static void size_text(uint64_t b, char out[32])
@@ -367,7 +367,7 @@ typedef struct forget_ctx {
     size_t n, cap;
 } forget_ctx;
 
-static int match_forget(void *ctx, const envlog_entry *e)
+static envlog_err match_forget(void *ctx, const envlog_entry *e)
 {
     forget_ctx *f = ctx;
     envlog_forget g = {0};
@@ -375,7 +375,7 @@ static int match_forget(void *ctx, const envlog_entry *e)
     if (!f->key) {
         const char *ns = e->tune ? e->tune->ns : e->kernel->ns;
         if (!envlog_ns_under(ns, f->ns))
-            return 0;
+            return ENVLOG_OK;
         if (e->tune)
             g = (envlog_forget){ENVLOG_TABLE_TUNE, ns, e->tune->key, e->tune->checksum,
                                 f->reason, NULL};
@@ -383,35 +383,35 @@ static int match_forget(void *ctx, const envlog_entry *e)
             envlog_id_format(&e->kernel->kernel_key, hex);
             g = (envlog_forget){ENVLOG_TABLE_KERNEL, ns, strdup(hex), 0, f->reason, NULL};
             if (!g.key)
-                return 1;
+                return ENVLOG_NOMEM;
         }
     } else if (e->tune && !f->kernel) {
         if (strcmp(e->tune->key, f->key) || (f->ns && strcmp(e->tune->ns, f->ns)) ||
             (f->has_checksum && e->tune->checksum != f->checksum))
-            return 0;
+            return ENVLOG_OK;
         g = (envlog_forget){ENVLOG_TABLE_TUNE, e->tune->ns, e->tune->key,
                             e->tune->checksum, f->reason, NULL};
     } else if (e->kernel && f->kernel) {
         envlog_id_format(&e->kernel->kernel_key, hex);
         if ((strcmp(hex, f->key) && (!e->kernel->name || strcmp(e->kernel->name, f->key))) ||
             (f->ns && strcmp(e->kernel->ns, f->ns)))
-            return 0;
+            return ENVLOG_OK;
         g = (envlog_forget){ENVLOG_TABLE_KERNEL, e->kernel->ns, strdup(hex), 0, f->reason,
                             NULL};
         if (!g.key)
-            return 1;
+            return ENVLOG_NOMEM;
     } else {
-        return 0;
+        return ENVLOG_OK;
     }
     if (f->n == f->cap) {
         f->cap = f->cap ? 2 * f->cap : 8;
         envlog_forget *p = realloc(f->v, f->cap * sizeof *p);
         if (!p)
-            return 1;
+            return ENVLOG_NOMEM;
         f->v = p;
     }
     f->v[f->n++] = g;
-    return 0;
+    return ENVLOG_OK;
 }
 
 /* One entry forgotten (stamp: its tombstone) or, for a dry run, that would

@@ -270,7 +270,7 @@ static void add_compile(trace_ctx *t, uint32_t pid, const envlog_replay_rec *r,
               from + k->duration_ns);
 }
 
-static int trace_visit(void *ctx, const envlog_replay_rec *r)
+static envlog_err trace_visit(void *ctx, const envlog_replay_rec *r)
 {
     trace_ctx *t = ctx;
     const envlog_record *rec = r->rec;
@@ -282,7 +282,7 @@ static int trace_visit(void *ctx, const envlog_replay_rec *r)
      * an import), so the trace shows each session that changed something. */
     uint32_t pid = pid_of(t, r);
     if (t->err)
-        return 1;
+        return ENVLOG_NOMEM;
     if (r->unix_ns > t->last_ns[pid - 1])
         t->last_ns[pid - 1] = r->unix_ns;
     args a;
@@ -298,7 +298,7 @@ static int trace_visit(void *ctx, const envlog_replay_rec *r)
         break;
     default: break;
     }
-    return t->err;
+    return t->err ? ENVLOG_NOMEM : ENVLOG_OK;
 }
 
 /* Track order: by process, thread (unthreaded tracks after the threads),

@@ -30,7 +30,6 @@ typedef struct why_ctx {
     size_t tunes, forgets;
     size_t compacted;    /* tunes read from the snapshot */
     envlog_compaction comp;
-    int err;
 } why_ctx;
 
 static group *group_of(why_ctx *w, const char *ns, uint64_t checksum)
@@ -206,7 +205,8 @@ static void json_ranking(const why_ctx *w, const envlog_replay_rec *rr,
 
 /* A forget of the key's entry, or of a namespace prefix holding groups of
  * the key: each group it covers stops standing. */
-static int why_forget(why_ctx *w, const envlog_record *rec, const char *sid, const char *t)
+static envlog_err why_forget(why_ctx *w, const envlog_record *rec, const char *sid,
+                             const char *t)
 {
     const envlog_forget *f = &rec->u.forget;
     size_t from = 0, to = 0;
@@ -215,10 +215,10 @@ static int why_forget(why_ctx *w, const envlog_record *rec, const char *sid, con
     } else {
         if (f->table != ENVLOG_TABLE_TUNE || !f->key || !f->ns || strcmp(f->key, w->key) ||
             (w->ns && strcmp(f->ns, w->ns)))
-            return 0;
+            return ENVLOG_OK;
         group *g = group_of(w, f->ns, f->checksum);
         if (!g)
-            return w->err = 1;
+            return ENVLOG_NOMEM;
         from = (size_t)(g - w->g);
         to = from + 1;
     }
@@ -262,10 +262,10 @@ static int why_forget(why_ctx *w, const envlog_record *rec, const char *sid, con
             printf("\n\n");
         }
     }
-    return 0;
+    return ENVLOG_OK;
 }
 
-static int why_visit(void *ctx, const envlog_replay_rec *r)
+static envlog_err why_visit(void *ctx, const envlog_replay_rec *r)
 {
     why_ctx *w = ctx;
     const envlog_record *rec = r->rec;
@@ -275,13 +275,13 @@ static int why_visit(void *ctx, const envlog_replay_rec *r)
     if (rec->kind == ENVLOG_KIND_FORGET)
         return why_forget(w, rec, sid, t);
     if (rec->kind != ENVLOG_KIND_TUNE)
-        return 0;
+        return ENVLOG_OK;
     const envlog_tune *tu = &rec->u.tune;
     if (!tu->key || strcmp(tu->key, w->key) || (w->ns && strcmp(tu->ns, w->ns)))
-        return 0;
+        return ENVLOG_OK;
     group *g = group_of(w, tu->ns, tu->checksum);
     if (!g)
-        return w->err = 1;
+        return ENVLOG_NOMEM;
     w->tunes++;
     g->seen = true;
     const char *rule;
@@ -292,7 +292,7 @@ static int why_visit(void *ctx, const envlog_replay_rec *r)
     int64_t runner_up = -1;
     if ((tu->n_trials && !rank) || envlog_tune_rank(tu, rank, &runner_up)) {
         free(rank);
-        return w->err = 1;
+        return ENVLOG_NOMEM;
     }
     if (w->c->json) {
         cli_jbegin("why");
@@ -316,10 +316,11 @@ static int why_visit(void *ctx, const envlog_replay_rec *r)
         json_ranking(w, r, rank, runner_up);
         free(rank);
         printf(",\"record\":");
-        if (envlog_record_json(rec, cli_fwrite, stdout))
-            return w->err = 1;
+        envlog_err e = envlog_record_json(rec, cli_fwrite, stdout);
+        if (e)
+            return e;
         printf("}\n");
-        return 0;
+        return ENVLOG_OK;
     }
     printf("tune  %s  session %s seq %" PRIu64 "\n", t, sid, rec->stamp.seq);
     if (s) {
@@ -356,7 +357,7 @@ static int why_visit(void *ctx, const envlog_replay_rec *r)
     else
         printf("  wall time not recorded\n");
     printf("  -> %s\n\n", v);
-    return 0;
+    return ENVLOG_OK;
 }
 
 static int why_run(cli *c)
@@ -403,8 +404,9 @@ static int why_run(cli *c)
     envlog_replay_opts quiet = {.check_snapshot = true};
     if (!e)
         e = envlog_state_open(env, &quiet, &st);
-    if (e || w.err) {
-        rc = w.err ? cli_error(EXIT_USAGE, "why: out of memory") : cli_fail(e, "replaying");
+    if (e) {
+        rc = e == ENVLOG_NOMEM ? cli_error(EXIT_USAGE, "why: out of memory")
+                               : cli_fail(e, "replaying");
         goto done;
     }
     if (w.compacted && w.comp.evidence != ENVLOG_EVIDENCE_ALL) {

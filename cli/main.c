@@ -8,6 +8,7 @@
  */
 #include "cli.h"
 
+#include <errno.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -46,8 +47,18 @@ int cli_error(int code, const char *fmt, ...)
     return code;
 }
 
+/* The errno of the last write through cli_fwrite() that failed: a renderer
+ * returns its writer's ENVLOG_IO as it is, with no detail of its own, so
+ * cli_fail() says this rather than an older failure's detail. */
+static int write_errno;
+
 int cli_fail(envlog_err e, const char *what)
 {
+    int err = write_errno;
+    write_errno = 0;
+    if (e == ENVLOG_IO && err)
+        return cli_error(EXIT_USAGE, "%s: writing the output failed: %s", what,
+                         strerror(err));
     int code = EXIT_USAGE;
     switch (e) {
     case ENVLOG_FORMAT:
@@ -93,9 +104,12 @@ int cli_usage(const cli_cmd *cmd, FILE *to, int code)
     return code;
 }
 
-int cli_fwrite(void *ctx, const char *text, size_t len)
+envlog_err cli_fwrite(void *ctx, const char *text, size_t len)
 {
-    return fwrite(text, 1, len, ctx) == len ? 0 : -1;
+    if (fwrite(text, 1, len, ctx) == len)
+        return ENVLOG_OK;
+    write_errno = errno ? errno : EIO;
+    return ENVLOG_IO;
 }
 
 void cli_time(uint64_t unix_ns, char out[32])

@@ -205,10 +205,10 @@ int cli_out_end(const char *cmd, cli_out *o, bool ok)
     return EXIT_OK;
 }
 
-int cli_out_write(void *ctx, const char *p, size_t n)
+envlog_err cli_out_write(void *ctx, const char *p, size_t n)
 {
     cli_out *o = ctx;
-    return n && fwrite(p, 1, n, o->f) != n;
+    return cli_fwrite(o->f, p, n);
 }
 
 /* ------------------------------------------------------------------ input */

@@ -27,7 +27,7 @@ void cli_jbegin(const char *type)
 }
 
 /* The record's own object, its opening brace taken by the line's. */
-static int record_piece(void *ctx, const char *text, size_t len)
+static envlog_err record_piece(void *ctx, const char *text, size_t len)
 {
     bool *first = ctx;
     if (*first && len && text[0] == '{') {

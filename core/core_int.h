@@ -377,11 +377,18 @@ void envlog_record_make(envlog_record *rec, envlog_kind kind, const envlog_stamp
 const char *envlog_record_problem(envlog_kind kind, envlog_effect effect,
                                   const void *body, int64_t max_index);
 
-/* Writes hex of `n` bytes through `fn`. */
-int envlog__write_hex(envlog_write_fn fn, void *ctx, const uint8_t *p, size_t n);
+/* The framing kinds (envlog(5)): the first record of a segment, snapshot
+ * or bundle, and the last of a closed one.  Readers never hand them out,
+ * so they are no part of the public envlog_kind. */
+#define ENVLOG_KIND_HEADER ((envlog_kind)1)
+#define ENVLOG_KIND_SEAL ((envlog_kind)2)
+
+/* Writes hex of `n` bytes through `fn`; returns ENVLOG_OK or what `fn`
+ * returned that was not. */
+envlog_err envlog__write_hex(envlog_write_fn fn, void *ctx, const uint8_t *p, size_t n);
 /* The shortest decimal form of `v` that reads back as the same double. */
 void envlog__fmt_double(double v, char *buf, size_t size);
-/* Writes a JSON string literal. */
-int envlog__write_json_str(envlog_write_fn fn, void *ctx, const char *s, size_t n);
+/* Writes a JSON string literal; returns as envlog__write_hex(). */
+envlog_err envlog__write_json_str(envlog_write_fn fn, void *ctx, const char *s, size_t n);
 
 #endif /* ENVLOG_CORE_INT_H */

@@ -31,7 +31,8 @@ const char *envlog_strerror(envlog_err err)
     case ENVLOG_TOO_BIG: return "over a size limit";
     case ENVLOG_UNAVAILABLE: return "component unavailable";
     case ENVLOG_PERMISSION: return "permission denied";
-    case ENVLOG_STATE: return "call does not fit the handle's state";
+    case ENVLOG_WRONG_STATE: return "call does not fit the handle's state";
+    case ENVLOG_STOPPED: return "stopped by a callback";
     }
     return "unknown error";
 }

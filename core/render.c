@@ -17,13 +17,14 @@
 typedef struct out {
     envlog_write_fn fn;
     void *ctx;
-    int failed;
+    envlog_err failed; /* what the writer returned that was not ENVLOG_OK:
+                          nothing more is written, and the call returns it */
 } out;
 
 static void put(out *o, const char *s, size_t n)
 {
-    if (!o->failed && n && o->fn(o->ctx, s, n))
-        o->failed = 1;
+    if (!o->failed && n)
+        o->failed = o->fn(o->ctx, s, n);
 }
 static void puts_(out *o, const char *s) { put(o, s, strlen(s)); }
 
@@ -39,32 +40,28 @@ static void putf(out *o, const char *fmt, ...)
         put(o, buf, (size_t)n < sizeof buf ? (size_t)n : sizeof buf - 1);
 }
 
-static int hex_fn(envlog_write_fn fn, void *ctx, const uint8_t *p, size_t n)
+envlog_err envlog__write_hex(envlog_write_fn fn, void *ctx, const uint8_t *p, size_t n)
 {
     static const char hex[] = "0123456789abcdef";
     char buf[128];
     size_t k = 0;
+    envlog_err e;
     for (size_t i = 0; i < n; i++) {
         buf[k++] = hex[p[i] >> 4];
         buf[k++] = hex[p[i] & 15];
         if (k == sizeof buf) {
-            if (fn(ctx, buf, k))
-                return -1;
+            if ((e = fn(ctx, buf, k)))
+                return e;
             k = 0;
         }
     }
-    return k ? fn(ctx, buf, k) : 0;
-}
-
-int envlog__write_hex(envlog_write_fn fn, void *ctx, const uint8_t *p, size_t n)
-{
-    return hex_fn(fn, ctx, p, n);
+    return k ? fn(ctx, buf, k) : ENVLOG_OK;
 }
 
 static void put_hex(out *o, const uint8_t *p, size_t n)
 {
-    if (!o->failed && hex_fn(o->fn, o->ctx, p, n))
-        o->failed = 1;
+    if (!o->failed)
+        o->failed = envlog__write_hex(o->fn, o->ctx, p, n);
 }
 
 /* A JSON string; bytes that are not UTF-8 become U+FFFD so the output is
@@ -114,16 +111,16 @@ static void put_jstr(out *o, const char *s, size_t n)
     put(o, "\"", 1);
 }
 
-int envlog__write_json_str(envlog_write_fn fn, void *ctx, const char *s, size_t n)
+envlog_err envlog__write_json_str(envlog_write_fn fn, void *ctx, const char *s, size_t n)
 {
-    out o = {fn, ctx, 0};
+    out o = {fn, ctx, ENVLOG_OK};
     put_jstr(&o, s, n);
-    return o.failed ? -1 : 0;
+    return o.failed;
 }
 
 envlog_err envlog_json_string(const char *s, envlog_write_fn fn, void *ctx)
 {
-    return envlog__write_json_str(fn, ctx, s, strlen(s)) ? ENVLOG_IO : ENVLOG_OK;
+    return envlog__write_json_str(fn, ctx, s, strlen(s));
 }
 
 /* The shortest %g that reads back as the same double. */
@@ -295,7 +292,7 @@ static envlog_err json_item(out *o, envlog_pull *p, const envlog_tok *t,
 
 envlog_err envlog_record_json(const envlog_record *rec, envlog_write_fn fn, void *ctx)
 {
-    out o = {fn, ctx, 0};
+    out o = {fn, ctx, ENVLOG_OK};
     char id[33];
     envlog_id_format(&rec->stamp.session, id);
     putf(&o, "{\"session\":\"%s\"", id);
@@ -307,9 +304,7 @@ envlog_err envlog_record_json(const envlog_record *rec, envlog_write_fn fn, void
     if (t.type != ENVLOG_TOK_MAP)
         return envlog__fail(ENVLOG_BAD_DATA, "a record is a map");
     e = json_map(&o, &p, t.u, envlog_schema_of(rec->kind), true, 0, true);
-    if (e)
-        return e;
-    return o.failed ? envlog__fail(ENVLOG_IO, "writing JSON") : ENVLOG_OK;
+    return o.failed ? o.failed : e;
 }
 
 /* ------------------------------------------------------------ diagnostic */
@@ -396,27 +391,23 @@ static envlog_err diag_item_s(out *o, envlog_pull *p, int depth, const envlog_sc
 
 envlog_err envlog_record_diag(const envlog_record *rec, envlog_write_fn fn, void *ctx)
 {
-    out o = {fn, ctx, 0};
+    out o = {fn, ctx, ENVLOG_OK};
     envlog_pull p = {rec->payload.data, rec->payload.size, 0};
     envlog_err e = diag_item_s(&o, &p, 0, envlog_schema_of(rec->kind));
     if (!e && p.pos != rec->payload.size)
         e = envlog__fail(ENVLOG_BAD_DATA, "%zu bytes follow the record",
                          rec->payload.size - p.pos);
-    if (!e && o.failed)
-        e = envlog__fail(ENVLOG_IO, "writing diagnostic notation");
-    return e;
+    return o.failed ? o.failed : e;
 }
 
 envlog_err envlog_cbor_diag(const void *data, size_t size, envlog_write_fn fn, void *ctx)
 {
-    out o = {fn, ctx, 0};
+    out o = {fn, ctx, ENVLOG_OK};
     envlog_pull p = {data, size, 0};
     envlog_err e = diag_item(&o, &p, 0);
     if (!e && p.pos != size)
         e = envlog__fail(ENVLOG_BAD_DATA, "%zu bytes follow the item", size - p.pos);
-    if (!e && o.failed)
-        e = envlog__fail(ENVLOG_IO, "writing diagnostic notation");
-    return e;
+    return o.failed ? o.failed : e;
 }
 
 /* ---------------------------------------------------------------- summary */
@@ -478,7 +469,7 @@ static void text_compile(out *o, const envlog_compile *c)
 
 envlog_err envlog_record_text(const envlog_record *rec, envlog_write_fn fn, void *ctx)
 {
-    out o = {fn, ctx, 0};
+    out o = {fn, ctx, ENVLOG_OK};
     const char *kind = envlog_kind_name(rec->kind);
     putf(&o, "#%" PRIu64 " +%" PRIu64 ".%06" PRIu64 "s %-8s %s ", rec->stamp.seq,
          rec->stamp.offset_ns / 1000000000u,
@@ -531,13 +522,14 @@ envlog_err envlog_record_text(const envlog_record *rec, envlog_write_fn fn, void
         put_str(&o, rec->u.user.kind);
         if (rec->u.user.body.size) {
             puts_(&o, " ");
-            envlog_err e = envlog_cbor_diag(rec->u.user.body.data,
-                                            rec->u.user.body.size, fn, ctx);
+            envlog_err e = o.failed ? o.failed
+                                    : envlog_cbor_diag(rec->u.user.body.data,
+                                                       rec->u.user.body.size, fn, ctx);
             if (e)
                 return e;
         }
         break;
     default: putf(&o, "(%d)", (int)rec->kind); break;
     }
-    return o.failed ? envlog__fail(ENVLOG_IO, "writing text") : ENVLOG_OK;
+    return o.failed;
 }

@@ -208,11 +208,10 @@ const envlog_field *envlog_schema_field(const envlog_schema *s, uint64_t key)
 
 const char *envlog_kind_name(envlog_kind kind)
 {
-    switch (kind) {
-    case ENVLOG_KIND_HEADER: return "header";
-    case ENVLOG_KIND_SEAL: return "seal";
-    default: break;
-    }
+    if (kind == ENVLOG_KIND_HEADER)
+        return "header";
+    if (kind == ENVLOG_KIND_SEAL)
+        return "seal";
     const envlog_schema *s = envlog_schema_of(kind);
     return s ? s->name : "unknown";
 }

@@ -32,14 +32,14 @@ envlog_err envlog_cuda_override_begin(envlog_cuda *c, envlog_cuda_mode mode,
     if (c->top && c->top->mode_ != (int)mode) {
         envlog_cuda_mode have = (envlog_cuda_mode)c->top->mode_;
         pthread_mutex_unlock(&c->mu);
-        return envlog__fail(ENVLOG_STATE,
+        return envlog__fail(ENVLOG_WRONG_STATE,
                             "process mode override to %s refused: an override to %s is "
                             "in force (overrides nest only with the same mode)",
                             envlog_cuda_mode_name(mode), envlog_cuda_mode_name(have));
     }
     if (c->top && collector && collector != c->top->stats_) {
         pthread_mutex_unlock(&c->mu);
-        return envlog__fail(ENVLOG_STATE,
+        return envlog__fail(ENVLOG_WRONG_STATE,
                             "process mode override to %s refused: the override in force "
                             "counts into %s statistics collector (overrides nest only "
                             "with the same collector)", envlog_cuda_mode_name(mode),
@@ -63,7 +63,7 @@ envlog_err envlog_cuda_override_begin(envlog_cuda *c, envlog_cuda_mode mode,
 envlog_err envlog_cuda_override_end(envlog_cuda_override *ov)
 {
     if (!ov || ov->live_ != 1 || !ov->c_)
-        return envlog__fail(ENVLOG_STATE, "this process mode override is not in force");
+        return envlog__fail(ENVLOG_WRONG_STATE, "this process mode override is not in force");
     envlog_cuda *c = ov->c_;
     pthread_mutex_lock(&c->mu);
     envlog_cuda_override **at = &c->top;
@@ -71,7 +71,7 @@ envlog_err envlog_cuda_override_end(envlog_cuda_override *ov)
         at = &(*at)->up_;
     if (!*at) {
         pthread_mutex_unlock(&c->mu);
-        return envlog__fail(ENVLOG_STATE, "this process mode override is not in force");
+        return envlog__fail(ENVLOG_WRONG_STATE, "this process mode override is not in force");
     }
     *at = ov->up_;
     ov->live_ = 0;
@@ -162,7 +162,7 @@ envlog_err envlog_cuda_stream_override_begin(envlog_cuda_stream *s,
 envlog_err envlog_cuda_stream_override_end(envlog_cuda_stream_override *ov)
 {
     if (!ov || ov->live_ != 1 || !ov->s_)
-        return envlog__fail(ENVLOG_STATE, "this stream mode override is not in force");
+        return envlog__fail(ENVLOG_WRONG_STATE, "this stream mode override is not in force");
     ov->s_->forced = ov->prev_;
     ov->live_ = 0;
     return ENVLOG_OK;
@@ -179,7 +179,7 @@ envlog_err envlog_cuda_measure_begin(envlog_cuda_stream *s)
 envlog_err envlog_cuda_measure_end(envlog_cuda_stream *s)
 {
     if (!s || s->measuring <= 0)
-        return envlog__fail(ENVLOG_STATE, "no measurement in progress on this stream");
+        return envlog__fail(ENVLOG_WRONG_STATE, "no measurement in progress on this stream");
     s->measuring--;
     return ENVLOG_OK;
 }

@@ -61,7 +61,7 @@ static envlog_err events_stop(void *ctx, envlog_cuda_stream *s, double *elapsed_
 {
     (void)ctx;
     if (s->kind != ENVLOG_CUDA_STREAM_DEVICE || !s->ev_start)
-        return envlog__fail(ENVLOG_STATE, "CUDA events: stop without a start");
+        return envlog__fail(ENVLOG_WRONG_STATE, "CUDA events: stop without a start");
     const envlog_cuda_drv *d;
     envlog_err e = envlog_cuda__drv(&d);
     if (e)

@@ -51,14 +51,15 @@ static envlog_err check_request(const envlog_cuda *c, const envlog_cuda_tune_req
 static bool run_once(const envlog_cuda_tune_req *r, size_t i, char *err)
 {
     envlog__fail(ENVLOG_OK, "%s", RAN_SENTINEL);
-    int rc = r->run(r->ctx, r->stream, i);
-    if (rc == 0)
+    envlog_err rc = r->run(r->ctx, r->stream, i);
+    if (rc == ENVLOG_OK)
         return true;
     const char *m = envlog_errmsg();
     if (strcmp(m, RAN_SENTINEL))
         snprintf(err, ERR_LEN, "%s", m);
     else
-        snprintf(err, ERR_LEN, "the candidate returned %d", rc);
+        snprintf(err, ERR_LEN, "the candidate returned %d (%s)", (int)rc,
+                 envlog_strerror(rc));
     return false;
 }
 

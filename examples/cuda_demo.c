@@ -159,11 +159,11 @@ static void cpu_run(void *arg)
     demo_cpu_matmul(j->variant, j->m, j->n, j->k, j->a, j->b, j->c);
 }
 
-static int cpu_candidate(void *ctx, envlog_cuda_stream *s, size_t index)
+static envlog_err cpu_candidate(void *ctx, envlog_cuda_stream *s, size_t index)
 {
     cpu_job *j = ctx;
     j->variant = index;
-    return envlog_cuda_host_launch(s, cpu_run, j) ? -1 : 0;
+    return envlog_cuda_host_launch(s, cpu_run, j);
 }
 
 static int cpu_tunes(envlog_cuda *c, bool quick)
@@ -233,11 +233,11 @@ typedef struct gpu_job {
     unsigned m, n;
 } gpu_job;
 
-static int gpu_candidate(void *ctx, envlog_cuda_stream *s, size_t index)
+static envlog_err gpu_candidate(void *ctx, envlog_cuda_stream *s, size_t index)
 {
     gpu_job *j = ctx;
     envlog_cuda_dim3 grid = demo_kernel_grid(j->b[index], j->m, j->n);
-    return envlog_cuda_launch(s, j->k[index], grid, j->b[index]->block, 0, j->args) ? -1 : 0;
+    return envlog_cuda_launch(s, j->k[index], grid, j->b[index]->block, 0, j->args);
 }
 
 /* Tunes the variants of `family` for one problem; launches the winner and

@@ -13,6 +13,13 @@
  *    calling thread's last failure (file, offset, cause).
  *  - Handles are opaque and come in open/close pairs; every close or free
  *    accepts NULL.
+ *  - A callback that a call runs for each item of a walk or for each piece
+ *    of output (envlog_replay_each(), envlog_state_each(), an
+ *    envlog_write_fn) returns an envlog_err: ENVLOG_OK goes on; any other
+ *    code stops the walk, and the call returns that same code.  A callback
+ *    that has what it wanted returns ENVLOG_STOPPED, which no call returns
+ *    for any other reason.  Callbacks that only tell (on_damage,
+ *    on_progress, ...) return nothing.
  *  - Strings passed in are NUL-terminated UTF-8 and are copied before the
  *    call returns: the caller keeps ownership.  Strings and arrays handed out
  *    in a decoded record live until the next call on the handle that gave it.
@@ -73,8 +80,15 @@ typedef enum envlog_err {
     ENVLOG_TOO_BIG = 12,     /* a length beyond a documented limit */
     ENVLOG_UNAVAILABLE = 13, /* an optional component is missing */
     ENVLOG_PERMISSION = 14,  /* access denied, or a symbolic link refused */
-    ENVLOG_STATE = 15        /* the call does not fit the handle's state */
+    ENVLOG_WRONG_STATE = 15, /* the call does not fit the handle's state
+                                (read-only, not in force, never begun) */
+    ENVLOG_STOPPED = 16      /* a callback stopped the walk: not an error */
 } envlog_err;
+
+/* Deprecated: ENVLOG_WRONG_STATE's name before 0.1.0 (it read too much like
+ * envlog_state and ENVLOG_STATE_SEALED, and also meant that a callback
+ * stopped a walk, which is ENVLOG_STOPPED now).  Kept for one release. */
+#define ENVLOG_STATE ENVLOG_WRONG_STATE
 
 /*! envlog_strerror() :
  *  @return a static string naming `err`; never NULL. */
@@ -120,9 +134,11 @@ envlog_hash128 envlog_hash128_bytes(const void *data, size_t size);
 
 /* ---------------------------------------------------------- record model */
 
+/* The kinds of records a reader hands out.  Kinds 1 and 2 are a segment's
+ * framing (envlog(5)), which no reader hands out and no call takes; their
+ * names, ENVLOG_KIND_HEADER and ENVLOG_KIND_SEAL before 0.1.0, left this
+ * enum without aliases, since no public caller could use them. */
 typedef enum envlog_kind {
-    ENVLOG_KIND_HEADER = 1, /* framing: first record of a segment */
-    ENVLOG_KIND_SEAL = 2,   /* framing: last record of a closed segment */
     ENVLOG_KIND_SESSION = 16,
     ENVLOG_KIND_TUNE = 17,
     ENVLOG_KIND_COMPILE = 18,
@@ -195,7 +211,8 @@ typedef struct envlog_tune {
     bool short_circuit;        /* picked without measuring every candidate */
     uint64_t wall_ns;          /* wall time of the whole tune */
     bool stored;               /* false: an unmeasured pick, never stored */
-    bool imported;             /* copied from a bundle (written by import) */
+    bool imported;             /* copied from a bundle: set only by a bundle
+                                  import (envlog_record_tune() refuses it) */
     bool has_start;            /* start_ns and thread say where it ran */
     uint64_t start_ns;         /* session clock when it began */
     uint64_t thread;           /* the thread that ran it (envlog_thread_id()) */
@@ -230,7 +247,8 @@ typedef struct envlog_compile {
     envlog_bytes ir;           /* intermediate code, recorded at FULL only */
     bool has_tune;             /* the compile was asked for by a tune */
     envlog_stamp tune;         /* that tune's stamp */
-    bool imported;             /* copied from a bundle (written by import) */
+    bool imported;             /* copied from a bundle: set only by a bundle
+                                  import (envlog_record_compile() refuses it) */
     bool has_start;            /* start_ns and thread say where it ran */
     uint64_t start_ns;         /* session clock when the compile began */
     uint64_t thread;           /* the thread that ran it (envlog_thread_id()) */
@@ -313,9 +331,11 @@ typedef struct envlog_session_rec {
     uint64_t dropped;          /* records dropped before the first flush */
 } envlog_session_rec;
 
-/* Output sink for the renderers: called with pieces of text; returns
- * non-zero to report a write failure. */
-typedef int (*envlog_write_fn)(void *ctx, const char *text, size_t len);
+/* Output sink for the renderers: called with pieces of text in order.
+ * Returns ENVLOG_OK to go on; any other code (ENVLOG_IO for a failed
+ * write, ENVLOG_STOPPED for enough) ends the rendering, and the renderer
+ * returns that code. */
+typedef envlog_err (*envlog_write_fn)(void *ctx, const char *text, size_t len);
 
 /* -------------------------------------------------------------- environment */
 
@@ -401,7 +421,7 @@ typedef struct envlog_session envlog_session;
  *  Nothing touches the disk until the first CHANGED record.  `opts` may be
  *  NULL for the defaults.  The session may be used from many threads.
  *  @return ENVLOG_OK and `*s`; ENVLOG_INVALID_ARG for a bad option;
- *  ENVLOG_STATE when `env` was opened read-only. */
+ *  ENVLOG_WRONG_STATE when `env` was opened read-only. */
 envlog_err envlog_session_begin(envlog_env *env, const envlog_session_opts *opts,
                                 envlog_session **s);
 
@@ -453,9 +473,13 @@ uint64_t envlog_thread_id(void);
  * outcome COMPILED and a binary, an import and a forget are CHANGED;
  * everything else is OBSERVED.  A user record states its own effect.
  *
+ * Only a bundle import records imported values (they replace no local value
+ * and yield to the next one): a tune or compile with `imported` set is
+ * refused, so no caller can pass its own values off as a bundle's.
+ *
  * @return ENVLOG_OK; ENVLOG_INVALID_ARG (a missing name or namespace, text
  * that is not UTF-8, a user body that is not one CBOR item, a winner out of
- * range, a stored tune without a winner); ENVLOG_TOO_BIG (a record over
+ * range, a stored tune without a winner, `imported` set); ENVLOG_TOO_BIG (a record over
  * 256 MiB); ENVLOG_NOSPACE or ENVLOG_IO from the file system: then the
  * record is not recorded and nothing recorded before it is lost.
  */
@@ -698,11 +722,13 @@ typedef struct envlog_replay_rec {
 
 /*! envlog_replay_each() : calls `fn` for every record of `env` in the total
  *  order (within the limits of `opts`, which may be NULL).  `fn` returns
- *  non-zero to stop.
+ *  ENVLOG_OK to go on; any other code stops the walk (ENVLOG_STOPPED when
+ *  it has what it wanted).
  *  @return ENVLOG_OK (damage is reported through opts->on_damage, not as an
- *  error); ENVLOG_IO, ENVLOG_NOMEM; ENVLOG_STATE when `fn` stopped it. */
+ *  error); ENVLOG_IO, ENVLOG_NOMEM; when `fn` stopped it, exactly the code
+ *  `fn` returned. */
 envlog_err envlog_replay_each(envlog_env *env, const envlog_replay_opts *opts,
-                              int (*fn)(void *ctx, const envlog_replay_rec *r),
+                              envlog_err (*fn)(void *ctx, const envlog_replay_rec *r),
                               void *ctx);
 
 typedef struct envlog_state envlog_state;
@@ -831,10 +857,13 @@ typedef struct envlog_entry {
 } envlog_entry;
 
 /*! envlog_state_each() : every standing entry in canonical order (table,
- *  namespace, key, checksum), for dumps and diffs.  `fn` returns non-zero to
- *  stop.  @return ENVLOG_OK, ENVLOG_NOMEM, or ENVLOG_STATE when stopped. */
+ *  namespace, key, checksum), for dumps and diffs.  `fn` returns ENVLOG_OK
+ *  to go on; any other code stops the walk (ENVLOG_STOPPED when it has what
+ *  it wanted).
+ *  @return ENVLOG_OK, ENVLOG_NOMEM, or, when `fn` stopped it, exactly the
+ *  code `fn` returned. */
 envlog_err envlog_state_each(envlog_state *st,
-                             int (*fn)(void *ctx, const envlog_entry *e),
+                             envlog_err (*fn)(void *ctx, const envlog_entry *e),
                              void *ctx);
 
 typedef struct envlog_state_stats {
@@ -861,7 +890,9 @@ void envlog_state_stats_get(envlog_state *st, envlog_state_stats *out);
 
 /*! envlog_state_dump() : the canonical dump of the state: one JSON object
  *  per line, entries in canonical order, then user records in total order.
- *  The same logs always give byte-identical output. */
+ *  The same logs always give byte-identical output.
+ *  @return ENVLOG_OK, ENVLOG_NOMEM, or what `fn` returned when that is not
+ *  ENVLOG_OK. */
 envlog_err envlog_state_dump(envlog_state *st, envlog_write_fn fn, void *ctx);
 
 /* ------------------------------------------------ snapshots and bundles */
@@ -974,11 +1005,12 @@ envlog_err envlog_config_read(envlog_env *env, envlog_config *c);
 envlog_err envlog_config_set(envlog_config *c, const char *key, const char *value);
 
 /*! envlog_config_write() : writes `c` as `env`'s config file (under a
- *  temporary name, synced, renamed).  @return ENVLOG_OK, ENVLOG_STATE
+ *  temporary name, synced, renamed).  @return ENVLOG_OK, ENVLOG_WRONG_STATE
  *  (read-only), ENVLOG_IO, ENVLOG_NOSPACE. */
 envlog_err envlog_config_write(envlog_env *env, const envlog_config *c);
 
-/*! envlog_config_text() : writes `c` as the text of a config file. */
+/*! envlog_config_text() : writes `c` as the text of a config file, in one
+ *  call of `fn`.  @return ENVLOG_OK, ENVLOG_NOMEM, or what `fn` returned. */
 envlog_err envlog_config_text(const envlog_config *c, envlog_write_fn fn, void *ctx);
 
 /* Where an environment stands with its upkeep. */
@@ -1112,7 +1144,7 @@ typedef struct envlog_snapshot_fix {
  *  made from what reads and the damaged file set aside; a damaged previous
  *  is set aside as snapshot/previous.broken.  Takes the compaction lock.
  *  @return ENVLOG_OK (see out); ENVLOG_BUSY (a compaction runs),
- *  ENVLOG_STATE (read-only), ENVLOG_IO, ENVLOG_NOSPACE, ENVLOG_NOMEM. */
+ *  ENVLOG_WRONG_STATE (read-only), ENVLOG_IO, ENVLOG_NOSPACE, ENVLOG_NOMEM. */
 envlog_err envlog_snapshot_repair(envlog_env *env, envlog_snapshot_fix *out);
 
 /* Limits a bundle must keep to be read at all (see envlog(5)). */
@@ -1200,7 +1232,7 @@ envlog_err envlog_bundle_export(envlog_env *env, const envlog_bundle_opts *opts,
 /*! envlog_bundle_export_to() : the same bundle handed to `fn` (with `ctx`)
  *  in one call once it is made and checked, instead of written to a path
  *  (a pipe, a socket, memory).  @return as envlog_bundle_export(), and
- *  ENVLOG_IO when `fn` returns non-zero. */
+ *  what `fn` returned when that is not ENVLOG_OK. */
 envlog_err envlog_bundle_export_to(envlog_env *env, const envlog_bundle_opts *opts,
                                    envlog_write_fn fn, void *ctx, envlog_bundle_info **info);
 
@@ -1266,16 +1298,18 @@ envlog_err envlog_bundle_state_memory(const void *data, size_t size, envlog_stat
  *  newline): its stamp, kind, effect and every known field by name; unknown
  *  keys appear as "k<N>".  Byte strings and hashes are lower-case hex, a
  *  tune's 64-bit checksum as "0x" and 16 hex digits (a string).
- *  @return ENVLOG_OK, ENVLOG_BAD_DATA, or ENVLOG_IO when `fn` returns
- *  non-zero. */
+ *  @return ENVLOG_OK, ENVLOG_BAD_DATA, or what `fn` returned when that is
+ *  not ENVLOG_OK (nothing more is written after it). */
 envlog_err envlog_record_json(const envlog_record *rec, envlog_write_fn fn,
                               void *ctx);
 
-/*! envlog_record_text() : writes a one-line human summary of `rec`. */
+/*! envlog_record_text() : writes a one-line human summary of `rec`.
+ *  @return as envlog_record_json(). */
 envlog_err envlog_record_text(const envlog_record *rec, envlog_write_fn fn,
                               void *ctx);
 
-/*! envlog_json_string() : writes `s` as a JSON string literal. */
+/*! envlog_json_string() : writes `s` as a JSON string literal.
+ *  @return ENVLOG_OK, or what `fn` returned when that is not ENVLOG_OK. */
 envlog_err envlog_json_string(const char *s, envlog_write_fn fn, void *ctx);
 
 /*! envlog_record_diag() : writes the record `rec` as stored, in diagnostic
@@ -1286,7 +1320,8 @@ envlog_err envlog_record_diag(const envlog_record *rec, envlog_write_fn fn, void
 
 /*! envlog_cbor_diag() : writes the CBOR item in `data` in diagnostic
  *  notation (RFC 8949 section 8).
- *  @return ENVLOG_OK, ENVLOG_BAD_DATA for malformed or trailing data. */
+ *  @return ENVLOG_OK, ENVLOG_BAD_DATA for malformed or trailing data, or
+ *  what `fn` returned when that is not ENVLOG_OK. */
 envlog_err envlog_cbor_diag(const void *data, size_t size, envlog_write_fn fn,
                             void *ctx);
 

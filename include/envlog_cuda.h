@@ -238,9 +238,9 @@ envlog_cuda_mode envlog_cuda_mode_get(envlog_cuda *c);
  *  so is how each of those registrations settles, even after `ov` ended;
  *  launches are counted while it is in force.  The collector is held until
  *  the last of those settles.
- *  @return ENVLOG_OK; ENVLOG_STATE for a conflicting mode or collector
- *  (envlog_errmsg() names both modes, or says the collectors differ);
- *  ENVLOG_INVALID_ARG. */
+ *  @return ENVLOG_OK; ENVLOG_WRONG_STATE for a conflicting mode or
+ *  collector (envlog_errmsg() names both modes, or says the collectors
+ *  differ); ENVLOG_INVALID_ARG. */
 envlog_err envlog_cuda_override_begin(envlog_cuda *c, envlog_cuda_mode mode,
                                       envlog_cuda_stats *collector,
                                       envlog_cuda_override *ov);
@@ -248,8 +248,8 @@ envlog_err envlog_cuda_override_begin(envlog_cuda *c, envlog_cuda_mode mode,
 /*! envlog_cuda_override_end() : ends `ov`.  Overrides may end in any order:
  *  the mode holds while any override is in force, then the base mode
  *  returns.
- *  @return ENVLOG_OK, or ENVLOG_STATE when `ov` is not in force (it never
- *  began, or has ended). */
+ *  @return ENVLOG_OK, or ENVLOG_WRONG_STATE when `ov` is not in force (it
+ *  never began, or has ended). */
 envlog_err envlog_cuda_override_end(envlog_cuda_override *ov);
 
 /* ------------------------------------------------------------------ streams */
@@ -304,13 +304,14 @@ envlog_err envlog_cuda_stream_override_begin(envlog_cuda_stream *s,
 /*! envlog_cuda_stream_override_end() : ends `ov`, in any order, restoring
  *  what `ov` found when it began, as a scope guard does (so after
  *  out-of-order ends, the last to end decides).
- *  @return ENVLOG_OK, or ENVLOG_STATE when `ov` is not in force. */
+ *  @return ENVLOG_OK, or ENVLOG_WRONG_STATE when `ov` is not in force. */
 envlog_err envlog_cuda_stream_override_end(envlog_cuda_stream_override *ov);
 
 /*! envlog_cuda_measure_begin() / _end() : bracket a measurement (the tuner
  *  does this around its candidates; a throughput probe may too): `s`
  *  executes in between, whatever its mode.  They nest.
- *  @return ENVLOG_OK; _end returns ENVLOG_STATE without a matching begin. */
+ *  @return ENVLOG_OK; _end returns ENVLOG_WRONG_STATE without a matching
+ *  begin. */
 envlog_err envlog_cuda_measure_begin(envlog_cuda_stream *s);
 envlog_err envlog_cuda_measure_end(envlog_cuda_stream *s);
 
@@ -538,10 +539,12 @@ typedef struct envlog_cuda_policy {
 void envlog_cuda_policy_init(envlog_cuda_policy *p);
 
 /* Runs candidate `index` once on `s`: launches through envlog_cuda_launch()
- * or envlog_cuda_host_launch() on `s`, so that the modes apply.  Returns 0,
- * or non-zero when the candidate failed (envlog_errmsg() is then taken as
- * its error when the last envlog call failed). */
-typedef int (*envlog_cuda_run_fn)(void *ctx, envlog_cuda_stream *s, size_t index);
+ * or envlog_cuda_host_launch() on `s`, so that the modes apply.  Returns
+ * ENVLOG_OK, or any other code when the candidate failed (returning what
+ * the failed envlog call returned is simplest): that candidate stops, its
+ * trial takes envlog_errmsg() as its error when the last envlog call failed
+ * (else the code), and the tune goes on with the next candidate. */
+typedef envlog_err (*envlog_cuda_run_fn)(void *ctx, envlog_cuda_stream *s, size_t index);
 
 typedef struct envlog_cuda_tune_req {
     const char *key;                  /* the tune key, e.g. "matmul/m=128" */

@@ -298,4 +298,12 @@ pid_t envlog_session_pid(const envlog_session *s);
 /* The environment a session records into. */
 envlog_env *envlog_session_env(const envlog_session *s);
 
+/* envlog_record_tune() (`kind` ENVLOG_KIND_TUNE, `body` an envlog_tune) or
+ * envlog_record_compile() (ENVLOG_KIND_COMPILE, an envlog_compile) of an
+ * entry a bundle import takes, written with imported set: the public calls
+ * refuse that flag, so a bundle import is the only writer of imported
+ * records. */
+envlog_err envlog_record_imported(envlog_session *s, envlog_kind kind, const void *body,
+                                  envlog_stamp *stamp);
+
 #endif /* ENVLOG_LOG_INT_H */

@@ -59,7 +59,7 @@ envlog_err envlog_session_repair(envlog_env *env, const envlog_id128 *id,
     const envlog_io *io = envlog_io_get();
     memset(out, 0, sizeof *out);
     if (env->readonly)
-        return envlog__fail(ENVLOG_STATE, "environment %s is open read-only", env->path);
+        return envlog__fail(ENVLOG_WRONG_STATE, "environment %s is open read-only", env->path);
     char name[33];
     envlog_id_format(id, name);
     int dirfd;

@@ -207,7 +207,7 @@ envlog_err envlog_session_begin(envlog_env *env, const envlog_session_opts *opts
     if (!env)
         return envlog__fail(ENVLOG_INVALID_ARG, "no environment");
     if (env->readonly)
-        return envlog__fail(ENVLOG_STATE, "environment %s is open read-only",
+        return envlog__fail(ENVLOG_WRONG_STATE, "environment %s is open read-only",
                             env->path);
     if (!opts) {
         envlog_session_opts_init(&def);
@@ -652,7 +652,7 @@ static envlog_err go_disk(envlog_session *s)
     envlog_buf srec = {0};
     envlog_id_format(&s->id, name);
     if (s->env->sessions_fd < 0)
-        return envlog__fail(ENVLOG_STATE, "environment has no sessions directory");
+        return envlog__fail(ENVLOG_WRONG_STATE, "environment has no sessions directory");
     /* Memory first: once the directory exists, a failure must undo it, and
      * an undo that itself runs out of memory would leave it behind. */
     if ((e = encode_session_record(s, &srec))) {
@@ -863,8 +863,7 @@ out:
     return e;
 }
 
-envlog_err envlog_record_tune(envlog_session *s, const envlog_tune *t,
-                              envlog_stamp *stamp)
+static envlog_err record_tune(envlog_session *s, const envlog_tune *t, envlog_stamp *stamp)
 {
     if (!t || !t->ns || !t->key)
         return envlog__fail(ENVLOG_INVALID_ARG, "a tune needs a namespace and a key");
@@ -879,12 +878,51 @@ envlog_err envlog_record_tune(envlog_session *s, const envlog_tune *t,
     return submit(s, ENVLOG_KIND_TUNE, t, BUILT_IN, NULL, stamp);
 }
 
-envlog_err envlog_record_compile(envlog_session *s, const envlog_compile *c,
+static envlog_err record_compile(envlog_session *s, const envlog_compile *c,
                                  envlog_stamp *stamp)
 {
     if (!c || !c->ns || !c->name)
         return envlog__fail(ENVLOG_INVALID_ARG, "a compile needs a namespace and a name");
     return submit(s, ENVLOG_KIND_COMPILE, c, BUILT_IN, NULL, stamp);
+}
+
+/* An imported value replaces no local one and yields to the next
+ * (envlog_replay_each's rules): a caller that could mark its own records
+ * imported could pass its values off as a bundle's.  Only a bundle import
+ * writes them, through envlog_record_imported(). */
+static envlog_err imported_refused(const char *what, const char *name)
+{
+    return envlog__fail(ENVLOG_INVALID_ARG, "%s %s: imported is set, and only a bundle "
+                        "import records imported values", what, name ? name : "?");
+}
+
+envlog_err envlog_record_tune(envlog_session *s, const envlog_tune *t,
+                              envlog_stamp *stamp)
+{
+    return t && t->imported ? imported_refused("tune", t->key) : record_tune(s, t, stamp);
+}
+
+envlog_err envlog_record_compile(envlog_session *s, const envlog_compile *c,
+                                 envlog_stamp *stamp)
+{
+    return c && c->imported ? imported_refused("compile of", c->name)
+                            : record_compile(s, c, stamp);
+}
+
+envlog_err envlog_record_imported(envlog_session *s, envlog_kind kind, const void *body,
+                                  envlog_stamp *stamp)
+{
+    if (kind == ENVLOG_KIND_TUNE) {
+        envlog_tune t = *(const envlog_tune *)body;
+        t.imported = true;
+        return record_tune(s, &t, stamp);
+    }
+    if (kind == ENVLOG_KIND_COMPILE) {
+        envlog_compile c = *(const envlog_compile *)body;
+        c.imported = true;
+        return record_compile(s, &c, stamp);
+    }
+    return envlog__fail(ENVLOG_INVALID_ARG, "only tunes and compiles are imported");
 }
 
 envlog_err envlog_record_mark(envlog_session *s, const char *label,
@@ -999,7 +1037,7 @@ envlog_err envlog_span_close(envlog_span *sp, const envlog_attr *attrs, size_t n
     envlog_session *s = sp->session_;
     sp->session_ = NULL;
     if (sp->pid_ != (uint64_t)getpid())
-        return envlog__fail(ENVLOG_STATE,
+        return envlog__fail(ENVLOG_WRONG_STATE,
                             "span %s was opened by the parent process", sp->name_);
     if (n && !attrs)
         return envlog__fail(ENVLOG_INVALID_ARG, "span attributes missing");

@@ -32,7 +32,7 @@ envlog_err envlog_rsync_begin(envlog_env *env, const envlog_remote_opts *o, envl
 {
     memset(s, 0, sizeof *s);
     if (!env || env->sessions_fd < 0)
-        return envlog__fail(ENVLOG_STATE, "no environment to share");
+        return envlog__fail(ENVLOG_WRONG_STATE, "no environment to share");
     envlog_err e = envlog_redis_load();
     if (!e)
         e = envlog_remotes_read(env, &s->remotes);

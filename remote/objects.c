@@ -302,7 +302,7 @@ static envlog_err read_records(envlog_env *env, const envlog_id128 *id, envlog_r
     if (!e && (damaged || st != ENVLOG_STATE_SEALED)) {
         *why = damaged ? "damaged (see envlog verify)" : st == ENVLOG_STATE_LIVE ? "live"
                : st == ENVLOG_STATE_TORN ? "torn" : "not sealed";
-        e = ENVLOG_STATE;
+        e = ENVLOG_WRONG_STATE;
     }
     return e;
 }
@@ -325,7 +325,7 @@ envlog_err envlog_local_session_read(envlog_env *env, const envlog_id128 *id,
         e = envlog_list_segments(fd, &segs, &n);
     if (!e && (n == 0 || n > ENVLOG_REMOTE_SEGMENTS_MAX)) {
         *why = "has no segments, or too many to push";
-        e = ENVLOG_STATE;
+        e = ENVLOG_WRONG_STATE;
     }
     if (!e && !(out->data = envlog_calloc(n, sizeof *out->data)))
         e = envlog__fail(ENVLOG_NOMEM, "reading a session");
@@ -337,7 +337,7 @@ envlog_err envlog_local_session_read(envlog_env *env, const envlog_id128 *id,
         e = envlog_read_file(fd, segs[i].name, ENVLOG_REMOTE_OBJECT_MAX, &out->data[i]);
         if (e == ENVLOG_TOO_BIG) {
             *why = "has a segment over 512 MiB, more than a remote object holds";
-            e = ENVLOG_STATE;
+            e = ENVLOG_WRONG_STATE;
         }
         if (!e) {
             memcpy(out->m.segs[i].name, segs[i].name, sizeof out->m.segs[i].name);

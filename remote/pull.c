@@ -90,7 +90,7 @@ envlog_err envlog_rsync_manifest(envlog_rsync *s, const envlog_rentry *ent,
 }
 
 /* Downloads, checks and installs one session.  ENVLOG_BAD_DATA: refused
- * (the message says why); ENVLOG_STATE: outside the filter. */
+ * (the message says why); ENVLOG_WRONG_STATE: outside the filter. */
 static envlog_err pull_one(envlog_env *env, envlog_rsync *s, const envlog_rentry *ent,
                            const envlog_remote_opts *o, uint64_t *bytes)
 {
@@ -101,7 +101,7 @@ static envlog_err pull_one(envlog_env *env, envlog_rsync *s, const envlog_rentry
         return e;
     envlog_buf *data = NULL;
     if (o && !envlog_rmanifest_matches(&m, o->prefixes, o->n_prefixes))
-        e = ENVLOG_STATE;
+        e = ENVLOG_WRONG_STATE;
     else if (!(data = envlog_calloc(m.n_segs, sizeof *data)))
         e = envlog__fail(ENVLOG_NOMEM, "pulling a session");
     *bytes = 0;
@@ -128,7 +128,7 @@ envlog_err envlog_remote_pull(envlog_env *env, const envlog_remote_opts *o,
         rep = &local;
     memset(rep, 0, sizeof *rep);
     if (env && env->readonly)
-        return envlog__fail(ENVLOG_STATE, "%s is open read-only", env->path);
+        return envlog__fail(ENVLOG_WRONG_STATE, "%s is open read-only", env->path);
     envlog_rsync s;
     envlog_err e = envlog_rsync_begin(env, o, &s);
     if (e)
@@ -180,7 +180,7 @@ envlog_err envlog_remote_pull(envlog_env *env, const envlog_remote_opts *o,
                 rep->bytes += bytes;
                 if (!(o && o->dry_run))
                     envlog_ledger_note(env, &s, &ent->id);
-            } else if (e == ENVLOG_STATE) {
+            } else if (e == ENVLOG_WRONG_STATE) {
                 it.what = ENVLOG_REMOTE_FILTERED;
                 rep->filtered++;
                 e = ENVLOG_OK;

@@ -205,9 +205,9 @@ envlog_err envlog_remote_push(envlog_env *env, const envlog_remote_opts *o,
         envlog_local_session ls;
         const char *why = NULL;
         e = envlog_local_session_read(env, &ids[i], &ls, &why);
-        if (e == ENVLOG_STATE || e == ENVLOG_NOT_FOUND) {
+        if (e == ENVLOG_WRONG_STATE || e == ENVLOG_NOT_FOUND) {
             /* Not a sealed session (or retired meanwhile): it waits. */
-            if (e == ENVLOG_STATE) {
+            if (e == ENVLOG_WRONG_STATE) {
                 rep->skipped++;
                 say(o, ENVLOG_REMOTE_SKIPPED, &ids[i], 0, why);
             }

@@ -144,7 +144,7 @@ bool envlog_rmanifest_matches(const envlog_rmanifest *m, const char *const *pref
                               size_t n);
 
 /* A local sealed session read for pushing: its manifest and segment bytes.
- * @return ENVLOG_OK; ENVLOG_STATE with *why when it is not to be pushed
+ * @return ENVLOG_OK; ENVLOG_WRONG_STATE with *why when it is not to be pushed
  * (live, unsealed, torn, damaged, strays); ENVLOG_NOT_FOUND (retired
  * meanwhile); ENVLOG_NOMEM, ENVLOG_IO. */
 typedef struct envlog_local_session {

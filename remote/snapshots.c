@@ -251,7 +251,7 @@ static envlog_err retire_covered(envlog_rsync *s, envlog_snap *snap, const char 
                 e = envlog__fail(ENVLOG_BAD_DATA, "%s answered a retirement with something "
                                  "else than a number", envlog_rconn_label(s->c));
             else if (r->integer < 0)
-                me = ENVLOG_STATE; /* another snapshot took its place: stop */
+                me = ENVLOG_STOPPED; /* another snapshot took its place: stop */
             else
                 rep->retired += (uint64_t)r->integer;
             envlog_rreply_free(r);
@@ -268,7 +268,7 @@ static envlog_err retire_covered(envlog_rsync *s, envlog_snap *snap, const char 
             }
         }
         envlog_rmanifest_free(&m);
-        if (me == ENVLOG_STATE)
+        if (me == ENVLOG_STOPPED)
             break;
     }
     return e;

@@ -140,14 +140,15 @@ static const char *record_ns(const envlog_record *rec)
     }
 }
 
-static int build_visit(void *ctx, const envlog_replay_rec *r, const envlog_snap_item *it,
-                       size_t source)
+static envlog_err build_visit(void *ctx, const envlog_replay_rec *r,
+                              const envlog_snap_item *it, size_t source)
 {
     build_ctx *b = ctx;
     const envlog_record *rec = r->rec;
-    if ((b->err = envlog_state_fold_item(b->st, rec, r->unix_ns, it)) ||
-        (b->err = envlog_build_track_seq(b, &rec->stamp)))
-        return 1;
+    envlog_err e;
+    if ((e = envlog_state_fold_item(b->st, rec, r->unix_ns, it)) ||
+        (e = envlog_build_track_seq(b, &rec->stamp)))
+        return e;
     bool session = rec->kind == ENVLOG_KIND_SESSION;
     if (b->sources) {
         b->sources[source].records++;
@@ -166,9 +167,9 @@ static int build_visit(void *ctx, const envlog_replay_rec *r, const envlog_snap_
                 (rec->kind == ENVLOG_KIND_FORGET && (!ns || ns_taken(b->o, ns))) ||
                 (b->o->evidence == ENVLOG_EVIDENCE_ALL && (!ns || ns_taken(b->o, ns)));
     if (!keep)
-        return b->err != ENVLOG_OK;
-    if ((b->err = grow((void **)&b->h, &b->cap_h, b->n_h, sizeof *b->h)))
-        return 1;
+        return b->err;
+    if ((e = grow((void **)&b->h, &b->cap_h, b->n_h, sizeof *b->h)))
+        return e;
     hist_rec *h = &b->h[b->n_h];
     memset(h, 0, sizeof *h);
     h->item.kind = ENVLOG_KIND_EVIDENCE;
@@ -177,10 +178,10 @@ static int build_visit(void *ctx, const envlog_replay_rec *r, const envlog_snap_
     h->item.record.size = rec->payload.size;
     h->off = b->data.len;
     h->is_session = session;
-    if ((b->err = envlog_buf_append(&b->data, rec->payload.data, rec->payload.size)))
-        return 1;
+    if ((e = envlog_buf_append(&b->data, rec->payload.data, rec->payload.size)))
+        return e;
     b->n_h++;
-    return 0;
+    return ENVLOG_OK;
 }
 
 /* An environment's directory as a bundle names it: its absolute path. */
@@ -234,15 +235,16 @@ static envlog_err strip_trials(const envlog_bytes *in, uint8_t **out, size_t *n)
     return ENVLOG_OK;
 }
 
-static int take_item(void *ctx, const envlog_state_item *it)
+static envlog_err take_item(void *ctx, const envlog_state_item *it)
 {
     items_ctx *c = ctx;
+    envlog_err e;
     if (it->table != ENVLOG_TABLE_USER && !ns_taken(c->b->o, it->ns))
-        return 0;
+        return ENVLOG_OK;
     if (!it->payload.size)
-        return 0; /* no record kept: cannot happen with keep_payloads */
-    if ((c->b->err = grow((void **)&c->v, &c->cap, c->n, sizeof *c->v)))
-        return 1;
+        return ENVLOG_OK; /* no record kept: cannot happen with keep_payloads */
+    if ((e = grow((void **)&c->v, &c->cap, c->n, sizeof *c->v)))
+        return e;
     item_ref *r = &c->v[c->n];
     memset(r, 0, sizeof *r);
     r->item.kind = ENVLOG_KIND_ENTRY;
@@ -257,8 +259,8 @@ static int take_item(void *ctx, const envlog_state_item *it)
     r->ns = r->indexed ? it->ns : NULL;
     if (it->table == ENVLOG_TABLE_TUNE && c->b->o->evidence == ENVLOG_EVIDENCE_NONE) {
         size_t n;
-        if ((c->b->err = strip_trials(&it->payload, &r->owned, &n)))
-            return 1;
+        if ((e = strip_trials(&it->payload, &r->owned, &n)))
+            return e;
         r->item.record.data = r->owned;
         r->item.record.size = n;
     }
@@ -275,12 +277,12 @@ static int take_item(void *ctx, const envlog_state_item *it)
         for (size_t i = 0; i < c->n_nss && !seen; i++)
             seen = !strcmp(c->nss[i], it->ns);
         if (!seen) {
-            if ((c->b->err = grow((void **)&c->nss, &c->cap_nss, c->n_nss, sizeof *c->nss)))
-                return 1;
+            if ((e = grow((void **)&c->nss, &c->cap_nss, c->n_nss, sizeof *c->nss)))
+                return e;
             c->nss[c->n_nss++] = it->ns;
         }
     }
-    return 0;
+    return ENVLOG_OK;
 }
 
 static int item_cmp(const void *a, const void *b)
@@ -473,8 +475,6 @@ envlog_err envlog_snapshot_build(envlog_env *env, const envlog_build_opts *o,
         envlog_env_unlock(lk[i]);
     envlog_free(src);
     envlog_free(lk);
-    if (e == ENVLOG_STATE)
-        e = b.err;
     if (!e)
         e = b.err;
     if (!e)
@@ -485,11 +485,8 @@ envlog_err envlog_snapshot_build(envlog_env *env, const envlog_build_opts *o,
     if (!e && !o->n_prefixes && !o->no_digest)
         e = envlog_state_digest(b.st, &res->digest);
 
-    if (!e) {
+    if (!e)
         e = envlog_state_items(b.st, take_item, &ic);
-        if (e == ENVLOG_STATE)
-            e = b.err;
-    }
     if (e)
         goto out;
     /* History records that are an entry's own record are the entry. */

@@ -321,7 +321,7 @@ envlog_err envlog_compact(envlog_env *env, envlog_evidence evidence,
     envlog_compact_opts o;
     envlog_err e;
     if (!env)
-        return envlog__fail(ENVLOG_STATE, "compaction needs a writable environment");
+        return envlog__fail(ENVLOG_WRONG_STATE, "compaction needs a writable environment");
     /* The environment's own retention and bound apply. */
     if ((e = envlog_config_read(env, &c)))
         return e;
@@ -352,7 +352,7 @@ envlog_err envlog_compact_x(envlog_env *env, const envlog_compact_opts *opts,
         rep = &local;
     memset(rep, 0, sizeof *rep);
     if (!env || env->readonly || env->sessions_fd < 0)
-        return envlog__fail(ENVLOG_STATE, "compaction needs a writable environment");
+        return envlog__fail(ENVLOG_WRONG_STATE, "compaction needs a writable environment");
     if (!opts)
         return envlog__fail(ENVLOG_INVALID_ARG, "no compaction options");
     envlog_evidence evidence = opts->evidence;

@@ -339,8 +339,8 @@ envlog_err envlog_config_text(const envlog_config *c, envlog_write_fn fn, void *
 {
     envlog_buf b = {0};
     envlog_err e = config_format(c, &b);
-    if (!e && fn(ctx, (const char *)b.p, b.len))
-        e = envlog__fail(ENVLOG_IO, "writing the config");
+    if (!e)
+        e = fn(ctx, (const char *)b.p, b.len);
     envlog_buf_free(&b);
     return e;
 }
@@ -380,7 +380,7 @@ envlog_err envlog_config_write_x(envlog_env *env, const envlog_config *c, const 
                                  size_t n_extra)
 {
     if (env->readonly)
-        return envlog__fail(ENVLOG_STATE, "%s is open read-only", env->path);
+        return envlog__fail(ENVLOG_WRONG_STATE, "%s is open read-only", env->path);
     envlog_buf b = {0};
     char tmp[96];
     envlog_err e = config_format(c, &b);

@@ -32,23 +32,20 @@ typedef struct collect {
     candidate *v;
     size_t n, cap;
     uint64_t bytes;
-    envlog_err err;
 } collect;
 
-static int take(void *ctx, const envlog_state_item *it)
+static envlog_err take(void *ctx, const envlog_state_item *it)
 {
     collect *c = ctx;
     if (it->table == ENVLOG_TABLE_USER) {
         c->bytes += it->payload.size + ENTRY_WEIGHT;
-        return 0;
+        return ENVLOG_OK;
     }
     if (c->n == c->cap) {
         size_t cap = c->cap ? 2 * c->cap : 64;
         candidate *v = envlog_realloc(c->v, cap * sizeof *v);
-        if (!v) {
-            c->err = envlog__fail(ENVLOG_NOMEM, "choosing what to evict");
-            return 1;
-        }
+        if (!v)
+            return envlog__fail(ENVLOG_NOMEM, "choosing what to evict");
         c->v = v;
         c->cap = cap;
     }
@@ -57,8 +54,7 @@ static int take(void *ctx, const envlog_state_item *it)
     envlog_err e = envlog_event_decode_fold(it->payload.data, it->payload.size, &rec, &a);
     if (e) {
         envlog_arena_free(&a);
-        c->err = e;
-        return 1;
+        return e;
     }
     candidate *x = &c->v[c->n];
     memset(x, 0, sizeof *x);
@@ -79,12 +75,11 @@ static int take(void *ctx, const envlog_state_item *it)
     if (!x->ns || !x->key) {
         envlog_free(x->ns);
         envlog_free(x->key);
-        c->err = envlog__fail(ENVLOG_NOMEM, "choosing what to evict");
-        return 1;
+        return envlog__fail(ENVLOG_NOMEM, "choosing what to evict");
     }
     c->bytes += x->bytes;
     c->n++;
-    return 0;
+    return ENVLOG_OK;
 }
 
 static void free_candidates(collect *c)
@@ -118,8 +113,6 @@ envlog_err envlog_evict(envlog_env *env, envlog_state *st, uint64_t budget, uint
     memset(r, 0, sizeof *r);
     collect c = {0};
     envlog_err e = envlog_state_items(st, take, &c);
-    if (e == ENVLOG_STATE)
-        e = c.err;
     envlog_session *s = NULL;
     if (e)
         goto out;

@@ -25,7 +25,6 @@ typedef struct near_ctx {
     size_t n_cands;
     envlog_near *v;
     size_t n, cap;
-    envlog_err err;
 } near_ctx;
 
 static void add(char *buf, size_t size, const char *fmt, ...)
@@ -66,20 +65,20 @@ static bool has_name(const char *const *v, size_t n, const char *s)
     return false;
 }
 
-static int visit(void *ctx, const envlog_entry *e)
+static envlog_err visit(void *ctx, const envlog_entry *e)
 {
     near_ctx *c = ctx;
     if (e->table != c->table)
-        return 0;
+        return ENVLOG_OK;
     envlog_near nr;
     memset(&nr, 0, sizeof nr);
     nr.table = e->table;
     if (e->tune) {
         const envlog_tune_entry *t = e->tune;
         if (strcmp(t->key, c->key))
-            return 0;
+            return ENVLOG_OK;
         if (!strcmp(t->ns, c->ns) && t->checksum == c->checksum)
-            return 0; /* that is a hit, not a near miss */
+            return ENVLOG_OK; /* that is a hit, not a near miss */
         nr.ns = t->ns;
         nr.key = t->key;
         nr.checksum = t->checksum;
@@ -106,9 +105,9 @@ static int visit(void *ctx, const envlog_entry *e)
         envlog_id_format(&k->kernel_key, hex);
         bool same_key = !strcmp(hex, c->key), same_name = k->name && !strcmp(k->name, c->key);
         if (!same_key && !same_name)
-            return 0;
+            return ENVLOG_OK;
         if (same_key && !strcmp(k->ns, c->ns))
-            return 0;
+            return ENVLOG_OK;
         nr.ns = k->ns;
         nr.key = k->name;
         nr.origin = k->origin;
@@ -125,15 +124,13 @@ static int visit(void *ctx, const envlog_entry *e)
     if (c->n == c->cap) {
         size_t cap = c->cap ? 2 * c->cap : 8;
         envlog_near *p = envlog_realloc(c->v, cap * sizeof *p);
-        if (!p) {
-            c->err = envlog__fail(ENVLOG_NOMEM, "explaining a miss");
-            return 1;
-        }
+        if (!p)
+            return envlog__fail(ENVLOG_NOMEM, "explaining a miss");
         c->v = p;
         c->cap = cap;
     }
     c->v[c->n++] = nr;
-    return 0;
+    return ENVLOG_OK;
 }
 
 envlog_err envlog_state_explain(envlog_state *st, envlog_table table,
@@ -145,11 +142,8 @@ envlog_err envlog_state_explain(envlog_state *st, envlog_table table,
     *n = 0;
     if (!st || !ns || !key)
         return envlog__fail(ENVLOG_INVALID_ARG, "explain needs ns and key");
-    near_ctx c = {table, ns, key, checksum, candidates, n_candidates, NULL, 0, 0,
-                  ENVLOG_OK};
+    near_ctx c = {table, ns, key, checksum, candidates, n_candidates, NULL, 0, 0};
     envlog_err e = envlog_state_each(st, visit, &c);
-    if (e == ENVLOG_STATE)
-        e = c.err;
     if (e) {
         envlog_free(c.v);
         return e;

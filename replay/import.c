@@ -89,18 +89,18 @@ typedef struct import_ctx {
     size_t n_local;
 } import_ctx;
 
-static int note_ns(void *ctx, const envlog_entry *e)
+static envlog_err note_ns(void *ctx, const envlog_entry *e)
 {
     import_ctx *c = ctx;
     const char *ns = e->tune ? e->tune->ns : e->kernel->ns;
     if (c->n_local && !strcmp(c->local_ns[c->n_local - 1], ns))
-        return 0;
+        return ENVLOG_OK;
     const char **p = envlog_realloc(c->local_ns, (c->n_local + 1) * sizeof *p);
     if (!p)
-        return 1;
+        return envlog__fail(ENVLOG_NOMEM, "importing a bundle");
     c->local_ns = p;
     c->local_ns[c->n_local++] = ns;
-    return 0;
+    return ENVLOG_OK;
 }
 
 static bool ns_local(const import_ctx *c, const char *ns)
@@ -203,16 +203,10 @@ static envlog_err import_entry(import_ctx *c, const envlog_snap_item *it,
     envlog_err e = begin_import(c);
     if (e)
         return e;
-    const char *ns;
-    if (it->table == ENVLOG_TABLE_TUNE) {
-        rec->u.tune.imported = true;
-        ns = rec->u.tune.ns;
-        e = envlog_record_tune(c->s, &rec->u.tune, NULL);
-    } else {
-        rec->u.compile.imported = true;
-        ns = rec->u.compile.ns;
-        e = envlog_record_compile(c->s, &rec->u.compile, NULL);
-    }
+    bool tune = it->table == ENVLOG_TABLE_TUNE;
+    const char *ns = tune ? rec->u.tune.ns : rec->u.compile.ns;
+    e = envlog_record_imported(c->s, tune ? ENVLOG_KIND_TUNE : ENVLOG_KIND_COMPILE,
+                               tune ? (const void *)&rec->u.tune : &rec->u.compile, NULL);
     /* The recorder's own checks (trial indexes, UTF-8, ...) refuse an entry
      * without writing it: that entry is rejected, the import goes on. */
     if (e == ENVLOG_INVALID_ARG) {
@@ -258,10 +252,8 @@ envlog_err envlog_bundle_import_x(envlog_env *env, const void *data, size_t size
     }
     if ((e = envlog_env_state(env, &c.live)))
         goto out;
-    if (envlog_state_each(c.live, note_ns, &c)) {
-        e = envlog__fail(ENVLOG_NOMEM, "importing a bundle");
+    if ((e = envlog_state_each(c.live, note_ns, &c)))
         goto out;
-    }
     envlog_snap_item it;
     envlog_record rec;
     envlog_snap_rewind(o.snap);

@@ -414,10 +414,8 @@ envlog_err envlog_replay_merge(const envlog_merge_src *src, size_t n_src,
                                     c->snap ? snap_session(&m, &c->id)
                                             : c->have_session ? &c->session : NULL,
                                     c->key_ns, c->snap != NULL};
-            if (fn(ctx, &rr, c->snap ? &c->item : NULL, c->source)) {
-                e = envlog__fail(ENVLOG_STATE, "replay stopped by its caller");
+            if ((e = fn(ctx, &rr, c->snap ? &c->item : NULL, c->source)))
                 break;
-            }
             any = true;
             last_ns = c->key_ns;
             last_seq = c->rec->stamp.seq;
@@ -448,12 +446,12 @@ envlog_err envlog_replay_each_with(envlog_env *env, const envlog_replay_opts *op
 }
 
 typedef struct public_each {
-    int (*fn)(void *ctx, const envlog_replay_rec *r);
+    envlog_err (*fn)(void *ctx, const envlog_replay_rec *r);
     void *ctx;
 } public_each;
 
-static int each_public(void *ctx, const envlog_replay_rec *r, const envlog_snap_item *it,
-                       size_t source)
+static envlog_err each_public(void *ctx, const envlog_replay_rec *r,
+                              const envlog_snap_item *it, size_t source)
 {
     (void)it;
     (void)source;
@@ -462,7 +460,7 @@ static int each_public(void *ctx, const envlog_replay_rec *r, const envlog_snap_
 }
 
 envlog_err envlog_replay_each(envlog_env *env, const envlog_replay_opts *opts,
-                              int (*fn)(void *ctx, const envlog_replay_rec *r),
+                              envlog_err (*fn)(void *ctx, const envlog_replay_rec *r),
                               void *ctx)
 {
     envlog_snap *snap;

@@ -34,9 +34,11 @@ typedef struct envlog_state_item {
     envlog_bytes payload;
 } envlog_state_item;
 
-/* Every standing entry in canonical order, then the user records. */
+/* Every standing entry in canonical order, then the user records; `fn`
+ * returns as envlog_state_each()'s does, and a code other than ENVLOG_OK
+ * stops the walk and is what it returns. */
 envlog_err envlog_state_items(envlog_state *st,
-                              int (*fn)(void *ctx, const envlog_state_item *it),
+                              envlog_err (*fn)(void *ctx, const envlog_state_item *it),
                               void *ctx);
 
 /* envlog_state_open_x() standing on snapshot/`base` ("current" or
@@ -485,9 +487,10 @@ envlog_err envlog_snap_pick(envlog_env *env, bool check_all,
 
 /* What the merge hands out: a record, when it comes from a snapshot the
  * ENTRY or EVIDENCE record around it (else NULL), and the index of the
- * environment it was read from (envlog_replay_merge).  Non-zero stops. */
-typedef int (*envlog_merge_fn)(void *ctx, const envlog_replay_rec *r,
-                               const envlog_snap_item *item, size_t source);
+ * environment it was read from (envlog_replay_merge).  A code other than
+ * ENVLOG_OK stops the merge, which returns it. */
+typedef envlog_err (*envlog_merge_fn)(void *ctx, const envlog_replay_rec *r,
+                                      const envlog_snap_item *item, size_t source);
 
 /* envlog_replay_each over the sessions past `snap`'s watermarks, and, when
  * `with_snap`, the snapshot's own records merged in; with `fold`, records

@@ -97,7 +97,7 @@ typedef struct lost_ctx {
 
 /* An entry of the whole state that the damaged one lacks or holds
  * otherwise (another record set it) is lost. */
-static int note_lost(void *ctx, const envlog_entry *e)
+static envlog_err note_lost(void *ctx, const envlog_entry *e)
 {
     lost_ctx *l = ctx;
     bool same;
@@ -119,7 +119,7 @@ static int note_lost(void *ctx, const envlog_entry *e)
         if (l->c->on_lost)
             l->c->on_lost(l->c->ctx, e);
     }
-    return 0;
+    return ENVLOG_OK;
 }
 
 envlog_err envlog_snapshot_check(envlog_env *env,
@@ -189,7 +189,7 @@ envlog_err envlog_snapshot_repair(envlog_env *env, envlog_snapshot_fix *out)
     const envlog_io *io = envlog_io_get();
     memset(out, 0, sizeof *out);
     if (!env || env->readonly)
-        return envlog__fail(ENVLOG_STATE, "a repair needs a writable environment");
+        return envlog__fail(ENVLOG_WRONG_STATE, "a repair needs a writable environment");
     int lockfd;
     envlog_err e = envlog_compact_lock(env, &lockfd);
     if (e)

@@ -709,17 +709,15 @@ envlog_err envlog_state_fold_item(envlog_state *st, const envlog_record *rec,
 
 typedef struct fold_ctx {
     envlog_state *st;
-    envlog_err err;
     const envlog_replay_opts *user;
 } fold_ctx;
 
-static int fold_one(void *ctx, const envlog_replay_rec *r, const envlog_snap_item *it,
-                    size_t source)
+static envlog_err fold_one(void *ctx, const envlog_replay_rec *r, const envlog_snap_item *it,
+                           size_t source)
 {
     (void)source;
     fold_ctx *f = ctx;
-    f->err = envlog_state_fold_item(f->st, r->rec, r->unix_ns, it);
-    return f->err != ENVLOG_OK;
+    return envlog_state_fold_item(f->st, r->rec, r->unix_ns, it);
 }
 
 static void count_damage(void *ctx, const envlog_damage *d, bool torn)
@@ -772,7 +770,7 @@ envlog_err envlog_state_open_on(envlog_env *env, const envlog_replay_opts *opts,
     envlog_snap *snap = NULL;
     /* No compaction removes a session between the snapshot mapped here and
      * the end of the fold (see envlog_env_lock). */
-    fold_ctx f = {st, ENVLOG_OK, opts};
+    fold_ctx f = {st, opts};
     envlog_replay_opts o = {0};
     if (opts)
         o = *opts;
@@ -809,8 +807,6 @@ envlog_err envlog_state_open_on(envlog_env *env, const envlog_replay_opts *opts,
     e = envlog_replay_each_with(env, &o, snap, until, true, fold_one, &f);
     envlog_env_unlock(lk);
     lk = -1;
-    if (e == ENVLOG_STATE)
-        e = f.err;
     if (until) {
         /* What the walk of its records met and nobody reported yet. */
         if (snap && !o.check_snapshot)
@@ -1041,7 +1037,7 @@ static envlog_err load_all(envlog_state *st)
 }
 
 envlog_err envlog_state_each(envlog_state *st,
-                             int (*fn)(void *ctx, const envlog_entry *e), void *ctx)
+                             envlog_err (*fn)(void *ctx, const envlog_entry *e), void *ctx)
 {
     if (st->snap && !st->snap_loaded) {
         pthread_rwlock_wrlock(&st->lock);
@@ -1058,8 +1054,7 @@ envlog_err envlog_state_each(envlog_state *st,
         envlog_entry pub = {v[i]->table,
                             v[i]->table == ENVLOG_TABLE_TUNE ? &v[i]->t : NULL,
                             v[i]->table == ENVLOG_TABLE_KERNEL ? &v[i]->k : NULL};
-        if (fn(ctx, &pub))
-            err = envlog__fail(ENVLOG_STATE, "stopped by the caller");
+        err = fn(ctx, &pub);
     }
     envlog_free(v);
     pthread_rwlock_unlock(&st->lock);
@@ -1071,26 +1066,26 @@ envlog_err envlog_state_each(envlog_state *st,
 typedef struct dump_ctx {
     envlog_write_fn fn;
     void *ctx;
-    int failed;
+    envlog_err failed; /* what the writer returned that was not ENVLOG_OK */
 } dump_ctx;
 
 static void dput(dump_ctx *d, const char *s)
 {
-    if (!d->failed && d->fn(d->ctx, s, strlen(s)))
-        d->failed = 1;
+    if (!d->failed)
+        d->failed = d->fn(d->ctx, s, strlen(s));
 }
 
 static void dstr(dump_ctx *d, const char *s)
 {
-    if (!d->failed && envlog__write_json_str(d->fn, d->ctx, s ? s : "", s ? strlen(s) : 0))
-        d->failed = 1;
+    if (!d->failed)
+        d->failed = envlog__write_json_str(d->fn, d->ctx, s ? s : "", s ? strlen(s) : 0);
 }
 
 static void dhex(dump_ctx *d, const uint8_t *p, size_t n)
 {
     dput(d, "\"");
-    if (!d->failed && envlog__write_hex(d->fn, d->ctx, p, n))
-        d->failed = 1;
+    if (!d->failed)
+        d->failed = envlog__write_hex(d->fn, d->ctx, p, n);
     dput(d, "\"");
 }
 
@@ -1103,7 +1098,7 @@ static void dstamp(dump_ctx *d, const envlog_stamp *s)
     dput(d, buf);
 }
 
-static int dump_entry(void *ctx, const envlog_entry *e)
+static envlog_err dump_entry(void *ctx, const envlog_entry *e)
 {
     dump_ctx *d = ctx;
     char buf[128];
@@ -1148,9 +1143,9 @@ static int dump_entry(void *ctx, const envlog_entry *e)
 
 envlog_err envlog_state_dump(envlog_state *st, envlog_write_fn fn, void *ctx)
 {
-    dump_ctx d = {fn, ctx, 0};
+    dump_ctx d = {fn, ctx, ENVLOG_OK};
     envlog_err e = envlog_state_each(st, dump_entry, &d);
-    if (e && e != ENVLOG_STATE)
+    if (e)
         return e;
     pthread_rwlock_rdlock(&st->lock);
     for (size_t i = 0; !d.failed && i < st->n_users; i++) {
@@ -1162,13 +1157,13 @@ envlog_err envlog_state_dump(envlog_state *st, envlog_write_fn fn, void *ctx)
         dput(&d, "}\n");
     }
     pthread_rwlock_unlock(&st->lock);
-    return d.failed ? envlog__fail(ENVLOG_IO, "writing the dump") : ENVLOG_OK;
+    return d.failed;
 }
 
 /* ------------------------------------------------------- for snapshots */
 
 envlog_err envlog_state_items(envlog_state *st,
-                              int (*fn)(void *ctx, const envlog_state_item *it),
+                              envlog_err (*fn)(void *ctx, const envlog_state_item *it),
                               void *ctx)
 {
     pthread_rwlock_wrlock(&st->lock);
@@ -1189,16 +1184,14 @@ envlog_err envlog_state_items(envlog_state *st,
             .key_hash = x->hash,
             .payload = {x->payload, x->payload_len},
         };
-        if (fn(ctx, &it))
-            e = envlog__fail(ENVLOG_STATE, "stopped by the caller");
+        e = fn(ctx, &it);
     }
     for (size_t i = 0; !e && i < st->n_users; i++) {
         const user_rec *u = &st->users[i];
         envlog_state_item it = {.table = ENVLOG_TABLE_USER, .stamp = u->stamp,
                                 .unix_ns = u->unix_ns, .ns = "",
                                 .payload = {u->payload, u->payload_len}};
-        if (fn(ctx, &it))
-            e = envlog__fail(ENVLOG_STATE, "stopped by the caller");
+        e = fn(ctx, &it);
     }
     envlog_free(v);
     pthread_rwlock_unlock(&st->lock);
@@ -1207,17 +1200,17 @@ envlog_err envlog_state_items(envlog_state *st,
 
 /* ------------------------------------------------------------- digest */
 
-static int digest_write(void *ctx, const char *text, size_t len)
+static envlog_err digest_write(void *ctx, const char *text, size_t len)
 {
     envlog_h128_update(ctx, text, len);
-    return 0;
+    return ENVLOG_OK;
 }
 
-static int digest_rule(void *ctx, const envlog_entry *e)
+static envlog_err digest_rule(void *ctx, const envlog_entry *e)
 {
     uint8_t r = (uint8_t)(e->tune ? e->tune->rule : e->kernel->rule);
     envlog_h128_update(ctx, &r, 1);
-    return 0;
+    return ENVLOG_OK;
 }
 
 envlog_err envlog_state_digest(envlog_state *st, envlog_hash128 *out)

@@ -19,14 +19,15 @@ typedef struct sink {
     char *p;
     size_t len, cap;
     int fail_after; /* fail the n-th call (0: never) */
+    envlog_err fail_with; /* with this code (0: ENVLOG_IO) */
     int calls;
 } sink;
 
-static int sink_fn(void *ctx, const char *text, size_t len)
+static envlog_err sink_fn(void *ctx, const char *text, size_t len)
 {
     sink *s = ctx;
     if (s->fail_after && ++s->calls >= s->fail_after)
-        return -1;
+        return s->fail_with ? s->fail_with : ENVLOG_IO;
     if (s->len + len + 1 > s->cap) {
         s->cap = (s->len + len + 1) * 2;
         s->p = realloc(s->p, s->cap);
@@ -35,7 +36,7 @@ static int sink_fn(void *ctx, const char *text, size_t len)
     memcpy(s->p + s->len, text, len);
     s->len += len;
     s->p[s->len] = 0;
-    return 0;
+    return ENVLOG_OK;
 }
 
 static void sink_reset(sink *s)
@@ -967,7 +968,10 @@ END_TEST
 
 START_TEST(test_json_write_failure)
 {
-    /* A sink that fails is ENVLOG_IO, at whatever call it fails. */
+    /* A sink that fails stops the renderer at whatever call it fails, and
+     * the renderer returns the sink's code as it is (issue 17, item 3). */
+    static const envlog_err codes[] = {ENVLOG_IO, ENVLOG_NOSPACE, ENVLOG_STOPPED,
+                                       ENVLOG_WRONG_STATE};
     tu_sample s;
     tu_sample_make(&s, ENVLOG_KIND_TUNE, TU_TYPICAL);
     envlog_buf b = {0};
@@ -985,16 +989,35 @@ START_TEST(test_json_write_failure)
     ck_assert_ok(envlog_record_text(&rec, sink_fn, &count));
     int text_calls = count.calls;
     sink_reset(&count);
+    count.fail_after = 1 << 30;
+    ck_assert_ok(envlog_record_diag(&rec, sink_fn, &count));
+    int diag_calls = count.calls;
+    sink_reset(&count);
     ck_assert_int_gt(json_calls, 5);
     ck_assert_int_gt(text_calls, 2);
-    for (int k = 1; k <= json_calls; k++) {
-        sink f = {.fail_after = k};
-        ck_assert_err(envlog_record_json(&rec, sink_fn, &f), ENVLOG_IO);
-        sink_reset(&f);
-    }
-    for (int k = 1; k <= text_calls; k++) {
-        sink f = {.fail_after = k};
-        ck_assert_err(envlog_record_text(&rec, sink_fn, &f), ENVLOG_IO);
+    ck_assert_int_gt(diag_calls, 5);
+    for (size_t c = 0; c < sizeof codes / sizeof *codes; c++) {
+        for (int k = 1; k <= json_calls; k++) {
+            sink f = {.fail_after = k, .fail_with = codes[c]};
+            ck_assert_err(envlog_record_json(&rec, sink_fn, &f), codes[c]);
+            ck_assert_int_eq(f.calls, k); /* nothing written after */
+            sink_reset(&f);
+        }
+        for (int k = 1; k <= text_calls; k++) {
+            sink f = {.fail_after = k, .fail_with = codes[c]};
+            ck_assert_err(envlog_record_text(&rec, sink_fn, &f), codes[c]);
+            ck_assert_int_eq(f.calls, k);
+            sink_reset(&f);
+        }
+        for (int k = 1; k <= diag_calls; k++) {
+            sink f = {.fail_after = k, .fail_with = codes[c]};
+            ck_assert_err(envlog_record_diag(&rec, sink_fn, &f), codes[c]);
+            ck_assert_err(envlog_cbor_diag(rec.payload.data, rec.payload.size, sink_fn, &f),
+                          codes[c]);
+            sink_reset(&f);
+        }
+        sink f = {.fail_after = 1, .fail_with = codes[c]};
+        ck_assert_err(envlog_json_string("text", sink_fn, &f), codes[c]);
         sink_reset(&f);
     }
     envlog_buf_free(&b);
@@ -1009,7 +1032,7 @@ START_TEST(test_json_string)
     ck_assert_str_eq(s.p, "\"é\\\"\\u001f\"");
     sink_reset(&s);
     /* Bytes that are not UTF-8 come out as U+FFFD: the output stays JSON. */
-    ck_assert_int_eq(envlog__write_json_str(sink_fn, &s, "a\xff\xc3", 3), 0);
+    ck_assert_int_eq(envlog__write_json_str(sink_fn, &s, "a\xff\xc3", 3), ENVLOG_OK);
     ck_assert_str_eq(s.p, "\"a\xef\xbf\xbd\xef\xbf\xbd\"");
     ck_assert(json_valid(s.p, s.len));
     sink_reset(&s);
@@ -1176,7 +1199,7 @@ END_TEST
 
 START_TEST(test_names)
 {
-    for (int e = ENVLOG_OK; e <= ENVLOG_STATE; e++) {
+    for (int e = ENVLOG_OK; e <= ENVLOG_STOPPED; e++) {
         const char *s = envlog_strerror((envlog_err)e);
         ck_assert_ptr_nonnull(s);
         ck_assert_str_ne(s, "unknown error");
@@ -1184,6 +1207,10 @@ START_TEST(test_names)
             ck_assert_str_ne(s, envlog_strerror((envlog_err)k));
     }
     ck_assert_str_eq(envlog_strerror((envlog_err)999), "unknown error");
+    /* The old name stays for one release, as the same code. */
+    ck_assert_int_eq(ENVLOG_STATE, ENVLOG_WRONG_STATE);
+    ck_assert_int_eq(ENVLOG_WRONG_STATE, 15);
+    ck_assert_int_eq(ENVLOG_STOPPED, 16);
     static const char *const kinds[] = {"session", "tune", "compile", "span",
                                         "mark", "import", "forget", "user"};
     for (int i = 0; i < 8; i++)

@@ -84,17 +84,17 @@ static void copy(char *dst, size_t size, const char *src)
     snprintf(dst, size, "%s", src ? src : "");
 }
 
-static int collect_one(void *ctx, const envlog_replay_rec *rr)
+static envlog_err collect_one(void *ctx, const envlog_replay_rec *rr)
 {
     tc_recs *out = ctx;
     const envlog_record *rec = rr->rec;
     if (rec->kind == ENVLOG_KIND_SESSION || rec->kind < ENVLOG_KIND_SESSION)
-        return 0;
+        return ENVLOG_OK;
     /* The sources the runtime records beside its compiles are counted, not
      * listed (test_source_recorded_once_at_basic looks at them). */
     if (rec->kind == ENVLOG_KIND_USER && !strcmp(rec->u.user.kind, ENVLOG_CUDA_SOURCE_KIND)) {
         out->sources++;
-        return 0;
+        return ENVLOG_OK;
     }
     tc_rec *p = realloc(out->r, (out->n + 1) * sizeof *p);
     ck_assert_ptr_nonnull(p);
@@ -132,6 +132,8 @@ static int collect_one(void *ctx, const envlog_replay_rec *rr)
             r->trial_samples[i] = t->trials[i].samples;
             r->trial_n_samples[i] = t->trials[i].n_sample_ns;
             r->trial_error[i] = t->trials[i].error != NULL;
+            if (t->trials[i].error && !r->first_error[0])
+                copy(r->first_error, sizeof r->first_error, t->trials[i].error);
             r->trial_has_start[i] = t->trials[i].has_start;
             r->trial_start_ns[i] = t->trials[i].start_ns;
             r->trial_wall_ns[i] = t->trials[i].wall_ns;
@@ -155,7 +157,7 @@ static int collect_one(void *ctx, const envlog_replay_rec *rr)
             used += (size_t)snprintf(r->attrs + used, sizeof r->attrs - used, "%s%s=%s",
                                      i ? "," : "", s->attrs[i].key, s->attrs[i].value);
     }
-    return 0;
+    return ENVLOG_OK;
 }
 
 void tc_collect(envlog_env *env, tc_recs *out)
@@ -212,7 +214,7 @@ static void nothing(void *arg)
     (void)arg;
 }
 
-int tc_clock_run(void *ctx, envlog_cuda_stream *s, size_t index)
+envlog_err tc_clock_run(void *ctx, envlog_cuda_stream *s, size_t index)
 {
     tc_clock *clk = ctx;
     clk->cur = index;
@@ -221,10 +223,11 @@ int tc_clock_run(void *ctx, envlog_cuda_stream *s, size_t index)
         clk->seen[index] = envlog_cuda_stream_mode_get(s);
     }
     if ((int)index == clk->fail_index || clk->fail_index == TC_FAIL_ALL) {
-        envlog__fail(ENVLOG_BAD_DATA, "candidate %zu refuses to run", index);
-        return -1;
+        if (clk->fail_code)
+            return clk->fail_code;
+        return envlog__fail(ENVLOG_BAD_DATA, "candidate %zu refuses to run", index);
     }
-    return envlog_cuda_host_launch(s, nothing, NULL) ? -1 : 0;
+    return envlog_cuda_host_launch(s, nothing, NULL);
 }
 
 /* ------------------------------------------------------------ kernel keys */
@@ -457,14 +460,14 @@ typedef struct src_walk {
     bool bodies_ok;
 } src_walk;
 
-static int src_one(void *ctx, const envlog_replay_rec *rr)
+static envlog_err src_one(void *ctx, const envlog_replay_rec *rr)
 {
     src_walk *w = ctx;
     const envlog_record *rec = rr->rec;
     if (rec->kind == ENVLOG_KIND_COMPILE && w->n < sizeof w->seq - 1)
         w->seq[w->n++] = 'c';
     if (rec->kind != ENVLOG_KIND_USER || strcmp(rec->u.user.kind, ENVLOG_CUDA_SOURCE_KIND))
-        return 0;
+        return ENVLOG_OK;
     if (w->n < sizeof w->seq - 1)
         w->seq[w->n++] = 's';
     /* [h'<16 bytes>', "<source>"] with the source over 23 bytes long */
@@ -473,7 +476,7 @@ static int src_one(void *ctx, const envlog_replay_rec *rr)
     envlog_hash128 h;
     if (n < 21 || b[0] != 0x82 || b[1] != 0x50 || (b[18] >> 5) != 3) {
         w->bodies_ok = false;
-        return 0;
+        return ENVLOG_OK;
     }
     memcpy(h.b, b + 2, 16);
     size_t hl = (b[18] & 31) == 24 ? 2 : (b[18] & 31) == 25 ? 3 : 1;
@@ -482,7 +485,7 @@ static int src_one(void *ctx, const envlog_replay_rec *rr)
         w->bodies_ok = false;
     else
         w->hash[w->n_hash++] = h;
-    return 0;
+    return ENVLOG_OK;
 }
 
 START_TEST(test_source_recorded_once_at_basic)
@@ -890,7 +893,7 @@ typedef struct gpu_mm {
     unsigned m, n;
 } gpu_mm;
 
-static int gpu_mm_run(void *ctx, envlog_cuda_stream *s, size_t i)
+static envlog_err gpu_mm_run(void *ctx, envlog_cuda_stream *s, size_t i)
 {
     gpu_mm *g = ctx;
     return envlog_cuda_launch(s, g->k[i], demo_kernel_grid(g->b[i], g->m, g->n),

@@ -55,6 +55,7 @@ typedef struct tc_rec {
     uint64_t trial_samples[16];
     size_t trial_n_samples[16];
     bool trial_error[16];
+    char first_error[160];   /* the first failed trial's error */
     char policy[96];
     size_t n_params;
     /* span */
@@ -91,6 +92,8 @@ typedef struct tc_clock {
     envlog_cuda_stream_mode seen[8]; /* the stream's mode during each run */
     int fail_index;          /* a candidate whose runs fail, -1 for none,
                                 TC_FAIL_ALL for every one */
+    envlog_err fail_code;    /* returned by a failing run without a failed
+                                envlog call (0: ENVLOG_BAD_DATA, with one) */
     envlog_cuda_timer timer;
 } tc_clock;
 
@@ -99,7 +102,7 @@ typedef struct tc_clock {
 /* A clock with no script; fill script/len, then pass &clk->timer. */
 void tc_clock_init(tc_clock *clk);
 /* A run function for a tc_clock: a host launch on the stream. */
-int tc_clock_run(void *ctx, envlog_cuda_stream *s, size_t index);
+envlog_err tc_clock_run(void *ctx, envlog_cuda_stream *s, size_t index);
 
 /* The test cases of the other files of the suite. */
 TCase *tc_cuda_modes(void);

@@ -30,15 +30,15 @@ START_TEST(test_process_override_nesting)
     ck_assert_int_eq(envlog_cuda_mode_get(t.c), ENVLOG_CUDA_COMPILE_ONLY);
     ck_assert_ok(envlog_cuda_override_begin(t.c, ENVLOG_CUDA_COMPILE_ONLY, NULL, &b));
     ck_assert_err(envlog_cuda_override_begin(t.c, ENVLOG_CUDA_COMPILE_AND_AUTOTUNE, NULL, &x),
-                  ENVLOG_STATE);
+                  ENVLOG_WRONG_STATE);
     ck_assert_ptr_nonnull(strstr(envlog_errmsg(), "compile-and-autotune"));
     ck_assert_ptr_nonnull(strstr(envlog_errmsg(), "compile-only"));
     ck_assert_err(envlog_cuda_override_begin(t.c, ENVLOG_CUDA_EXECUTE, NULL, &x),
-                  ENVLOG_STATE);
+                  ENVLOG_WRONG_STATE);
     ck_assert_int_eq(envlog_cuda_mode_get(t.c), ENVLOG_CUDA_COMPILE_ONLY);
     ck_assert_ok(envlog_cuda_override_end(&b));
     ck_assert_int_eq(envlog_cuda_mode_get(t.c), ENVLOG_CUDA_COMPILE_ONLY);
-    ck_assert_err(envlog_cuda_override_end(&b), ENVLOG_STATE); /* twice */
+    ck_assert_err(envlog_cuda_override_end(&b), ENVLOG_WRONG_STATE); /* twice */
     ck_assert_ok(envlog_cuda_override_end(&a));
     ck_assert_int_eq(envlog_cuda_mode_get(t.c), ENVLOG_CUDA_EXECUTE);
     /* With none in force, any mode may begin. */
@@ -84,7 +84,7 @@ START_TEST(test_stream_modes)
     ck_assert_int_eq(envlog_cuda_stream_mode_get(s), ENVLOG_CUDA_STREAM_EXECUTE);
     ck_assert_ok(envlog_cuda_measure_end(s));
     ck_assert_int_eq(envlog_cuda_stream_mode_get(s), ENVLOG_CUDA_STREAM_DISCARD);
-    ck_assert_err(envlog_cuda_measure_end(s), ENVLOG_STATE);
+    ck_assert_err(envlog_cuda_measure_end(s), ENVLOG_WRONG_STATE);
     ck_assert_ok(envlog_cuda_override_end(&ov));
     /* Stream overrides nest. */
     envlog_cuda_stream_override a, b, x;
@@ -95,7 +95,7 @@ START_TEST(test_stream_modes)
     ck_assert_int_eq(envlog_cuda_stream_mode_get(s), ENVLOG_CUDA_STREAM_EXECUTE);
     ck_assert_ok(envlog_cuda_measure_end(s));
     ck_assert_ok(envlog_cuda_stream_override_end(&b));
-    ck_assert_err(envlog_cuda_stream_override_end(&b), ENVLOG_STATE); /* twice */
+    ck_assert_err(envlog_cuda_stream_override_end(&b), ENVLOG_WRONG_STATE); /* twice */
     ck_assert_ok(envlog_cuda_stream_override_end(&a));
     ck_assert_int_eq(envlog_cuda_stream_mode_get(s), ENVLOG_CUDA_STREAM_EXECUTE);
     /* A stream override beats the process default. */
@@ -320,7 +320,7 @@ typedef struct queue_ctx {
     envlog_cuda_kernel *k[3];
 } queue_ctx;
 
-static int queue_run(void *ctx, envlog_cuda_stream *s, size_t i)
+static envlog_err queue_run(void *ctx, envlog_cuda_stream *s, size_t i)
 {
     queue_ctx *q = ctx;
     return envlog_cuda_launch(s, q->k[i], (envlog_cuda_dim3){1, 1, 1},

@@ -200,7 +200,7 @@ START_TEST(test_overrides_nest_refuse_and_end_in_any_order)
     envlog_cuda_override a, b, n, x;
     ck_assert_ok(envlog_cuda_override_begin(t.c, ENVLOG_CUDA_COMPILE_ONLY, c1, &a));
     ck_assert_err(envlog_cuda_override_begin(t.c, ENVLOG_CUDA_COMPILE_ONLY, c2, &x),
-                  ENVLOG_STATE);
+                  ENVLOG_WRONG_STATE);
     ck_assert_ptr_nonnull(strstr(envlog_errmsg(), "collector"));
     ck_assert_ok(envlog_cuda_override_begin(t.c, ENVLOG_CUDA_COMPILE_ONLY, c1, &b));
     ck_assert_ok(envlog_cuda_override_begin(t.c, ENVLOG_CUDA_COMPILE_ONLY, NULL, &n));
@@ -219,11 +219,11 @@ START_TEST(test_overrides_nest_refuse_and_end_in_any_order)
     ck_assert_ok(envlog_cuda_override_end(&b));
     ck_assert_ok(envlog_cuda_override_end(&n));
     ck_assert_int_eq(envlog_cuda_mode_get(t.c), ENVLOG_CUDA_EXECUTE);
-    ck_assert_err(envlog_cuda_override_end(&a), ENVLOG_STATE);
+    ck_assert_err(envlog_cuda_override_end(&a), ENVLOG_WRONG_STATE);
     /* An override without a collector refuses one that has one. */
     ck_assert_ok(envlog_cuda_override_begin(t.c, ENVLOG_CUDA_COMPILE_ONLY, NULL, &a));
     ck_assert_err(envlog_cuda_override_begin(t.c, ENVLOG_CUDA_COMPILE_ONLY, c2, &x),
-                  ENVLOG_STATE);
+                  ENVLOG_WRONG_STATE);
     ck_assert_ok(envlog_cuda_override_end(&a));
 
     /* Stream overrides: the newest decides, whatever the modes. */
@@ -240,7 +240,7 @@ START_TEST(test_overrides_nest_refuse_and_end_in_any_order)
     ck_assert_int_eq(envlog_cuda_stream_mode_get(s), ENVLOG_CUDA_STREAM_EXECUTE);
     ck_assert_ok(envlog_cuda_stream_override_end(&e)); /* found EXECUTE */
     ck_assert_int_eq(envlog_cuda_stream_mode_get(s), ENVLOG_CUDA_STREAM_EXECUTE);
-    ck_assert_err(envlog_cuda_stream_override_end(&e), ENVLOG_STATE);
+    ck_assert_err(envlog_cuda_stream_override_end(&e), ENVLOG_WRONG_STATE);
     envlog_cuda_stream_close(s);
     tc_free(&t);
     envlog_cuda_stats_free(c1);

@@ -173,7 +173,20 @@ START_TEST(test_failed_candidates)
     ck_assert_int_eq(x.res.winner, 0);
     ck_assert(!x.rec.trial_error[0]);
     ck_assert(x.rec.trial_error[1]);
+    ck_assert_str_eq(x.rec.first_error, "candidate 1 refuses to run");
     ck_assert_double_eq(x.res.margin, 0); /* no runner-up */
+    tc_free(&x.t);
+
+    /* A run function's code is the candidate's error when no envlog call
+     * failed to say more (issue 17, item 3). */
+    tc_clock_init(&x.clk);
+    x.clk.script[0] = a, x.clk.len[0] = 1;
+    x.clk.script[1] = b, x.clk.len[1] = 1;
+    x.clk.fail_index = 1;
+    x.clk.fail_code = ENVLOG_NOSPACE;
+    run_tune(&x, ENVLOG_LEVEL_BASIC, names, 2, NULL);
+    ck_assert_int_eq(x.res.winner, 0);
+    ck_assert_ptr_nonnull(strstr(x.rec.first_error, envlog_strerror(ENVLOG_NOSPACE)));
     tc_free(&x.t);
 
     tc_clock_init(&x.clk);
@@ -327,11 +340,11 @@ static void cpu_mm(void *arg)
     demo_cpu_matmul(x->v, x->m, x->n, x->k, x->a, x->b, x->c);
 }
 
-static int cpu_run(void *ctx, envlog_cuda_stream *s, size_t i)
+static envlog_err cpu_run(void *ctx, envlog_cuda_stream *s, size_t i)
 {
     cpu_ctx *x = ctx;
     x->v = i;
-    return envlog_cuda_host_launch(s, cpu_mm, x) ? -1 : 0;
+    return envlog_cuda_host_launch(s, cpu_mm, x);
 }
 
 START_TEST(test_real_cpu_clock)

@@ -521,15 +521,15 @@ static void pl_on_damage(void *ctx, const envlog_damage *d, bool torn)
         c->corrupt++;
 }
 
-static int pl_on_record(void *ctx, const envlog_replay_rec *r)
+static envlog_err pl_on_record(void *ctx, const envlog_replay_rec *r)
 {
     pl_check *c = ctx;
     int ok = crash_check_record(r->rec, true, NULL, NULL);
     if (ok < 0)
-        return 0;
+        return ENVLOG_OK;
     if (!ok) {
         c->bad++;
-        return 0;
+        return ENVLOG_OK;
     }
     if (c->n == c->cap) {
         c->cap = c->cap ? 2 * c->cap : 256;
@@ -538,7 +538,7 @@ static int pl_on_record(void *ctx, const envlog_replay_rec *r)
     }
     memcpy(c->seen[c->n].session, r->rec->stamp.session.b, 16);
     c->seen[c->n++].seq = r->rec->stamp.seq;
-    return 0;
+    return ENVLOG_OK;
 }
 
 static bool pl_was_seen(const pl_check *c, const pl_promise *p)
@@ -647,9 +647,9 @@ END_TEST
  * that can be retried after it failed.
  */
 
-static int mem_write(void *ctx, const char *text, size_t len)
+static envlog_err mem_write(void *ctx, const char *text, size_t len)
 {
-    return envlog_buf_append(ctx, text, len) != ENVLOG_OK;
+    return envlog_buf_append(ctx, text, len);
 }
 
 /* The canonical dump of a fresh fold of `dir`. */
@@ -669,7 +669,7 @@ static char *dump_dir(const char *dir)
 
 /* The entries of a fold of `dir`, without their stamps (an import session
  * has a new id every time): table, namespace, key, value, origin, rule. */
-static int entry_line(void *ctx, const envlog_entry *e)
+static envlog_err entry_line(void *ctx, const envlog_entry *e)
 {
     envlog_buf *b = ctx;
     char line[1024];

@@ -2,7 +2,9 @@
 /*
  * check_replay.c - the replay suite: each fold rule alone and mixed
  * (against a model written here, not the fold's own code), the live state a
- * process sees at once, and miss explanations.  check_replay_history.c adds
+ * process sees at once, miss explanations, and the callback convention of
+ * the walks (the code a callback stops with is what the walk returns) and
+ * who may record imported values.  check_replay_history.c adds
  * the total order, --until against a physically truncated history, damage
  * during replay, and allocation and read faults.
  *
@@ -508,10 +510,10 @@ static void model_apply(model *m, const envlog_record *rec)
 }
 
 /* The records as the total order gives them. */
-static int model_visit(void *ctx, const envlog_replay_rec *r)
+static envlog_err model_visit(void *ctx, const envlog_replay_rec *r)
 {
     model_apply(((model_ctx *)ctx)->m, r->rec);
-    return 0;
+    return ENVLOG_OK;
 }
 
 /* The records as the process recorded them (the session hook is called
@@ -953,11 +955,11 @@ START_TEST(test_why_ranks_trials_and_says_why_each_stopped)
 }
 END_TEST
 
-static int count_compacted(void *ctx, const envlog_replay_rec *r)
+static envlog_err count_compacted(void *ctx, const envlog_replay_rec *r)
 {
     size_t *n = ctx;
     n[r->compacted]++;
-    return 0;
+    return ENVLOG_OK;
 }
 
 /* Issue 15, item 10: a reader can tell a record compacted into the
@@ -987,6 +989,176 @@ START_TEST(test_replay_says_which_records_were_compacted)
     ck_assert_uint_eq(cp.sessions, 1);
     ck_assert_uint_gt(cp.last_unix_ns, 0);
     ck_assert_uint_ge(cp.created_unix_ns, cp.last_unix_ns);
+    rp_renv_free(&r);
+}
+END_TEST
+
+/* ------------------------------------------------------------ callbacks */
+
+/* A callback that goes on until its `stop_at`-th call, then returns `code`
+ * with a detail of its own. */
+typedef struct stop_cb {
+    size_t calls, stop_at;
+    envlog_err code;
+} stop_cb;
+
+static envlog_err stop_cb_next(stop_cb *c)
+{
+    if (++c->calls != c->stop_at)
+        return ENVLOG_OK;
+    envlog__fail(c->code, "the callback's own detail");
+    return c->code;
+}
+
+/* A walk over `obj` with a stop_cb: the walks below, each through the
+ * callback of its kind. */
+typedef envlog_err (*walk_fn)(void *obj, stop_cb *c);
+
+static envlog_err stop_record(void *ctx, const envlog_replay_rec *r)
+{
+    (void)r;
+    return stop_cb_next(ctx);
+}
+
+static envlog_err stop_entry(void *ctx, const envlog_entry *e)
+{
+    (void)e;
+    return stop_cb_next(ctx);
+}
+
+static envlog_err stop_write(void *ctx, const char *text, size_t len)
+{
+    (void)text;
+    (void)len;
+    return stop_cb_next(ctx);
+}
+
+static envlog_err walk_replay(void *env, stop_cb *c)
+{
+    return envlog_replay_each(env, NULL, stop_record, c);
+}
+
+static envlog_err walk_state(void *st, stop_cb *c)
+{
+    return envlog_state_each(st, stop_entry, c);
+}
+
+static envlog_err walk_dump(void *st, stop_cb *c)
+{
+    return envlog_state_dump(st, stop_write, c);
+}
+
+/* Issue 17, item 3: the code a callback stops a walk with is what the walk
+ * returns, unchanged and at once (the callback is not called again), and
+ * the walk leaves the error detail to the callback (envlog_errmsg() says
+ * what the callback said).  Checked at the first call, the last and one
+ * between, for each code below: the stop code, errors, the code a stop was
+ * turned into before (ENVLOG_WRONG_STATE), and one that is no error
+ * elsewhere (ENVLOG_END).  Returns how many calls a whole walk makes. */
+static size_t check_stops(walk_fn walk, void *obj)
+{
+    static const envlog_err codes[] = {ENVLOG_STOPPED, ENVLOG_NOSPACE, ENVLOG_BUSY,
+                                       ENVLOG_WRONG_STATE, ENVLOG_END};
+    stop_cb all = {0, 0, ENVLOG_OK};
+    ck_assert_ok(walk(obj, &all));
+    size_t at[3] = {1, (all.calls + 1) / 2, all.calls};
+    for (size_t k = 0; k < 3; k++)
+        for (size_t i = 0; i < sizeof codes / sizeof *codes; i++) {
+            stop_cb c = {0, at[k], codes[i]};
+            ck_assert_int_eq(walk(obj, &c), codes[i]);
+            ck_assert_uint_eq(c.calls, at[k]);
+            ck_assert_str_eq(envlog_errmsg(), "the callback's own detail");
+        }
+    return all.calls;
+}
+
+/* Three tunes and a compile in one session. */
+static rp_renv callback_env(void)
+{
+    rp_renv r = rp_renv_new("callbacks");
+    envlog_session *s = rp_sbegin(r.env, "one", 0);
+    rp_rtune(s, NS_A, "k1", 0);
+    rp_rtune(s, NS_A, "k2", 1);
+    rp_rtune(s, NS_A, "k3", 2);
+    rp_rcompile(s, KNS_A, 1, ENVLOG_COMPILED, false, 1, 16);
+    rp_end(s);
+    return r;
+}
+
+START_TEST(test_replay_each_returns_the_callbacks_code)
+{
+    rp_renv r = callback_env();
+    ck_assert_uint_ge(check_stops(walk_replay, r.env), 5); /* the session's and 4 */
+    rp_renv_free(&r);
+}
+END_TEST
+
+START_TEST(test_state_each_returns_the_callbacks_code)
+{
+    rp_renv r = callback_env();
+    envlog_state *st = rp_sopen(r.env, NULL), *live;
+    ck_assert_uint_eq(check_stops(walk_state, st), 4);
+    /* The live state walks the same way. */
+    ck_assert_ok(envlog_env_state(r.env, &live));
+    ck_assert_uint_eq(check_stops(walk_state, live), 4);
+    envlog_state_close(st);
+    rp_renv_free(&r);
+}
+END_TEST
+
+/* The writer of a dump stops it with its own code. */
+START_TEST(test_state_dump_returns_the_writers_code)
+{
+    rp_renv r = callback_env();
+    envlog_state *st = rp_sopen(r.env, NULL);
+    ck_assert_uint_gt(check_stops(walk_dump, st), 4);
+    envlog_state_close(st);
+    rp_renv_free(&r);
+}
+END_TEST
+
+/* Issue 17, item 3: only a bundle import writes imported records; the
+ * public recording calls refuse the flag, so a caller cannot pass its own
+ * values off as a bundle's (an imported value yields to the next local
+ * one). */
+START_TEST(test_imported_refused_from_callers)
+{
+    rp_renv r = rp_renv_new("forged");
+    envlog_session *s = rp_sbegin(r.env, "one", 0);
+    envlog_tune t = {.ns = NS_A, .key = "k", .checksum = rp_csum(SET_A),
+                     .candidates = SET_A, .n_candidates = 3, .winner = 0,
+                     .stored = true, .imported = true};
+    envlog_session_stats before, after;
+    envlog_session_stats_get(s, &before);
+    ck_assert_int_eq(envlog_record_tune(s, &t, NULL), ENVLOG_INVALID_ARG);
+    ck_assert_ptr_nonnull(strstr(envlog_errmsg(), "imported"));
+    uint8_t bin[4] = {1, 2, 3, 4};
+    envlog_compile c = {.ns = KNS_A, .name = "kernel", .kernel_key = rp_kkey(1),
+                        .arch = "sm_90", .outcome = ENVLOG_COMPILED,
+                        .binary_hash = envlog_hash128_bytes(bin, 4), .binary_size = 4,
+                        .binary = {bin, 4}, .imported = true};
+    ck_assert_int_eq(envlog_record_compile(s, &c, NULL), ENVLOG_INVALID_ARG);
+    ck_assert_ptr_nonnull(strstr(envlog_errmsg(), "imported"));
+    envlog_session_stats_get(s, &after);
+    ck_assert_uint_eq(after.accepted, before.accepted);
+    /* The import's own path writes them. */
+    ck_assert_ok(envlog_record_imported(s, ENVLOG_KIND_TUNE, &t, NULL));
+    ck_assert_ok(envlog_record_imported(s, ENVLOG_KIND_COMPILE, &c, NULL));
+    ck_assert_int_eq(envlog_record_imported(s, ENVLOG_KIND_MARK, &t, NULL),
+                     ENVLOG_INVALID_ARG);
+    /* And the same structs without the flag are local values. */
+    t.imported = c.imported = false;
+    t.key = "k2";
+    c.kernel_key = rp_kkey(2);
+    ck_assert_ok(envlog_record_tune(s, &t, NULL));
+    ck_assert_ok(envlog_record_compile(s, &c, NULL));
+    rp_end(s);
+    envlog_state *st = rp_sopen(r.env, NULL);
+    ck_assert_int_eq(rp_winner(st, NS_A, "k").origin, ENVLOG_IMPORTED);
+    ck_assert_int_eq(rp_kernel(st, KNS_A, 1).origin, ENVLOG_IMPORTED);
+    ck_assert_int_eq(rp_winner(st, NS_A, "k2").origin, ENVLOG_LOCAL);
+    ck_assert_int_eq(rp_kernel(st, KNS_A, 2).origin, ENVLOG_LOCAL);
+    envlog_state_close(st);
     rp_renv_free(&r);
 }
 END_TEST
@@ -1022,6 +1194,13 @@ Suite *suite_replay(void)
     tcase_add_test(t, test_explain_kernel);
     tcase_add_test(t, test_why_ranks_trials_and_says_why_each_stopped);
     tcase_add_test(t, test_replay_says_which_records_were_compacted);
+    suite_add_tcase(s, t);
+
+    t = tcase_create("callbacks");
+    tcase_add_test(t, test_replay_each_returns_the_callbacks_code);
+    tcase_add_test(t, test_state_each_returns_the_callbacks_code);
+    tcase_add_test(t, test_state_dump_returns_the_writers_code);
+    tcase_add_test(t, test_imported_refused_from_callers);
     suite_add_tcase(s, t);
 
     rp_add_history_tcases(s);

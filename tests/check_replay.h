@@ -107,7 +107,7 @@ void rp_no_kernel(envlog_state *st, const char *ns, uint8_t key);
 envlog_state_stats rp_stats(envlog_state *st);
 
 /* An envlog_write_fn to a FILE *. */
-int rp_mem_write(void *ctx, const char *text, size_t len);
+envlog_err rp_mem_write(void *ctx, const char *text, size_t len);
 /* The canonical dump as a string the caller frees: of a state, or of a
  * fresh fold of `env` under `o`. */
 char *rp_dump_of(envlog_state *st);
@@ -122,7 +122,7 @@ char *rp_session_dir(const char *envdir, const envlog_id128 *id);
 char *rp_segment_file(const char *envdir, const envlog_id128 *id, uint32_t seg);
 
 /* Every record of `env` as envlog_replay_each() hands them out, in order. */
-int rp_collect(void *ctx, const envlog_replay_rec *r);
+envlog_err rp_collect(void *ctx, const envlog_replay_rec *r);
 rp_placed_list rp_order_of(envlog_env *env, const envlog_replay_opts *o);
 void rp_placed_free(rp_placed_list *l);
 

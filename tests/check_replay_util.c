@@ -87,9 +87,10 @@ envlog_stamp rp_rtune_full(envlog_session *s, const char *ns, const char *key,
                      .candidates = set, .n_candidates = 3, .trials = tr,
                      .n_trials = 3, .policy = "test", .winner = winner,
                      .margin = 0.25, .within_noise = false, .wall_ns = 1000,
-                     .stored = stored, .imported = imported};
+                     .stored = stored};
     envlog_stamp st;
-    ck_assert_ok(envlog_record_tune(s, &t, &st));
+    ck_assert_ok(imported ? envlog_record_imported(s, ENVLOG_KIND_TUNE, &t, &st)
+                          : envlog_record_tune(s, &t, &st));
     return st;
 }
 
@@ -121,10 +122,10 @@ envlog_stamp rp_rcompile(envlog_session *s, const char *ns, uint8_t key,
                         .options = "-O3", .compiler_version = "12.4", .arch = "sm_90",
                         .outcome = outcome, .duration_ns = 10,
                         .binary_hash = envlog_hash128_bytes(bin, size),
-                        .binary_size = size, .binary = {size ? bin : NULL, size},
-                        .imported = imported};
+                        .binary_size = size, .binary = {size ? bin : NULL, size}};
     envlog_stamp st;
-    ck_assert_ok(envlog_record_compile(s, &c, &st));
+    ck_assert_ok(imported ? envlog_record_imported(s, ENVLOG_KIND_COMPILE, &c, &st)
+                          : envlog_record_compile(s, &c, &st));
     return st;
 }
 
@@ -195,9 +196,9 @@ void rp_no_kernel(envlog_state *st, const char *ns, uint8_t key)
     ck_assert_err(envlog_state_kernel(st, ns, &k, &e), ENVLOG_NOT_FOUND);
 }
 
-int rp_mem_write(void *ctx, const char *text, size_t len)
+envlog_err rp_mem_write(void *ctx, const char *text, size_t len)
 {
-    return fwrite(text, 1, len, ctx) == len ? 0 : -1;
+    return fwrite(text, 1, len, ctx) == len ? ENVLOG_OK : ENVLOG_IO;
 }
 
 /* The canonical dump as one string (caller frees). */
@@ -285,7 +286,7 @@ char *rp_segment_file(const char *envdir, const envlog_id128 *id, uint32_t seg)
 }
 
 /* One record as the total order gave it. */
-int rp_collect(void *ctx, const envlog_replay_rec *r)
+envlog_err rp_collect(void *ctx, const envlog_replay_rec *r)
 {
     rp_placed_list *l = ctx;
     l->v = realloc(l->v, (l->n + 1) * sizeof *l->v);
@@ -301,7 +302,7 @@ int rp_collect(void *ctx, const envlog_replay_rec *r)
     p->size = r->rec->payload.size;
     p->payload = malloc(p->size ? p->size : 1);
     memcpy(p->payload, r->rec->payload.data, p->size);
-    return 0;
+    return ENVLOG_OK;
 }
 
 rp_placed_list rp_order_of(envlog_env *env, const envlog_replay_opts *o)

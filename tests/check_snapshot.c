@@ -51,8 +51,9 @@ static void tune(envlog_session *s, const char *ns, const char *key, int winner,
     envlog_tune t = {.ns = ns, .key = key, .checksum = envlog_tune_checksum(CANDS, 3),
                      .candidates = CANDS, .n_candidates = 3, .trials = tr, .n_trials = 3,
                      .policy = "median", .winner = winner, .margin = 0.09,
-                     .wall_ns = 1000, .stored = stored, .imported = imported};
-    ck_assert_ok(envlog_record_tune(s, &t, NULL));
+                     .wall_ns = 1000, .stored = stored};
+    ck_assert_ok(imported ? envlog_record_imported(s, ENVLOG_KIND_TUNE, &t, NULL)
+                          : envlog_record_tune(s, &t, NULL));
 }
 
 static void compile(envlog_session *s, const char *name, uint8_t tag)
@@ -103,9 +104,9 @@ static void populate(envlog_env *env, int round)
     ck_assert_ok(envlog_session_end(s));
 }
 
-static int mem_write(void *ctx, const char *text, size_t len)
+static envlog_err mem_write(void *ctx, const char *text, size_t len)
 {
-    return envlog_buf_append(ctx, text, len) != ENVLOG_OK;
+    return envlog_buf_append(ctx, text, len);
 }
 
 /* The canonical dump of a fresh fold of `dir`, standing on snapshot/`base`
@@ -464,14 +465,14 @@ START_TEST(test_index_damage)
 END_TEST
 
 /* why still finds the record behind a winner after compaction. */
-static int find_tune_rec(void *ctx, const envlog_replay_rec *r)
+static envlog_err find_tune_rec(void *ctx, const envlog_replay_rec *r)
 {
     int *n = ctx;
     if (r->rec->kind == ENVLOG_KIND_TUNE && !strcmp(r->rec->u.tune.key, "k0-3") &&
         r->rec->u.tune.n_trials == 3 && r->session && r->session->label &&
         !strcmp(r->session->label, "populate"))
         (*n)++;
-    return 0;
+    return ENVLOG_OK;
 }
 
 START_TEST(test_compact_keeps_evidence)
@@ -782,7 +783,7 @@ typedef struct cmp_ctx {
 } cmp_ctx;
 
 /* Every entry of one state stands, with the same value, in the other. */
-static int same_in_other(void *ctx, const envlog_entry *e)
+static envlog_err same_in_other(void *ctx, const envlog_entry *e)
 {
     cmp_ctx *c = ctx;
     c->n++;
@@ -798,7 +799,7 @@ static int same_in_other(void *ctx, const envlog_entry *e)
         ck_assert_uint_eq(k.binary.size, e->kernel->binary.size);
         ck_assert_mem_eq(k.binary.data, e->kernel->binary.data, k.binary.size);
     }
-    return 0;
+    return ENVLOG_OK;
 }
 
 static size_t compare_states(envlog_state *a, envlog_state *b)
@@ -1060,6 +1061,45 @@ START_TEST(test_bundle_import_memory)
     ck_assert_uint_eq(r.taken, 7); /* 5 tunes standing in NS1/NS2 + kernel: see populate */
     free(bytes);
     free(path);
+    envlog_env_close(a);
+    envlog_env_close(b);
+    free(src);
+    free(dst);
+}
+END_TEST
+
+static envlog_err refuse_write(void *ctx, const char *text, size_t len)
+{
+    (void)text;
+    (void)len;
+    ++*(int *)ctx;
+    return ENVLOG_PERMISSION;
+}
+
+/* envlog_bundle_export_to() hands the bundle to its writer in one call,
+ * and returns the writer's code as it is (issue 17, item 3). */
+START_TEST(test_bundle_export_to_writer)
+{
+    char *src = tu_mkdtemp("wsrc"), *dst = tu_mkdtemp("wdst");
+    envlog_env *a = tu_env(src), *b = tu_env(dst);
+    populate(a, 0);
+    envlog_bundle_opts o = {.name = "to-writer", .evidence = ENVLOG_EVIDENCE_WINNERS};
+    envlog_buf bytes = {0};
+    envlog_bundle_info *info;
+    ck_assert_ok(envlog_bundle_export_to(a, &o, mem_write, &bytes, &info));
+    ck_assert_uint_eq(info->compressed_size, bytes.len);
+    envlog_bundle_info_free(info);
+    envlog_import_report r;
+    ck_assert_ok(envlog_bundle_import_memory(b, bytes.p, bytes.len, &r));
+    ck_assert_uint_eq(r.taken, 7);
+    int calls = 0;
+    envlog_bundle_info before;
+    info = &before; /* set to NULL on failure */
+    ck_assert_err(envlog_bundle_export_to(a, &o, refuse_write, &calls, &info),
+                  ENVLOG_PERMISSION);
+    ck_assert_int_eq(calls, 1);
+    ck_assert_ptr_null(info);
+    envlog_buf_free(&bytes);
     envlog_env_close(a);
     envlog_env_close(b);
     free(src);
@@ -1411,6 +1451,7 @@ Suite *suite_snapshot(void)
     tcase_add_test(tc, test_local_after_import_and_stale);
     tcase_add_test(tc, test_bundle_of_several_environments);
     tcase_add_test(tc, test_bundle_import_memory);
+    tcase_add_test(tc, test_bundle_export_to_writer);
     tcase_add_loop_test(tc, test_bundle_faults, 0, 2);
     suite_add_tcase(s, tc);
     tc = tcase_create("hostile");

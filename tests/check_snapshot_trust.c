@@ -29,9 +29,9 @@
 #include <unistd.h>
 #include <zstd.h>
 
-static int mem_write(void *ctx, const char *text, size_t len)
+static envlog_err mem_write(void *ctx, const char *text, size_t len)
 {
-    return envlog_buf_append(ctx, text, len) != ENVLOG_OK;
+    return envlog_buf_append(ctx, text, len);
 }
 
 static char *dump(envlog_state *st)
@@ -320,7 +320,7 @@ typedef struct same_ctx {
     bool differs;
 } same_ctx;
 
-static int in_clean(void *ctx, const envlog_entry *e)
+static envlog_err in_clean(void *ctx, const envlog_entry *e)
 {
     same_ctx *c = ctx;
     c->n++;
@@ -334,7 +334,7 @@ static int in_clean(void *ctx, const envlog_entry *e)
         c->differs |= envlog_state_kernel(c->clean, e->kernel->ns, &e->kernel->kernel_key,
                                           &k) != ENVLOG_OK ||
                       memcmp(k.binary_hash.b, e->kernel->binary_hash.b, 16);
-    return 0;
+    return ENVLOG_OK;
 }
 
 START_TEST(test_bundle_damage_catalogue)
@@ -463,7 +463,7 @@ typedef struct why_ctx {
     size_t n, cap;
 } why_ctx;
 
-static int why_of(void *ctx, const envlog_entry *e)
+static envlog_err why_of(void *ctx, const envlog_entry *e)
 {
     why_ctx *w = ctx;
     if (w->n == w->cap) {
@@ -478,7 +478,7 @@ static int why_of(void *ctx, const envlog_entry *e)
              e->tune ? (int)e->tune->rule : (int)e->kernel->rule,
              e->tune ? (int)e->tune->origin : (int)e->kernel->origin, id,
              (unsigned long long)st->seq);
-    return 0;
+    return ENVLOG_OK;
 }
 
 /* What `why` says of every standing entry: the rule, the origin, the

@@ -54,9 +54,17 @@ static char *tree_print(const char *dir)
     return (char *)out.p;
 }
 
-static int buf_write(void *ctx, const char *text, size_t len)
+static envlog_err nospace_write(void *ctx, const char *text, size_t len)
 {
-    return envlog_buf_append(ctx, text, len) != ENVLOG_OK;
+    (void)ctx;
+    (void)text;
+    (void)len;
+    return ENVLOG_NOSPACE;
+}
+
+static envlog_err buf_write(void *ctx, const char *text, size_t len)
+{
+    return envlog_buf_append(ctx, text, len);
 }
 
 /* Writes the config text `t` into the environment. */
@@ -192,6 +200,8 @@ START_TEST(test_config_file)
     ck_assert_ok(envlog_config_parse((const char *)text.p, text.len, &back));
     ck_assert_mem_eq(&back, &c, sizeof c);
     envlog_buf_free(&text);
+    /* The writer's code is what the call returns (issue 17, item 3). */
+    ck_assert_int_eq(envlog_config_text(&c, nospace_write, NULL), ENVLOG_NOSPACE);
     /* A set that fails changes nothing. */
     envlog_config before = c;
     ck_assert_int_eq(envlog_config_set(&c, "max_size", "lots"), ENVLOG_BAD_DATA);
@@ -660,14 +670,14 @@ typedef struct sizes {
 /* The weights envlog(5) gives: an entry is its record and 96 bytes, a
  * record of history its payload and 64, the head 8 KiB and 48 bytes a
  * session. */
-static int take_size(void *ctx, const envlog_state_item *it)
+static envlog_err take_size(void *ctx, const envlog_state_item *it)
 {
     sizes *z = ctx;
     uint64_t b = it->payload.size + 96;
     z->total += b;
     if (it->table != ENVLOG_TABLE_USER && z->n < 64)
         z->v[z->n++] = (sized){it->stamp, it->unix_ns, b, it->table};
-    return 0;
+    return ENVLOG_OK;
 }
 
 static int by_time(const void *a, const void *b)

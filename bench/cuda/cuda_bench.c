@@ -96,11 +96,11 @@ static void cpu_run(void *arg)
     demo_cpu_matmul(j->v, j->m, j->n, j->k, j->a, j->b, j->c);
 }
 
-static int cpu_candidate(void *ctx, envlog_cuda_stream *s, size_t i)
+static envlog_err cpu_candidate(void *ctx, envlog_cuda_stream *s, size_t i)
 {
     cpu_job *j = ctx;
     j->v = i;
-    return envlog_cuda_host_launch(s, cpu_run, j) ? -1 : 0;
+    return envlog_cuda_host_launch(s, cpu_run, j);
 }
 
 /* What one run of the workload did. */
@@ -203,7 +203,7 @@ typedef struct rerecord {
     size_t n;
 } rerecord;
 
-static int rerecord_one(void *ctx, const envlog_replay_rec *r)
+static envlog_err rerecord_one(void *ctx, const envlog_replay_rec *r)
 {
     rerecord *x = ctx;
     const envlog_record *rec = r->rec;
@@ -226,13 +226,13 @@ static int rerecord_one(void *ctx, const envlog_replay_rec *r)
             e = envlog_span_close(&sp, rec->u.span.attrs, rec->u.span.n_attrs, NULL);
         break;
     }
-    default: return 0;
+    default: return ENVLOG_OK;
     }
     x->secs += now_s() - t0;
     x->n++;
     if (e)
         die(e, "recording again");
-    return 0;
+    return ENVLOG_OK;
 }
 
 static double recording_cost(const char *from, size_t *n_records, double *calls)

@@ -82,7 +82,7 @@ class PermissionDeniedError(Error, PermissionError):
 
 
 class StateError(Error):
-    """ENVLOG_STATE: the call does not fit the handle's state."""
+    """ENVLOG_WRONG_STATE: the call does not fit the handle's state."""
 
 
 # The codes of envlog_err (include/envlog.h); the extension raises by these.

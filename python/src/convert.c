@@ -407,7 +407,7 @@ typedef struct {
     size_t n, cap;
 } jbuf;
 
-static int jbuf_write(void *ctx, const char *text, size_t len)
+static envlog_err jbuf_write(void *ctx, const char *text, size_t len)
 {
     jbuf *b = ctx;
     if (b->n + len > b->cap) {
@@ -416,13 +416,13 @@ static int jbuf_write(void *ctx, const char *text, size_t len)
             cap *= 2;
         char *p = PyMem_Realloc(b->p, cap);
         if (!p)
-            return -1;
+            return ENVLOG_NOMEM;
         b->p = p;
         b->cap = cap;
     }
     memcpy(b->p + b->n, text, len);
     b->n += len;
-    return 0;
+    return ENVLOG_OK;
 }
 
 PyObject *envpy_record(const envlog_record *rec)

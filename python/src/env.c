@@ -314,8 +314,12 @@ typedef struct {
     PyObject *fn;
     PyObject *damage;   /* list */
     PyObject *sessions; /* {session id bytes: summary dict or None} */
-    int failed;
+    int failed;         /* on_damage raised */
 } replay_ctx;
+
+/* What on_record returns when a Python exception is set: the walk stops,
+ * and replay_each raises it. */
+#define PY_RAISED ENVLOG_INVALID_ARG
 
 static void on_damage(void *ctx, const envlog_damage *d, bool torn)
 {
@@ -346,37 +350,35 @@ static PyObject *session_summary(const envlog_session_rec *s)
                          "process_mode", envpy_str_or_none(s->process_mode));
 }
 
-static int on_record(void *ctx, const envlog_replay_rec *r)
+static envlog_err on_record(void *ctx, const envlog_replay_rec *r)
 {
     replay_ctx *c = ctx;
     if (c->failed)
-        return 1;
+        return PY_RAISED;
     PyObject *key = PyBytes_FromStringAndSize((const char *)r->rec->stamp.session.b, 16);
     if (!key)
-        return c->failed = 1;
+        return PY_RAISED;
     PyObject *sum = PyDict_GetItemWithError(c->sessions, key);
     if (!sum) {
         if (PyErr_Occurred() || !(sum = session_summary(r->session)) ||
             PyDict_SetItem(c->sessions, key, sum)) {
             Py_XDECREF(sum);
             Py_DECREF(key);
-            return c->failed = 1;
+            return PY_RAISED;
         }
         Py_DECREF(sum);
     }
     Py_DECREF(key);
     PyObject *rec = envpy_record(r->rec);
     if (!rec)
-        return c->failed = 1;
+        return PY_RAISED;
     PyObject *res = PyObject_CallFunction(c->fn, "NKO", rec, (unsigned long long)r->unix_ns,
                                           sum);
     if (!res)
-        return c->failed = 1;
+        return PY_RAISED;
     int stop = PyObject_IsTrue(res);
     Py_DECREF(res);
-    if (stop < 0)
-        return c->failed = 1;
-    return stop;
+    return stop < 0 ? PY_RAISED : stop ? ENVLOG_STOPPED : ENVLOG_OK;
 }
 
 static PyObject *env_replay_each(EnvObject *self, PyObject *args, PyObject *kw)
@@ -406,13 +408,13 @@ static PyObject *env_replay_each(EnvObject *self, PyObject *args, PyObject *kw)
     o.ctx = &c;
     envlog_err e = envlog_replay_each(self->env, &o, on_record, &c);
     Py_DECREF(c.sessions);
-    if (c.failed) {
+    if (c.failed || (e == PY_RAISED && PyErr_Occurred())) {
         Py_DECREF(c.damage);
         if (!PyErr_Occurred())
             PyErr_SetString(PyExc_RuntimeError, "replay stopped");
         return NULL;
     }
-    if (e && e != ENVLOG_STATE) {
+    if (e && e != ENVLOG_STOPPED) {
         Py_DECREF(c.damage);
         return envpy_raise(e, "replaying");
     }

@@ -136,13 +136,16 @@ out:
     return r;
 }
 
-static int each_entry(void *ctx, const envlog_entry *e)
+/* A callback's code when a Python exception is set (the caller raises it). */
+#define PY_RAISED ENVLOG_INVALID_ARG
+
+static envlog_err each_entry(void *ctx, const envlog_entry *e)
 {
     PyObject *d = e->table == ENVLOG_TABLE_TUNE ? envpy_tune_entry(e->tune)
                                                 : envpy_kernel_entry(e->kernel);
     int bad = !d || PyList_Append(ctx, d);
     Py_XDECREF(d);
-    return bad;
+    return bad ? PY_RAISED : ENVLOG_OK;
 }
 
 static PyObject *state_entries(StateObject *self, PyObject *noargs)
@@ -183,12 +186,12 @@ static PyObject *state_stats(StateObject *self, PyObject *noargs)
                          (unsigned long long)s.snapshot_lost);
 }
 
-static int dump_write(void *ctx, const char *text, size_t len)
+static envlog_err dump_write(void *ctx, const char *text, size_t len)
 {
     PyObject *s = PyUnicode_DecodeUTF8(text, (Py_ssize_t)len, "replace");
     int bad = !s || PyList_Append(ctx, s);
     Py_XDECREF(s);
-    return bad;
+    return bad ? PY_RAISED : ENVLOG_OK;
 }
 
 static PyObject *state_dump(StateObject *self, PyObject *noargs)

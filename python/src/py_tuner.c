@@ -70,17 +70,20 @@ static void host_run(void *arg)
     Py_XDECREF(r);
 }
 
-static int run_candidate(void *ctx, envlog_cuda_stream *s, size_t index)
+/* A fatal exception (not an Exception) stops every later candidate and
+ * timer call with ENVLOG_STOPPED; tune() raises it.  A candidate that
+ * raised an Exception failed alone (ENVLOG_INVALID_ARG). */
+static envlog_err run_candidate(void *ctx, envlog_cuda_stream *s, size_t index)
 {
     tune_ctx *t = ctx;
     if (t->fatal)
-        return 2;
+        return ENVLOG_STOPPED;
     t->index = index;
     t->failed = 0;
     envlog_err e = envlog_cuda_host_launch(s, host_run, t);
     if (e)
-        return 3;
-    return t->failed;
+        return e;
+    return t->failed ? ENVLOG_INVALID_ARG : ENVLOG_OK;
 }
 
 static envlog_err timer_start(void *ctx, envlog_cuda_stream *s)
@@ -88,7 +91,7 @@ static envlog_err timer_start(void *ctx, envlog_cuda_stream *s)
     (void)s;
     tune_ctx *t = ctx;
     if (t->fatal)
-        return ENVLOG_STATE;
+        return ENVLOG_STOPPED;
     PyObject *r = PyObject_CallMethod(t->timer, "start", NULL);
     if (!r) {
         take_exception(t, &t->timer_error, 0);
@@ -103,7 +106,7 @@ static envlog_err timer_stop(void *ctx, envlog_cuda_stream *s, double *ns)
     (void)s;
     tune_ctx *t = ctx;
     if (t->fatal)
-        return ENVLOG_STATE;
+        return ENVLOG_STOPPED;
     PyObject *r = PyObject_CallMethod(t->timer, "stop", NULL);
     double v = -1;
     if (r && (PyFloat_Check(r) || PyLong_Check(r)) && !PyBool_Check(r))

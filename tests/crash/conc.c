@@ -316,9 +316,9 @@ static int timed_cmp(const void *x, const void *y)
     return envlog_order_cmp(a->unix_ns, &ia, a->a->seq, b->unix_ns, &ib, b->a->seq);
 }
 
-static int mem_write(void *ctx, const char *text, size_t len)
+static envlog_err mem_write(void *ctx, const char *text, size_t len)
 {
-    return envlog_buf_append(ctx, text, len) != ENVLOG_OK;
+    return envlog_buf_append(ctx, text, len);
 }
 
 /* Folds the acknowledged records themselves, in the total order. */

@@ -68,7 +68,7 @@ static void on_damage(void *ctx, const envlog_damage *d, bool torn)
                 id, d->segment, (unsigned long long)d->offset, d->reason);
 }
 
-static int on_record(void *ctx, const envlog_replay_rec *r)
+static envlog_err on_record(void *ctx, const envlog_replay_rec *r)
 {
     vctx *c = ctx;
     const envlog_record *rec = r->rec;
@@ -76,7 +76,7 @@ static int on_record(void *ctx, const envlog_replay_rec *r)
     uint64_t gseed, gn;
     int ok = crash_check_record(rec, c->big, &gseed, &gn);
     if (ok < 0)
-        return 0;
+        return ENVLOG_OK;
     char id[33];
     envlog_id_format(&rec->stamp.session, id);
     if (!ok) {
@@ -84,7 +84,7 @@ static int on_record(void *ctx, const envlog_replay_rec *r)
         problem(c, "record %s:%llu (%s %s) differs from what was recorded", id,
                 (unsigned long long)rec->stamp.seq, envlog_kind_name(rec->kind),
                 crash_ident(rec) ? crash_ident(rec) : "?");
-        return 0;
+        return ENVLOG_OK;
     }
     if (c->n == c->cap) {
         c->cap = c->cap ? 2 * c->cap : 4096;
@@ -102,7 +102,7 @@ static int on_record(void *ctx, const envlog_replay_rec *r)
     crash_make(&want, gseed, gn, level, c->big);
     s->hash = crash_hash_made(&want, level);
     crash_rec_free(&want);
-    return 0;
+    return ENVLOG_OK;
 }
 
 static int seen_cmp(const void *x, const void *y)

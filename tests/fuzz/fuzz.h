@@ -16,12 +16,12 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-static inline int fuzz_null_write(void *ctx, const char *text, size_t len)
+static inline envlog_err fuzz_null_write(void *ctx, const char *text, size_t len)
 {
     (void)ctx;
     (void)text;
     (void)len;
-    return 0;
+    return ENVLOG_OK;
 }
 
 static inline void fuzz_sink_record(const envlog_record *rec)

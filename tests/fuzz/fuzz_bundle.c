@@ -5,10 +5,10 @@
  */
 #include "fuzz.h"
 
-static int each(void *ctx, const envlog_entry *e)
+static envlog_err each(void *ctx, const envlog_entry *e)
 {
     (void)ctx;
-    return e->tune ? !e->tune->ns : !e->kernel->ns;
+    return (e->tune ? e->tune->ns : e->kernel->ns) ? ENVLOG_OK : ENVLOG_BAD_DATA;
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

@@ -65,11 +65,11 @@ static void mm_run(void *arg)
     demo_cpu_matmul(x->v, 48, 40, 56, x->a, x->b, x->c);
 }
 
-static int candidate(void *ctx, envlog_cuda_stream *s, size_t i)
+static envlog_err candidate(void *ctx, envlog_cuda_stream *s, size_t i)
 {
     mm *x = ctx;
     x->v = i;
-    return envlog_cuda_host_launch(s, mm_run, x) ? -1 : 0;
+    return envlog_cuda_host_launch(s, mm_run, x);
 }
 
 static int batch(envlog_env *env)
