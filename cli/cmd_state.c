@@ -171,7 +171,7 @@ static int status_run(cli *c)
         cli_jbegin("status");
         printf(",\"environment\":");
         cli_jstr(envlog_env_path(env));
-        printf(",\"format\":%d,\"sessions\":%zu", ENVLOG_FORMAT_VERSION, n);
+        printf(",\"format\":%d,\"sessions\":%zu", envlog_env_format(env), n);
         for (int s = 0; s < 5; s++)
             printf(",\"%s\":%" PRIu64, envlog_session_state_name((envlog_session_state)s),
                    by_state[s]);
@@ -197,7 +197,7 @@ static int status_run(cli *c)
         print_upkeep_json(&up);
         printf("}\n");
     } else {
-        printf("environment  %s (format %d)\n", envlog_env_path(env), ENVLOG_FORMAT_VERSION);
+        printf("environment  %s (format %d)\n", envlog_env_path(env), envlog_env_format(env));
         printf("sessions     %zu", n);
         const char *sep = " (";
         for (int s = 0; s < 5; s++)

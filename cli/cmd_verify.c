@@ -62,6 +62,14 @@ static int verify_session(cli *c, envlog_env *env, const envlog_session_info *in
     envlog_damage dmg[16];
     bool torn[16];
     size_t nd = 0, extra = 0;
+    /* Records whose detail did not read (envlog(5), the detail): they
+     * stand, but what they say of their trials or log is lost. */
+    struct {
+        uint32_t segment;
+        uint64_t offset, seq;
+        char why[160];
+    } det[8];
+    size_t ndet = 0, det_more = 0;
     while ((e = envlog_reader_next(r, &rec)) != ENVLOG_END) {
         if (e == ENVLOG_CORRUPT || e == ENVLOG_TRUNCATED) {
             rc = EXIT_DAMAGE;
@@ -86,6 +94,17 @@ static int verify_session(cli *c, envlog_env *env, const envlog_session_info *in
         }
         segs[ns - 1].good_end = rec->file_end;
         segs[ns - 1].records++;
+        if (rec->detail_problem) {
+            rc = EXIT_DAMAGE;
+            if (ndet < 8) {
+                det[ndet].segment = rec->segment;
+                det[ndet].offset = rec->file_offset;
+                det[ndet].seq = rec->stamp.seq;
+                snprintf(det[ndet++].why, sizeof det[0].why, "%s", rec->detail_problem);
+            } else {
+                det_more++;
+            }
+        }
     }
     envlog_session_state st = envlog_reader_state(r);
     envlog_reader_close(r);
@@ -109,6 +128,16 @@ static int verify_session(cli *c, envlog_env *env, const envlog_session_info *in
             putchar('}');
         }
         printf("],\"strays\":%" PRIu64, in->strays);
+        if (ndet) {
+            printf(",\"detail_problems\":[");
+            for (size_t i = 0; i < ndet; i++) {
+                printf("%s{\"segment\":%" PRIu32 ",\"offset\":%" PRIu64 ",\"seq\":%" PRIu64
+                       ",\"reason\":", i ? "," : "", det[i].segment, det[i].offset, det[i].seq);
+                cli_jstr(det[i].why);
+                putchar('}');
+            }
+            printf("],\"detail_problems_more\":%zu", det_more);
+        }
     } else {
         printf("%s  %-8s  %" PRIu64 " %s in %" PRIu64 " %s\n", in->id_hex,
                envlog_session_state_name(st), in->records,
@@ -130,6 +159,12 @@ static int verify_session(cli *c, envlog_env *env, const envlog_session_info *in
                    dmg[i].offset, dmg[i].reason, dmg[i].bytes);
         if (extra)
             printf("  (%zu more damaged regions)\n", extra);
+        for (size_t i = 0; i < ndet; i++)
+            printf("  detail: segment %" PRIu32 " offset %" PRIu64 " (seq %" PRIu64
+                   "): %s; the record stands without its detail\n", det[i].segment,
+                   det[i].offset, det[i].seq, det[i].why);
+        if (det_more)
+            printf("  (%zu more records whose detail did not read)\n", det_more);
     }
     if (fix && rc) {
         envlog_repair rep;

@@ -8,8 +8,10 @@
 #include "core_int.h"
 
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 static atomic_long fail_at;  /* 0: never fail */
 static atomic_long n_allocs;
@@ -45,6 +47,31 @@ void *envlog_realloc(void *p, size_t size)
 void envlog_free(void *p)
 {
     free(p);
+}
+
+/* Large tables (a state's slots, its arena's chunks) are touched all over
+ * and freshly: on 4 KiB pages every page is a fault (and, after a read of
+ * the shared zero page, a second one with a TLB flush).  2 MiB pages take
+ * one fault for 512 of them.  Transparent huge pages are asked for on the
+ * aligned part; where the kernel has none this changes nothing. */
+#define HUGE_PAGE ((size_t)2 << 20)
+
+void *envlog_malloc_big(size_t size, bool zero)
+{
+    void *p = envlog_malloc(size);
+    if (!p)
+        return NULL;
+    if (size >= 2 * HUGE_PAGE) {
+        uintptr_t a = ((uintptr_t)p + HUGE_PAGE - 1) & ~(uintptr_t)(HUGE_PAGE - 1);
+        uintptr_t b = ((uintptr_t)p + size) & ~(uintptr_t)(HUGE_PAGE - 1);
+        if (b > a)
+            (void)madvise((void *)a, b - a, MADV_HUGEPAGE);
+    }
+    /* Written now, in order: a fault per huge page, none for a read of the
+     * zero page followed by a write. */
+    if (zero)
+        memset(p, 0, size);
+    return p;
 }
 
 char *envlog_strdup(const char *s)

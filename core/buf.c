@@ -56,7 +56,7 @@ typedef struct envlog_chunk {
 
 static envlog_chunk *chunk_new(size_t cap)
 {
-    envlog_chunk *c = envlog_malloc(sizeof(envlog_chunk) + cap);
+    envlog_chunk *c = envlog_malloc_big(sizeof(envlog_chunk) + cap, false);
     if (c) {
         c->next = NULL;
         c->cap = cap;

@@ -10,7 +10,7 @@
  * directly; every other head goes through cbor_stream_decode's callbacks,
  * so what is accepted or refused is exactly what libcbor accepts or refuses.
  */
-#include "core_int.h"
+#include "codec_int.h"
 
 #include <cbor.h>
 #include <string.h>
@@ -19,51 +19,12 @@
 
 #define ENC_HEAD_MAX 9
 
-/* An item head in the shortest form: the bytes libcbor's cbor_encode_uint,
- * _map_start, _string_start and friends write, without a call into the
- * library per head (recording a tune writes about 150 of them). */
-static inline size_t put_head(uint8_t *p, uint8_t major, uint64_t v)
-{
-    if (v < 24) {
-        p[0] = (uint8_t)(major | v);
-        return 1;
-    }
-    if (v <= 0xff) {
-        p[0] = major | 24;
-        p[1] = (uint8_t)v;
-        return 2;
-    }
-    if (v <= 0xffff) {
-        p[0] = major | 25;
-        p[1] = (uint8_t)(v >> 8);
-        p[2] = (uint8_t)v;
-        return 3;
-    }
-    if (v <= 0xffffffffu) {
-        p[0] = major | 26;
-        for (int i = 0; i < 4; i++)
-            p[1 + i] = (uint8_t)(v >> (24 - 8 * i));
-        return 5;
-    }
-    p[0] = major | 27;
-    for (int i = 0; i < 8; i++)
-        p[1 + i] = (uint8_t)(v >> (56 - 8 * i));
-    return 9;
-}
-
-/* envlog_buf_reserve's own first test, inline: the buffer is nearly always
- * big enough already. */
-static inline envlog_err room(envlog_buf *b, size_t n)
-{
-    return b->cap - b->len >= n ? ENVLOG_OK : envlog_buf_reserve(b, n);
-}
-
 static inline envlog_err enc_head(envlog_buf *b, uint8_t major, uint64_t v)
 {
     envlog_err e = room(b, ENC_HEAD_MAX);
     if (e)
         return e;
-    b->len += put_head(b->p + b->len, major, v);
+    b->len = (size_t)(put_head(b->p + b->len, major, v) - b->p);
     return ENVLOG_OK;
 }
 
@@ -129,7 +90,7 @@ static envlog_err enc_string(envlog_buf *b, const void *s, size_t n, bool text)
     envlog_err e = room(b, ENC_HEAD_MAX + n);
     if (e)
         return e;
-    b->len += put_head(b->p + b->len, text ? 0x60 : 0x40, n);
+    b->len = (size_t)(put_head(b->p + b->len, text ? 0x60 : 0x40, n) - b->p);
     if (n)
         memcpy(b->p + b->len, s, n);
     b->len += n;

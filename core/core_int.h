@@ -31,6 +31,9 @@ envlog_err envlog__fail_errno(int errnum, const char *fmt, ...)
 
 void *envlog_malloc(size_t size);
 void *envlog_calloc(size_t n, size_t size);
+/* envlog_malloc() of a large table that will be touched all over: on huge
+ * pages where the kernel has them, zeroed (written in order) when `zero`. */
+void *envlog_malloc_big(size_t size, bool zero);
 void *envlog_realloc(void *p, size_t size);
 void envlog_free(void *p);
 char *envlog_strdup(const char *s);
@@ -98,6 +101,8 @@ const envlog_io *envlog_io_posix(void);
 /* --------------------------------- hashes (hash.c), ids (ids.c), clocks.c */
 
 uint64_t envlog_xxh64(const void *data, size_t n, uint64_t seed);
+/* envlog_xxh64() of the `na` bytes at `a` followed by the `nb` at `b`. */
+uint64_t envlog_xxh64_2(const void *a, size_t na, const void *b, size_t nb, uint64_t seed);
 /* XXH3-128 over pieces: begin (ENVLOG_NOMEM), update, end (which frees;
  * free alone when abandoned). */
 typedef struct envlog_h128 {
@@ -272,8 +277,16 @@ enum {
     ENVLOG_K_SEQ = 1,
     ENVLOG_K_OFFSET = 2,
     ENVLOG_K_EFFECT = 3,
-    ENVLOG_K_BODY0 = 4 /* the first kind-specific key */
+    ENVLOG_K_BODY0 = 4, /* the first kind-specific key */
+    /* Format 2: a byte string holding one map of the record's fields that
+     * the fold does not read (envlog(5), RECORD ENCODING). */
+    ENVLOG_K_DETAIL = 23
 };
+
+/* The record format written (envlog(5), FORMAT VERSIONS): 2 puts the
+ * fields the fold does not read in the detail (key 23); 1 wrote every field
+ * in the record's own map.  Readers take both. */
+#define ENVLOG_RECORD_FORMAT 2
 
 typedef enum envlog_fty {
     ENVLOG_F_U64,
@@ -317,6 +330,10 @@ struct envlog_schema {
     size_t size;
     const envlog_field *fields;
     size_t n_fields;
+    /* An event kind whose format 2 records put the fields not marked fold
+     * in a detail (key 23); 0 for kinds the fold reads whole (session,
+     * forget, user) and for maps that are not records. */
+    uint8_t detail;
 };
 
 /* The schema of an event kind, or NULL for framing and unknown kinds. */
@@ -325,10 +342,16 @@ const envlog_schema *envlog_schema_of(envlog_kind kind);
 const envlog_field *envlog_schema_field(const envlog_schema *s, uint64_t key);
 
 /* Encodes an event record (envelope and body) into `b`, which is cleared
- * first.  Fields marked full_only are left out below ENVLOG_LEVEL_FULL. */
+ * first, in ENVLOG_RECORD_FORMAT.  Fields marked full_only are left out
+ * below ENVLOG_LEVEL_FULL. */
 envlog_err envlog_event_encode(envlog_buf *b, envlog_kind kind,
                                const envlog_stamp *stamp, envlog_effect effect,
                                envlog_level level, const void *body);
+/* envlog_event_encode() in record format `format` (1 or 2); format 1 is
+ * written only by tests, which hold readers to it. */
+envlog_err envlog_event_encode_as(envlog_buf *b, envlog_kind kind, const envlog_stamp *stamp,
+                                  envlog_effect effect, envlog_level level, const void *body,
+                                  int format);
 
 /* Decodes an event payload into `rec` (kind, effect, stamp.seq/offset and the
  * union), with strings and arrays in `arena`.  The session id of the stamp is
@@ -344,6 +367,26 @@ envlog_err envlog_event_decode(const uint8_t *p, size_t n, envlog_record *rec,
  * whole for whoever needs more. */
 envlog_err envlog_event_decode_fold(const uint8_t *p, size_t n, envlog_record *rec,
                                     envlog_arena *arena);
+
+/* Text where it lies in a payload: `n` bytes at `p`, no NUL after them;
+ * for an array of texts, `p` is where its first item's head begins and `n`
+ * the number of items. */
+typedef struct envlog_text {
+    const char *p;
+    size_t n;
+} envlog_text;
+
+/* The most fields a record's schema has (envlog_event_decode_slices). */
+#define ENVLOG_FIELDS_MAX 32
+
+/* envlog_event_decode_fold() for the kinds with a detail (tune, compile,
+ * ...): their text fields (namespace, key, candidates, name, options, ...)
+ * are checked as ever and handed out as slices of the payload, indexed as
+ * the kind's schema lists its fields, instead of copies: their members of
+ * rec->u stay NULL.  Other kinds decode as envlog_event_decode_fold(). */
+envlog_err envlog_event_decode_slices(const uint8_t *p, size_t n, envlog_record *rec,
+                                      envlog_arena *arena,
+                                      envlog_text slices[ENVLOG_FIELDS_MAX]);
 
 /* Decodes a map of `s`-described fields from `pull` into `out`, the map head
  * `t` having been read; used for framing records too. */

@@ -18,6 +18,15 @@ uint64_t envlog_xxh64(const void *data, size_t n, uint64_t seed)
     return XXH3_64bits_withSeed(data, n, seed);
 }
 
+uint64_t envlog_xxh64_2(const void *a, size_t na, const void *b, size_t nb, uint64_t seed)
+{
+    XXH3_state_t st;
+    XXH3_64bits_reset_withSeed(&st, seed);
+    XXH3_64bits_update(&st, a, na);
+    XXH3_64bits_update(&st, b, nb);
+    return XXH3_64bits_digest(&st);
+}
+
 envlog_hash128 envlog_hash128_bytes(const void *data, size_t size)
 {
     XXH128_hash_t h = XXH3_128bits(data, size);

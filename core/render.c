@@ -147,9 +147,42 @@ static envlog_err json_item(out *o, envlog_pull *p, const envlog_tok *t,
                             const envlog_field *f, int depth);
 
 static envlog_err json_map(out *o, envlog_pull *p, uint64_t pairs,
-                           const envlog_schema *s, bool envelope, int depth,
-                           bool open_done)
+                           const envlog_schema *s, const envlog_record *rec, int depth,
+                           bool open_done, bool close);
+
+/* A format 2 record's detail, in place of key 23: its map's pairs among the
+ * record's own when it reads (the full reader found no problem), else the
+ * problem and the bytes as they are (envlog(5), JSON RENDERING). */
+static envlog_err json_detail(out *o, const envlog_tok *v, const envlog_schema *s,
+                            const envlog_record *rec)
 {
+    if (rec->detail_problem) {
+        puts_(o, ",\"detail_problem\":");
+        put_jstr(o, rec->detail_problem, strlen(rec->detail_problem));
+        puts_(o, ",\"detail\":\"");
+        put_hex(o, v->data, v->len);
+        put(o, "\"", 1);
+        return ENVLOG_OK;
+    }
+    envlog_pull bp = {v->data, v->len, 0};
+    envlog_tok t;
+    envlog_err e = envlog_pull_next(&bp, &t);
+    if (e)
+        return e;
+    if (t.type != ENVLOG_TOK_MAP || t.u > (bp.n - bp.pos) / 2)
+        return envlog__fail(ENVLOG_BAD_DATA, "the detail is not a map");
+    return json_map(o, &bp, t.u, s, NULL, 1, true, false);
+}
+
+/* The pairs of a map: with `open_done` the object is open already and has
+ * pairs before them; with `close` the object is closed after them.  `rec`
+ * is the record whose own map this is (its envelope named, its detail
+ * flattened), or NULL. */
+static envlog_err json_map(out *o, envlog_pull *p, uint64_t pairs,
+                           const envlog_schema *s, const envlog_record *rec, int depth,
+                           bool open_done, bool close)
+{
+    bool envelope = rec != NULL;
     if (!open_done)
         put(o, "{", 1);
     for (uint64_t i = 0; i < pairs; i++) {
@@ -157,6 +190,16 @@ static envlog_err json_map(out *o, envlog_pull *p, uint64_t pairs,
         envlog_err e = envlog_pull_next(p, &k);
         if (e)
             return e;
+        if (envelope && s && s->detail && k.type == ENVLOG_TOK_UINT && k.u == ENVLOG_K_DETAIL) {
+            if ((e = envlog_pull_next(p, &v)))
+                return e;
+            if (v.type == ENVLOG_TOK_BYTES) {
+                if ((e = json_detail(o, &v, s, rec)))
+                    return e;
+                continue;
+            }
+            return envlog__fail(ENVLOG_BAD_DATA, "key 23 (the detail): expected a byte string");
+        }
         if (i || open_done)
             put(o, ",", 1);
         const envlog_field *f = NULL;
@@ -199,7 +242,8 @@ static envlog_err json_map(out *o, envlog_pull *p, uint64_t pairs,
             return e;
         }
     }
-    put(o, "}", 1);
+    if (close)
+        put(o, "}", 1);
     return ENVLOG_OK;
 }
 
@@ -252,7 +296,7 @@ static envlog_err json_item(out *o, envlog_pull *p, const envlog_tok *t,
     case ENVLOG_TOK_MAP:
         if (t->u > (p->n - p->pos) / 2)
             return envlog__fail(ENVLOG_BAD_DATA, "map claims too many pairs");
-        return json_map(o, p, t->u, f ? f->sub : NULL, false, depth, false);
+        return json_map(o, p, t->u, f ? f->sub : NULL, NULL, depth, false, true);
     case ENVLOG_TOK_ARRAY:
         if (t->u > p->n - p->pos)
             return envlog__fail(ENVLOG_BAD_DATA, "array claims too many items");
@@ -277,7 +321,7 @@ static envlog_err json_item(out *o, envlog_pull *p, const envlog_tok *t,
             if (c.type == ENVLOG_TOK_MAP && f && f->sub) {
                 if (c.u > (p->n - p->pos) / 2)
                     return envlog__fail(ENVLOG_BAD_DATA, "map too large");
-                e = json_map(o, p, c.u, f->sub, false, depth + 1, false);
+                e = json_map(o, p, c.u, f->sub, NULL, depth + 1, false, true);
             } else {
                 e = json_item(o, p, &c, NULL, depth + 1);
             }
@@ -303,7 +347,7 @@ envlog_err envlog_record_json(const envlog_record *rec, envlog_write_fn fn, void
         return e;
     if (t.type != ENVLOG_TOK_MAP)
         return envlog__fail(ENVLOG_BAD_DATA, "a record is a map");
-    e = json_map(&o, &p, t.u, envlog_schema_of(rec->kind), true, 0, true);
+    e = json_map(&o, &p, t.u, envlog_schema_of(rec->kind), rec, 0, true, true);
     return o.failed ? o.failed : e;
 }
 
@@ -317,6 +361,30 @@ static envlog_err diag_item_s(out *o, envlog_pull *p, int depth, const envlog_sc
 static envlog_err diag_item(out *o, envlog_pull *p, int depth)
 {
     return diag_item_s(o, p, depth, NULL);
+}
+
+/* A format 2 record's detail (key 23): the map it holds as embedded CBOR,
+ * <<{...}>> (RFC 8949, section 8), at depth 1; bytes that are not one
+ * item as they are. */
+static envlog_err diag_detail(out *o, envlog_pull *p)
+{
+    envlog_tok t;
+    envlog_pull look = *p;
+    envlog_err e = envlog_pull_next(&look, &t);
+    if (e)
+        return e;
+    if (t.type == ENVLOG_TOK_BYTES) {
+        envlog_pull bp = {t.data, t.len, 0};
+        if (envlog_cbor_check_at(t.data, t.len, 1) == ENVLOG_OK) {
+            puts_(o, "<<");
+            if ((e = diag_item(o, &bp, 1)))
+                return e;
+            puts_(o, ">>");
+            *p = look;
+            return ENVLOG_OK;
+        }
+    }
+    return diag_item(o, p, 1);
 }
 
 static envlog_err diag_item_s(out *o, envlog_pull *p, int depth, const envlog_schema *s)
@@ -375,11 +443,17 @@ static envlog_err diag_item_s(out *o, envlog_pull *p, int depth, const envlog_sc
                 puts_(o, ": ");
                 const envlog_field *f = NULL;
                 envlog_pull kp = {p->p, p->n, kpos};
-                envlog_tok k;
+                envlog_tok k = {0};
                 if (s && !envlog_pull_next(&kp, &k) && k.type == ENVLOG_TOK_UINT)
                     f = envlog_schema_field(s, k.u);
-                if ((e = diag_item(o, p, f && f->type == ENVLOG_F_RECORD ? 0 : depth + 1)))
+                if (depth == 0 && s && s->detail && k.type == ENVLOG_TOK_UINT &&
+                    k.u == ENVLOG_K_DETAIL) {
+                    if ((e = diag_detail(o, p)))
+                        return e;
+                } else if ((e = diag_item(o, p, f && f->type == ENVLOG_F_RECORD ? 0
+                                                                                : depth + 1))) {
                     return e;
+                }
             }
         }
         puts_(o, map ? "}" : "]");

@@ -43,7 +43,10 @@
 #define CIDX(k, ty, nm, st, mem)                                               \
     {k, ty, 0, nm, offsetof(st, mem), 0, NOPRES, NULL, NULL, 0, 1, 0}
 #define SCHEMA(var, nm, st, tab)                                               \
-    const envlog_schema var = {nm, sizeof(st), tab, sizeof tab / sizeof tab[0]}
+    const envlog_schema var = {nm, sizeof(st), tab, sizeof tab / sizeof tab[0], 0}
+/* An event kind whose format 2 records carry a detail (key 23). */
+#define SCHEMA_DETAIL(var, nm, st, tab)                                          \
+    const envlog_schema var = {nm, sizeof(st), tab, sizeof tab / sizeof tab[0], 1}
 
 static const char *const level_names[] = {"off", "basic", "full", NULL};
 static const char *const outcome_names[] = {"compiled", "loaded", "failed", NULL};
@@ -114,7 +117,7 @@ static const envlog_field tune_f[] = {
     OPT(19, ENVLOG_F_U64, "start_ns", envlog_tune, start_ns, has_start),
     OPT(20, ENVLOG_F_U64, "thread", envlog_tune, thread, has_start),
 };
-static SCHEMA(tune_s, "tune", envlog_tune, tune_f);
+static SCHEMA_DETAIL(tune_s, "tune", envlog_tune, tune_f);
 
 static const envlog_field compile_f[] = {
     FO(4, ENVLOG_F_TEXT, "namespace", envlog_compile, ns),
@@ -137,7 +140,7 @@ static const envlog_field compile_f[] = {
     OPT(21, ENVLOG_F_U64, "start_ns", envlog_compile, start_ns, has_start),
     OPT(22, ENVLOG_F_U64, "thread", envlog_compile, thread, has_start),
 };
-static SCHEMA(compile_s, "compile", envlog_compile, compile_f);
+static SCHEMA_DETAIL(compile_s, "compile", envlog_compile, compile_f);
 
 static const envlog_field span_f[] = {
     F(4, ENVLOG_F_TEXT, "name", envlog_span_rec, name),
@@ -149,13 +152,13 @@ static const envlog_field span_f[] = {
     OPT(10, ENVLOG_F_U64, "thread", envlog_span_rec, thread, has_thread),
     OPT(11, ENVLOG_F_BOOL, "open", envlog_span_rec, open, open),
 };
-static SCHEMA(span_s, "span", envlog_span_rec, span_f);
+static SCHEMA_DETAIL(span_s, "span", envlog_span_rec, span_f);
 
 static const envlog_field mark_f[] = {
     F(4, ENVLOG_F_TEXT, "label", envlog_mark, label),
     F(5, ENVLOG_F_U64, "wall_unix_ns", envlog_mark, wall_unix_ns),
 };
-static SCHEMA(mark_s, "mark", envlog_mark, mark_f);
+static SCHEMA_DETAIL(mark_s, "mark", envlog_mark, mark_f);
 
 static const envlog_field import_f[] = {
     F(4, ENVLOG_F_TEXT, "bundle", envlog_import, bundle),
@@ -165,7 +168,7 @@ static const envlog_field import_f[] = {
     F(8, ENVLOG_F_U64, "skipped", envlog_import, skipped),
     F(9, ENVLOG_F_U64, "rejected", envlog_import, rejected),
 };
-static SCHEMA(import_s, "import", envlog_import, import_f);
+static SCHEMA_DETAIL(import_s, "import", envlog_import, import_f);
 
 static const envlog_field forget_f[] = {
     ENUM(4, "table", envlog_forget, table, table_names),

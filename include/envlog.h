@@ -49,8 +49,11 @@ extern "C" {
 #define ENVLOG_VERSION_NUMBER \
     (ENVLOG_VERSION_MAJOR * 10000 + ENVLOG_VERSION_MINOR * 100 + ENVLOG_VERSION_PATCH)
 
-/* The environment directory format this library reads and writes. */
-#define ENVLOG_FORMAT_VERSION 1
+/* The environment directory format this library writes: 2, whose
+ * segments and snapshots may hold format 2 records (envlog(5), FORMAT
+ * VERSIONS).  It reads format 1 as well, and marks a format 1
+ * environment 2 before it first writes there. */
+#define ENVLOG_FORMAT_VERSION 2
 
 /*! envlog_version() :
  *  @return ENVLOG_VERSION_NUMBER of the library the program runs with,
@@ -381,6 +384,12 @@ void envlog_env_close(envlog_env *env);
 /*! envlog_env_path() : the directory `env` was opened at. */
 const char *envlog_env_path(const envlog_env *env);
 
+/*! envlog_env_format() : the environment format its FORMAT marker states
+ *  (1 or 2, envlog(5) FORMAT VERSIONS).  A format 1 environment becomes
+ *  format 2 when this library first writes a session or a snapshot
+ *  into it. */
+int envlog_env_format(const envlog_env *env);
+
 /* ----------------------------------------------------------------- sessions */
 
 typedef enum envlog_sync {
@@ -626,6 +635,11 @@ typedef struct envlog_record {
         envlog_forget forget;
         envlog_user user;
     } u;
+    /* Format 2 (envlog(5), RECORD ENCODING): why the record's detail (key
+     * 23: the fields the fold does not read) could not be read, or NULL.
+     * The record stands all the same, as it does for the fold; the fields
+     * of its detail are then absent. */
+    const char *detail_problem;
 } envlog_record;
 
 typedef struct envlog_reader envlog_reader;

@@ -195,7 +195,13 @@ static envlog_err mkdir_p(const char *path)
  * with link(2), which never replaces a file: of several processes creating
  * one environment at once, exactly one marker wins and the others find it
  * there (*lost).  No process ever sees a half-written marker. */
-static envlog_err write_marker(int dirfd, bool *lost)
+/* Writes the marker under a name of its own, synced, then gives it the
+ * name FORMAT: with link(2) when creating (`replace` false), which never
+ * replaces a file, so of several processes creating one environment at
+ * once exactly one marker wins and the others find it there (*lost); with
+ * rename(2) when a format 1 marker gives way to this format's.  No process
+ * ever sees a half-written marker. */
+static envlog_err put_marker(int dirfd, bool replace, bool *lost)
 {
     const envlog_io *io = envlog_io_get();
     char text[64], tmp[96];
@@ -213,16 +219,24 @@ static envlog_err write_marker(int dirfd, bool *lost)
     else if (io->fsync(fd))
         e = envlog__fail_errno(errno, "syncing " MARKER);
     io->close(fd);
-    if (!e && io->linkat(dirfd, tmp, dirfd, MARKER)) {
+    if (!e && replace && io->renameat(dirfd, tmp, dirfd, MARKER))
+        e = envlog__fail_errno(errno, "replacing " MARKER);
+    else if (!e && !replace && io->linkat(dirfd, tmp, dirfd, MARKER)) {
         if (errno == EEXIST)
             *lost = true;
         else
             e = envlog__fail_errno(errno, "naming " MARKER);
     }
-    io->unlinkat(dirfd, tmp, 0);
+    if (e || !replace)
+        io->unlinkat(dirfd, tmp, 0);
     if (!e && !*lost)
         e = envlog_dir_sync(dirfd, MARKER);
     return e;
+}
+
+static envlog_err write_marker(int dirfd, bool *lost)
+{
+    return put_marker(dirfd, false, lost);
 }
 
 /* Stops at the first entry that is not a marker being written. */
@@ -271,8 +285,10 @@ static envlog_err check_marker(envlog_env *env, unsigned flags)
         bool lost;
         if ((e = write_marker(env->dirfd, &lost)))
             break;
-        if (!lost)
+        if (!lost) {
+            env->format = ENVLOG_FORMAT_VERSION;
             return ENVLOG_OK;
+        }
         e = read_marker(env, &b);
     }
     if (e == ENVLOG_NOT_FOUND) {
@@ -292,12 +308,30 @@ static envlog_err check_marker(envlog_env *env, unsigned flags)
         sscanf((const char *)b.p + pl, "%d", &version) != 1 || version < 1)
         e = envlog__fail(ENVLOG_FORMAT, "%s/" MARKER " is not an envlog format marker",
                          env->path);
-    else if (version != ENVLOG_FORMAT_VERSION)
+    else if (version > ENVLOG_FORMAT_VERSION)
         e = envlog__fail(ENVLOG_FORMAT,
-                         "%s has environment format %d; this envlog reads format %d",
+                         "%s has environment format %d; this envlog reads format %d and older",
                          env->path, version, ENVLOG_FORMAT_VERSION);
+    env->format = version;
     envlog_buf_free(&b);
     return e;
+}
+
+envlog_err envlog_env_mark_format(envlog_env *env)
+{
+    /* Sessions of one handle may begin on several threads at once: each
+     * may replace the marker, with the same bytes. */
+    if (__atomic_load_n(&env->format, __ATOMIC_ACQUIRE) >= ENVLOG_FORMAT_VERSION)
+        return ENVLOG_OK;
+    if (env->readonly)
+        return envlog__fail(ENVLOG_WRONG_STATE, "%s is open read-only", env->path);
+    bool lost;
+    envlog_err e = put_marker(env->dirfd, true, &lost);
+    if (e)
+        return envlog__fail(e, "%s: marking the environment format %d: %s", env->path,
+                            ENVLOG_FORMAT_VERSION, envlog_errmsg());
+    __atomic_store_n(&env->format, ENVLOG_FORMAT_VERSION, __ATOMIC_RELEASE);
+    return ENVLOG_OK;
 }
 
 void (*envlog_env_open_hook)(envlog_env *env, bool asked);
@@ -375,4 +409,9 @@ void envlog_env_close(envlog_env *env)
 const char *envlog_env_path(const envlog_env *env)
 {
     return env->path;
+}
+
+int envlog_env_format(const envlog_env *env)
+{
+    return __atomic_load_n(&env->format, __ATOMIC_ACQUIRE);
 }

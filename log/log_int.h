@@ -22,7 +22,11 @@
 #define ENVLOG_RECORD_MAX (256u << 20)
 #define ENVLOG_PREALLOC_STEP (1u << 20)
 #define ENVLOG_MAGIC "envlog-log"
-#define ENVLOG_LOG_VERSION 1
+/* The log format written (segments, snapshots and bundles: the HEADER's
+ * version, envlog(5) FORMAT VERSIONS); readers take every version from
+ * ENVLOG_LOG_VERSION_MIN on. */
+#define ENVLOG_LOG_VERSION 2
+#define ENVLOG_LOG_VERSION_MIN 1
 
 enum { ENVLOG_FRAG_FULL = 1, ENVLOG_FRAG_FIRST = 2, ENVLOG_FRAG_MIDDLE = 3,
        ENVLOG_FRAG_LAST = 4 };
@@ -31,7 +35,7 @@ enum { ENVLOG_FRAG_FULL = 1, ENVLOG_FRAG_FIRST = 2, ENVLOG_FRAG_MIDDLE = 3,
 typedef struct envlog_seg_header {
     uint64_t kind;          /* ENVLOG_KIND_HEADER */
     const char *magic;      /* ENVLOG_MAGIC */
-    uint64_t version;       /* ENVLOG_LOG_VERSION */
+    uint64_t version;       /* ENVLOG_LOG_VERSION when written */
     envlog_id128 id;        /* session (or snapshot) id */
     uint64_t segment;       /* segment seq */
     uint64_t first_seq;     /* seq of the first event record */
@@ -181,6 +185,7 @@ struct envlog_env {
     int sessions_fd;
     bool readonly;
     bool no_upkeep;        /* ENVLOG_OPEN_NO_UPKEEP */
+    int format;            /* what its FORMAT marker says (1 or 2) */
     /* The live state replay keeps for this handle: folded once, then fed by
      * every session's records through state_hook. */
     pthread_mutex_t state_mu;
@@ -188,6 +193,13 @@ struct envlog_env {
     envlog_session_hook state_hook;
     void (*state_free)(void *state);
 };
+
+/* Marks the environment ENVLOG_FORMAT_VERSION before anything of that
+ * format is written into it (a session directory, a snapshot): a format 1
+ * marker is replaced (atomically), so a reader of format 1 only refuses
+ * the environment instead of taking format 2 files for damage.  Nothing
+ * is done when the marker says so already. */
+envlog_err envlog_env_mark_format(envlog_env *env);
 
 /* Called at the end of every envlog_env_open() that may write and keeps
  * upkeep on, or that was given ENVLOG_OPEN_PULL (`asked`) (set by remote/:
@@ -283,8 +295,38 @@ void envlog_seg_name_format(char out[40], uint32_t segment, uint64_t first_seq);
  * level OFF, so caches still work), with the caller's body struct: the
  * replay module keeps a state current this way without log knowing it. */
 void envlog_session_set_hook(envlog_session *s, envlog_session_hook fn, void *ctx);
-/* Makes `r` decode only what the fold needs (envlog_event_decode_fold). */
+/* Makes `r` decode only what the fold needs (envlog_event_decode_slices:
+ * the text fields of tunes and compiles as slices, envlog_reader_slices). */
 void envlog_reader_set_fold(envlog_reader *r, bool fold);
+/* The slices of the last record's text fields, in fold mode
+ * (envlog_event_decode_slices). */
+const envlog_text *envlog_reader_slices(const envlog_reader *r);
+
+/* Takes bytes a reader is done with: a segment's mapping (`mapped`: free
+ * it with munmap(p, n)) or the memory a segment was read into (free it
+ * with envlog_free(p)). */
+typedef void (*envlog_keep_fn)(void *ctx, void *p, size_t n, bool mapped);
+/* From now on `r` hands the segments it read to `keep` instead of freeing
+ * them, so records it handed out stay where they are for as long as the
+ * keeper wants (envlog_reader_kept). */
+void envlog_reader_set_keep(envlog_reader *r, envlog_keep_fn keep, void *ctx);
+/* Whether the last record's payload lies in a segment's bytes that go to
+ * the keeper (not in memory the reader reuses: a record reassembled from
+ * several fragments). */
+bool envlog_reader_kept(const envlog_reader *r);
+
+/* Where a record that spans several fragments of a segment lies, to be put
+ * together again from the segment's bytes when it is asked for. */
+typedef struct envlog_frag_loc {
+    const uint8_t *seg;      /* the segment's bytes */
+    size_t seg_len;
+    uint64_t seed;           /* its checksum seed */
+    uint64_t offset;         /* the record's first fragment */
+    size_t size;             /* its payload's bytes */
+} envlog_frag_loc;
+/* The location of the last record when its payload was put together from
+ * fragments of a segment whose bytes go to the keeper: true and *loc. */
+bool envlog_reader_loc(const envlog_reader *r, envlog_frag_loc *loc);
 
 /* Ends `s` (what envlog_session_end() does before it looks at the
  * environment's upkeep, in replay/maintain.c). */

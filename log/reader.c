@@ -53,6 +53,9 @@ struct envlog_reader {
     bool damaged, torn, done;
     bool fold;
     uint64_t damaged_bytes;
+    envlog_text slices[ENVLOG_FIELDS_MAX]; /* fold: the record's text fields */
+    envlog_keep_fn keep;   /* takes the segments' bytes instead of freeing */
+    void *keep_ctx;
 };
 
 static void unmap_segment(envlog_reader *r);
@@ -106,6 +109,10 @@ void envlog_reader_close(envlog_reader *r)
         close(r->dirfd);
     envlog_free(r->segs);
     unmap_segment(r);
+    if (r->keep && r->file.p) {
+        r->keep(r->keep_ctx, r->file.p, r->file.cap, false);
+        r->file = (envlog_buf){0};
+    }
     envlog_buf_free(&r->file);
     envlog_frame_reader_free(&r->fr);
     envlog_arena_free(&r->arena);
@@ -115,6 +122,33 @@ void envlog_reader_close(envlog_reader *r)
 void envlog_reader_set_fold(envlog_reader *r, bool fold)
 {
     r->fold = fold;
+}
+
+void envlog_reader_set_keep(envlog_reader *r, envlog_keep_fn keep, void *ctx)
+{
+    r->keep = keep;
+    r->keep_ctx = ctx;
+}
+
+bool envlog_reader_kept(const envlog_reader *r)
+{
+    const uint8_t *p = r->rec.payload.data;
+    return r->keep && r->data && p >= r->data && p + r->rec.payload.size <= r->data + r->data_len;
+}
+
+bool envlog_reader_loc(const envlog_reader *r, envlog_frag_loc *loc)
+{
+    if (!r->keep || !r->data || envlog_reader_kept(r) || r->rec.file_end > r->data_len)
+        return false;
+    *loc = (envlog_frag_loc){r->data, r->data_len,
+                             envlog_seg_seed(&r->id, r->segs[r->cur].segment),
+                             r->rec.file_offset, r->rec.payload.size};
+    return true;
+}
+
+const envlog_text *envlog_reader_slices(const envlog_reader *r)
+{
+    return r->slices;
 }
 
 const envlog_damage *envlog_reader_damage(const envlog_reader *r)
@@ -190,6 +224,11 @@ static envlog_err map_segment(envlog_reader *r, const char *name, bool last, boo
         else {
             r->map = m;
             r->map_len = (size_t)st.st_size;
+#ifdef MADV_POPULATE_READ
+            /* It is read whole, in order: its pages mapped in one call
+             * instead of a fault per few of them (a hint: errors ignored). */
+            (void)madvise(m, r->map_len, MADV_POPULATE_READ);
+#endif
         }
     }
     io->close(fd);
@@ -200,7 +239,9 @@ static envlog_err map_segment(envlog_reader *r, const char *name, bool last, boo
 
 static void unmap_segment(envlog_reader *r)
 {
-    if (r->map)
+    if (r->map && r->keep)
+        r->keep(r->keep_ctx, r->map, r->map_len, true);
+    else if (r->map)
         envlog_io_get()->munmap(r->map, r->map_len);
     r->map = NULL;
     r->map_len = 0;
@@ -263,7 +304,7 @@ static envlog_err check_header(envlog_reader *r, const uint8_t *p, size_t n)
         return report(r, r->fr.rec_off, n, "undecodable segment header");
     if (!h.magic || strcmp(h.magic, ENVLOG_MAGIC))
         return report(r, r->fr.rec_off, n, "bad magic in segment header");
-    if (h.version != ENVLOG_LOG_VERSION)
+    if (h.version < ENVLOG_LOG_VERSION_MIN || h.version > ENVLOG_LOG_VERSION)
         return report(r, r->fr.rec_off, n, "log format version %" PRIu64 " unknown",
                       h.version);
     if (memcmp(h.id.b, r->id.b, 16) || h.segment != sn->segment ||

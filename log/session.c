@@ -655,7 +655,7 @@ static envlog_err go_disk(envlog_session *s)
         return envlog__fail(ENVLOG_WRONG_STATE, "environment has no sessions directory");
     /* Memory first: once the directory exists, a failure must undo it, and
      * an undo that itself runs out of memory would leave it behind. */
-    if ((e = encode_session_record(s, &srec))) {
+    if ((e = encode_session_record(s, &srec)) || (e = envlog_env_mark_format(s->env))) {
         envlog_buf_free(&srec);
         return e;
     }

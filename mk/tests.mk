@@ -47,7 +47,8 @@ check-interop: $(BIN) $(B)/tests/interop_rec
 	@set -e; d=$$(mktemp -d "$${TMPDIR:-/tmp}/envlog-interop-XXXXXX"); \
 	  trap 'rm -rf "$$d"' EXIT; \
 	  $(B)/tests/interop_rec "$$d/env"; \
-	  $(DEB_PYTHON) tests/interop.py $(BIN) "$$d/env" fixtures/envs/basic fixtures/envs/damaged
+	  $(DEB_PYTHON) tests/interop.py $(BIN) "$$d/env" fixtures/envs/basic fixtures/envs/damaged \
+	    fixtures/format1/env fixtures/format1/multiblock
 
 fixtures: $(B)/tests/gen_fixtures
 	rm -rf fixtures/envs

@@ -520,7 +520,7 @@ envlog_err envlog_session_install(envlog_env *env, const envlog_rmanifest *m, en
         goto out;
     if ((e = read_staged(stagefd, m)))
         goto out;
-    if ((e = envlog_dir_sync(sfd, "a downloaded session")))
+    if ((e = envlog_dir_sync(sfd, "a downloaded session")) || (e = envlog_env_mark_format(env)))
         goto out;
     if (io->renameat(stagefd, hex, env->sessions_fd, hex)) {
         e = errno == EEXIST || errno == ENOTEMPTY

@@ -422,7 +422,7 @@ static envlog_err take(envlog_env *env, envlog_rsync *s, const rsnap *r, envlog_
                  lost, lost == 1 ? "" : "s", hex, lost > 1 ? ", ..." : "");
         goto out;
     }
-    if (!e && (e = envlog_compact_lock(env, &lockfd)))
+    if (!e && ((e = envlog_env_mark_format(env)) || (e = envlog_compact_lock(env, &lockfd))))
         goto out;
     if (!e && io->mkdirat(env->dirfd, "snapshot", 0700) && errno != EEXIST)
         e = envlog__fail_errno(errno, "creating %s/snapshot", env->path);

@@ -408,7 +408,8 @@ envlog_err envlog_compact_x(envlog_env *env, const envlog_compact_opts *opts,
      * memory.  A dry run only counts its bytes. */
     envlog_out tmp = {.fd = -1};
     uint64_t counted = 0;
-    if (!opts->dry_run && (e = envlog_out_open(&tmp, snapfd, "current.tmp")))
+    if (!opts->dry_run &&
+        ((e = envlog_env_mark_format(env)) || (e = envlog_out_open(&tmp, snapfd, "current.tmp"))))
         goto out;
     progress_sink ps = {opts->dry_run ? count_only : out_write,
                         opts->dry_run ? (void *)&counted : (void *)&tmp, opts, 0, 0};

@@ -47,6 +47,9 @@ static bool ns_ok(const char *ns)
 /* Why an entry is refused, or NULL. */
 static const char *entry_problem(const envlog_snap_item *it, const envlog_record *rec)
 {
+    /* Its trials or log would not come along (envlog(5), the detail). */
+    if (rec->detail_problem)
+        return rec->detail_problem;
     if (it->table == ENVLOG_TABLE_TUNE) {
         const envlog_tune *t = &rec->u.tune;
         if (rec->kind != ENVLOG_KIND_TUNE)

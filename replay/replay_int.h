@@ -271,6 +271,9 @@ int envlog_order_cmp(uint64_t a_ns, const envlog_id128 *a_id, uint64_t a_seq,
  * Kernel keys are their 16 bytes with checksum 0. */
 uint64_t envlog_entry_key_hash(envlog_table table, const char *ns, const void *key,
                                size_t key_len, uint64_t checksum);
+/* envlog_entry_key_hash() of a namespace given as `ns_len` bytes. */
+uint64_t envlog_entry_key_hash_n(envlog_table table, const char *ns, size_t ns_len,
+                                 const void *key, size_t key_len, uint64_t checksum);
 
 /* ------------------------------------------------------------ snapshots */
 
@@ -453,6 +456,9 @@ size_t envlog_snap_damages(const envlog_snap *s, const envlog_damage **v);
  * envlog_snap_unmap() unmaps it. */
 void envlog_snap_own_map(envlog_snap *s, void *map, size_t len);
 void envlog_snap_unmap(envlog_snap *s);
+/* Whether [p, p+n) lies in the bytes the snapshot was read from (which
+ * stay until it is unmapped); false for a NULL snapshot. */
+bool envlog_snap_holds(const envlog_snap *s, const void *p, size_t n);
 
 /* -------------------------------------- generations (replay/generations.c)
  *

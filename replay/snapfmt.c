@@ -17,9 +17,9 @@
 #define ENUMF(k, nm, st, mem, names)                                           \
     {k, ENVLOG_F_ENUM, 0, nm, offsetof(st, mem), 0, NOPRES, NULL, names, 0, 0, 0}
 #define SCHEMA(var, nm, st, tab)                                               \
-    static const envlog_schema var = {nm, sizeof(st), tab, sizeof tab / sizeof tab[0]}
+    static const envlog_schema var = {nm, sizeof(st), tab, sizeof tab / sizeof tab[0], 0}
 #define PUB_SCHEMA(var, nm, st, tab)                                           \
-    const envlog_schema var = {nm, sizeof(st), tab, sizeof tab / sizeof tab[0]}
+    const envlog_schema var = {nm, sizeof(st), tab, sizeof tab / sizeof tab[0], 0}
 
 static const envlog_field env_f[] = {
     FLD(0, ENVLOG_F_TEXT, "label", envlog_snap_env, label),
@@ -106,15 +106,30 @@ uint64_t envlog_get_be64(const uint8_t *p)
 }
 
 
-uint64_t envlog_entry_key_hash(envlog_table table, const char *ns, const void *key,
-                               size_t key_len, uint64_t checksum)
+uint64_t envlog_entry_key_hash_n(envlog_table table, const char *ns, size_t ns_len,
+                                 const void *key, size_t key_len, uint64_t checksum)
 {
     uint8_t le[8];
     for (int i = 0; i < 8; i++)
         le[i] = (uint8_t)(checksum >> (8 * i));
-    uint64_t h = envlog_xxh64(ns, strlen(ns) + 1, (uint64_t)table);
+    /* The namespace with its NUL, as envlog(5) INDEX hashes it. */
+    char buf[512];
+    uint64_t h;
+    if (ns_len < sizeof buf) {
+        memcpy(buf, ns, ns_len);
+        buf[ns_len] = 0;
+        h = envlog_xxh64(buf, ns_len + 1, (uint64_t)table);
+    } else {
+        h = envlog_xxh64_2(ns, ns_len, "", 1, (uint64_t)table);
+    }
     h = envlog_xxh64(key, key_len, h);
     return envlog_xxh64(le, sizeof le, h);
+}
+
+uint64_t envlog_entry_key_hash(envlog_table table, const char *ns, const void *key,
+                               size_t key_len, uint64_t checksum)
+{
+    return envlog_entry_key_hash_n(table, ns, strlen(ns), key, key_len, checksum);
 }
 
 int envlog_snap_pair_cmp(const void *a, const void *b)

@@ -435,7 +435,7 @@ envlog_err envlog_snap_load(const uint8_t *p, size_t n, bool check_all,
             e = envlog__fail(ENVLOG_FORMAT, "not an envlog snapshot or bundle (bad header)");
         goto fail;
     }
-    if (h.version != ENVLOG_LOG_VERSION) {
+    if (h.version < ENVLOG_LOG_VERSION_MIN || h.version > ENVLOG_LOG_VERSION) {
         e = envlog__fail(ENVLOG_FORMAT, "log format version %llu is unknown",
                          (unsigned long long)h.version);
         goto fail;
@@ -926,6 +926,12 @@ void envlog_snap_own_map(envlog_snap *s, void *map, size_t len)
 {
     s->map = map;
     s->map_len = len;
+}
+
+bool envlog_snap_holds(const envlog_snap *s, const void *p, size_t n)
+{
+    const uint8_t *b = p;
+    return s && b >= s->p && b <= s->p + s->n && n <= (size_t)(s->p + s->n - b);
 }
 
 void envlog_snap_unmap(envlog_snap *s)

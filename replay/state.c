@@ -236,7 +236,7 @@ static void put_slot(slot *slots, size_t n, uint64_t h, entry *e)
 static envlog_err grow(envlog_state *st)
 {
     size_t n = st->n_slots * 2;
-    slot *v = envlog_calloc(n, sizeof *v);
+    slot *v = envlog_malloc_big(n * sizeof *v, true);
     if (!v)
         return envlog__fail(ENVLOG_NOMEM, "growing the state");
     for (size_t i = 0; i < st->n_slots; i++)

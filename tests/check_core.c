@@ -599,8 +599,10 @@ START_TEST(test_fold_and_full_reader_agree)
             envlog_buf b = {0};
             envlog_effect eff = tu_kinds[k] == ENVLOG_KIND_USER
                                     ? ENVLOG_CHANGED : envlog_effect_of(tu_kinds[k], &s.u);
-            ck_assert_ok(envlog_event_encode(&b, tu_kinds[k], &stamp0, eff,
-                                             ENVLOG_LEVEL_FULL, &s.u));
+            /* Format 1's layout: every field in the record's own map, where
+             * every reader checks it (format 2's detail: test_format2_detail). */
+            ck_assert_ok(envlog_event_encode_as(&b, tu_kinds[k], &stamp0, eff,
+                                                ENVLOG_LEVEL_FULL, &s.u, 1));
             agree(&b, "the sample itself");
             uint64_t path[8];
             mutate_fields(&b, envlog_schema_of(tu_kinds[k]), path, 0,
@@ -632,8 +634,10 @@ START_TEST(test_cross_field_rules)
     envlog_tune t = {.ns = "n", .key = "k", .candidates = cands, .n_candidates = 2,
                      .trials = &tr, .n_trials = 1, .winner = 1, .stored = true};
     envlog_buf b = {0}, out = {0};
-    ck_assert_ok(envlog_event_encode(&b, ENVLOG_KIND_TUNE, &stamp0, ENVLOG_CHANGED,
-                                     ENVLOG_LEVEL_BASIC, &t));
+    /* Format 1: the trials in the record's own map (in format 2 a trial
+     * out of range is the detail's problem: test_format2_detail). */
+    ck_assert_ok(envlog_event_encode_as(&b, ENVLOG_KIND_TUNE, &stamp0, ENVLOG_CHANGED,
+                                        ENVLOG_LEVEL_BASIC, &t, 1));
     uint64_t path[4] = {11};
     /* winner 2 of 2 candidates, winner -2 */
     ck_assert(tu_cbor_edit(b.p, b.len, path, 1, (const uint8_t *)"\x02", 1, false, 0, &out));
@@ -670,6 +674,188 @@ START_TEST(test_cross_field_rules)
     ck_assert_err(envlog_event_encode(&b, ENVLOG_KIND_TUNE, &stamp0, ENVLOG_OBSERVED,
                                       ENVLOG_LEVEL_BASIC, &t), ENVLOG_INVALID_ARG);
     envlog_buf_free(&b);
+    envlog_buf_free(&out);
+}
+END_TEST
+
+/* ------------------------------------------------ format 2: the detail */
+
+/* `rec` with key 23 holding `body`'s bytes. */
+static void with_detail(const envlog_buf *rec, const uint8_t *body, size_t n, envlog_buf *out)
+{
+    envlog_buf w = {0};
+    ck_assert_ok(envlog_enc_bytes(&w, body, n));
+    uint64_t path[1] = {23};
+    ck_assert(tu_cbor_edit(rec->p, rec->len, path, 1, w.p, w.len, false, 0, out));
+    envlog_buf_free(&w);
+}
+
+/* A record's JSON rendering as the full reader reads it, or "" when it
+ * does not read; its body's problem in *problem (NULL: none). */
+static void read_full(const envlog_buf *b, sink *json, envlog_err *e, bool *problem)
+{
+    envlog_arena a = {0};
+    envlog_record rec;
+    sink_reset(json);
+    *e = envlog_event_decode(b->p, b->len, &rec, &a);
+    *problem = !*e && rec.detail_problem;
+    if (!*e)
+        ck_assert_ok(envlog_record_json(&rec, sink_fn, json));
+    /* The fold takes whatever the full reader takes, body or not. */
+    envlog_arena fa = {0};
+    envlog_record f;
+    envlog_err fe = envlog_event_decode_fold(b->p, b->len, &f, &fa);
+    tu_check(fe == *e, "the fold says %s, the full reader %s", envlog_strerror(fe),
+             envlog_strerror(*e));
+    tu_check(fe || !f.detail_problem, "the fold read a detail");
+    envlog_arena_free(&a);
+    envlog_arena_free(&fa);
+}
+
+/* Format 2 (envlog(5), RECORD ENCODING): a record reads to exactly what the
+ * same record in format 1 reads to (the same JSON); each detail field broken
+ * in turn (each wrong value, the key twice) leaves the record standing for
+ * both readers, and the full reader names the detail's problem exactly where
+ * format 1's reader refuses the record, its other fields read as before. */
+START_TEST(test_format2_detail)
+{
+    size_t cases = 0;
+    sink j1 = {0}, j2 = {0};
+    envlog_buf b1 = {0}, b2 = {0}, body = {0}, e1b = {0}, e2b = {0}, out2 = {0};
+    for (size_t k = 0; k < 8; k++) {
+        const envlog_schema *sc = envlog_schema_of(tu_kinds[k]);
+        for (int v = TU_TYPICAL; v <= TU_UNICODE; v++) {
+            tu_sample s;
+            tu_sample_make(&s, tu_kinds[k], (tu_variant)v);
+            envlog_effect eff = tu_kinds[k] == ENVLOG_KIND_USER
+                                    ? ENVLOG_CHANGED : envlog_effect_of(tu_kinds[k], &s.u);
+            ck_assert_ok(envlog_event_encode_as(&b1, tu_kinds[k], &stamp0, eff,
+                                                ENVLOG_LEVEL_FULL, &s.u, 1));
+            ck_assert_ok(envlog_event_encode(&b2, tu_kinds[k], &stamp0, eff,
+                                             ENVLOG_LEVEL_FULL, &s.u));
+            envlog_err r1, r2;
+            bool p1, p2;
+            read_full(&b1, &j1, &r1, &p1);
+            read_full(&b2, &j2, &r2, &p2);
+            ck_assert_ok(r1);
+            ck_assert_ok(r2);
+            ck_assert(!p1 && !p2);
+            ck_assert_str_eq(j1.p, j2.p);
+            bool has_detail = tu_detail_bytes(b2.p, b2.len, &body);
+            ck_assert(has_detail == (sc->detail && b1.len != b2.len));
+            if (!has_detail)
+                continue;
+            /* The fold reads none of it: a detail that is garbage throughout
+             * folds as the record does. */
+            with_detail(&b2, (const uint8_t *)"\xff\xff", 2, &out2);
+            read_full(&out2, &j2, &r2, &p2);
+            ck_assert(!r2 && p2);
+            for (size_t i = 0; i < sc->n_fields; i++) {
+                const envlog_field *f = &sc->fields[i];
+                if (f->fold)
+                    continue;
+                uint64_t path[1] = {f->key};
+                for (size_t w = 0; w <= sizeof wrong_values / sizeof *wrong_values; w++) {
+                    bool twice = w == sizeof wrong_values / sizeof *wrong_values;
+                    const uint8_t *with = twice ? (const uint8_t *)"\x00"
+                                                : (const uint8_t *)wrong_values[w].bytes;
+                    size_t wn = twice ? 1 : wrong_values[w].n;
+                    /* The field is absent from this sample: nothing to break. */
+                    if (!tu_cbor_edit(b1.p, b1.len, path, twice ? 0 : 1, with, wn, twice,
+                                      f->key, &e1b))
+                        break;
+                    ck_assert(tu_cbor_edit(body.p, body.len, path, twice ? 0 : 1, with, wn,
+                                           twice, f->key, &e2b));
+                    with_detail(&b2, e2b.p, e2b.len, &out2);
+                    read_full(&e1b, &j1, &r1, &p1);
+                    read_full(&out2, &j2, &r2, &p2);
+                    tu_check(!r2, "%s.%s: a broken body dropped the record", sc->name,
+                             f->name);
+                    tu_check(p2 == (r1 == ENVLOG_BAD_DATA),
+                             "%s.%s = %s: format 1 says %s, the detail's problem is %s",
+                             sc->name, f->name, twice ? "twice" : wrong_values[w].what,
+                             envlog_strerror(r1), p2 ? "named" : "not named");
+                    if (!r1)
+                        tu_check(!strcmp(j1.p, j2.p), "%s.%s: %s read differently", sc->name,
+                                 f->name, twice ? "twice" : wrong_values[w].what);
+                    cases++;
+                }
+            }
+        }
+    }
+    ck_assert_uint_gt(cases, 300);
+    sink_reset(&j1);
+    sink_reset(&j2);
+    envlog_buf_free(&b1);
+    envlog_buf_free(&b2);
+    envlog_buf_free(&body);
+    envlog_buf_free(&e1b);
+    envlog_buf_free(&e2b);
+    envlog_buf_free(&out2);
+}
+END_TEST
+
+/* What a format 2 record's map and detail may hold. */
+START_TEST(test_format2_detail_rules)
+{
+    static const char *const cands[] = {"a", "b"};
+    envlog_trial tr = {.name = "a", .index = 1};
+    envlog_tune t = {.ns = "n", .key = "k", .candidates = cands, .n_candidates = 2,
+                     .trials = &tr, .n_trials = 1, .winner = 1, .stored = true,
+                     .policy = "p"};
+    envlog_buf b = {0}, body = {0}, e = {0}, out = {0};
+    sink j = {0};
+    envlog_err r;
+    bool problem;
+    ck_assert_ok(envlog_event_encode(&b, ENVLOG_KIND_TUNE, &stamp0, ENVLOG_CHANGED,
+                                     ENVLOG_LEVEL_BASIC, &t));
+    ck_assert(tu_detail_bytes(b.p, b.len, &body));
+    /* A fold field inside the body: the fold would not see it. */
+    uint64_t top[1] = {0};
+    ck_assert(tu_cbor_edit(body.p, body.len, top, 0, (const uint8_t *)"\x61x", 2, true, 4, &e));
+    with_detail(&b, e.p, e.len, &out);
+    read_full(&out, &j, &r, &problem);
+    ck_assert(!r && problem);
+    /* A body field in both places. */
+    ck_assert(tu_cbor_edit(b.p, b.len, top, 0, (const uint8_t *)"\x61q", 2, true, 9, &out));
+    read_full(&out, &j, &r, &problem);
+    ck_assert(!r && problem);
+    /* The record's own map is read as ever; the body is not. */
+    ck_assert_ptr_nonnull(strstr(j.p, "\"policy\":\"q\""));
+    ck_assert_ptr_null(strstr(j.p, "\"policy\":\"p\""));
+    /* A trial naming candidate 2 of 2 inside the body. */
+    uint64_t tp[3] = {8, 0, 1};
+    ck_assert(tu_cbor_edit(body.p, body.len, tp, 3, (const uint8_t *)"\x02", 1, false, 0, &e));
+    with_detail(&b, e.p, e.len, &out);
+    read_full(&out, &j, &r, &problem);
+    ck_assert(!r && problem);
+    ck_assert_ptr_nonnull(strstr(j.p, "\"detail_problem\":\"tune record: a trial names a "
+                                      "candidate the tune does not have\""));
+    ck_assert_ptr_null(strstr(j.p, "\"trials\""));
+    ck_assert_ptr_nonnull(strstr(j.p, "\"winner\":1"));
+    /* Not a map; a map and a byte more. */
+    with_detail(&b, (const uint8_t *)"\x01", 1, &out);
+    read_full(&out, &j, &r, &problem);
+    ck_assert(!r && problem);
+    ck_assert_ok(envlog_buf_append(&body, "\x00", 1));
+    with_detail(&b, body.p, body.len, &out);
+    read_full(&out, &j, &r, &problem);
+    ck_assert(!r && problem);
+    /* Key 23 that is not a byte string: the record, for every reader. */
+    uint64_t k23[1] = {23};
+    ck_assert(tu_cbor_edit(b.p, b.len, k23, 1, (const uint8_t *)"\x01", 1, false, 0, &out));
+    decode_fails(&out, ENVLOG_BAD_DATA, "key 23 a number");
+    /* A kind without a body: key 23 is a key this version does not know. */
+    envlog_forget fg = {.table = ENVLOG_TABLE_TUNE, .ns = "n", .key = "k"};
+    ck_assert_ok(envlog_event_encode(&b, ENVLOG_KIND_FORGET, &stamp0, ENVLOG_CHANGED,
+                                     ENVLOG_LEVEL_BASIC, &fg));
+    ck_assert(tu_cbor_edit(b.p, b.len, top, 0, (const uint8_t *)"\x41\xff", 2, true, 23, &out));
+    read_full(&out, &j, &r, &problem);
+    ck_assert(!r && !problem);
+    sink_reset(&j);
+    envlog_buf_free(&b);
+    envlog_buf_free(&body);
+    envlog_buf_free(&e);
     envlog_buf_free(&out);
 }
 END_TEST
@@ -1377,6 +1563,8 @@ Suite *suite_core(void)
     tcase_add_test(tc, test_fold_and_full_reader_agree);
     tcase_add_test(tc, test_version);
     tcase_add_test(tc, test_cross_field_rules);
+    tcase_add_test(tc, test_format2_detail);
+    tcase_add_test(tc, test_format2_detail_rules);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("utf8");

@@ -81,7 +81,7 @@ START_TEST(test_env_open)
     size_t n;
     char *marker = (char *)tu_read(tu_path(deep, "FORMAT"), &n);
     marker[n] = 0;
-    ck_assert_str_eq(marker, "envlog environment format 1\n");
+    ck_assert_str_eq(marker, "envlog environment format 2\n");
     free(marker);
     ck_assert(tu_exists(tu_path(deep, "sessions")));
     ck_assert_ok(envlog_env_open(deep, 0, &env));
@@ -99,9 +99,9 @@ START_TEST(test_env_open)
     /* An unknown format version is refused with a clear message. */
     const char *future = tu_path(dir, "future");
     ck_assert_int_eq(mkdir(future, 0700), 0);
-    tu_write(tu_path(future, "FORMAT"), "envlog environment format 2\n", 28);
+    tu_write(tu_path(future, "FORMAT"), "envlog environment format 3\n", 28);
     ck_assert_err(envlog_env_open(future, 0, &env), ENVLOG_FORMAT);
-    ck_assert_ptr_nonnull(strstr(envlog_errmsg(), "format 2"));
+    ck_assert_ptr_nonnull(strstr(envlog_errmsg(), "format 3"));
     ck_assert_err(envlog_env_open(future, ENVLOG_OPEN_CREATE, &env), ENVLOG_FORMAT);
     tu_write(tu_path(future, "FORMAT"), "something else\n", 15);
     ck_assert_err(envlog_env_open(future, 0, &env), ENVLOG_FORMAT);
@@ -124,6 +124,32 @@ START_TEST(test_env_open)
     envlog_session *s = (envlog_session *)1;
     ck_assert_err(envlog_session_begin(env, NULL, &s), ENVLOG_WRONG_STATE);
     ck_assert_ptr_null(s);
+    ck_assert_int_eq(envlog_env_format(env), 1);
+    envlog_env_close(env);
+
+    /* A format 1 environment reads as it is, and becomes format 2 only when
+     * something of format 2 is first written there (envlog(5), FORMAT
+     * VERSIONS): a session that changes nothing leaves it as it was. */
+    ck_assert_ok(envlog_env_open(ro, 0, &env));
+    ck_assert_int_eq(envlog_env_format(env), 1);
+    ck_assert_ok(envlog_session_begin(env, NULL, &s));
+    ck_assert_ok(envlog_record_mark(s, "only observed", NULL));
+    ck_assert_ok(envlog_session_end(s));
+    char *m1 = (char *)tu_read(tu_path(ro, "FORMAT"), &n);
+    ck_assert_mem_eq(m1, "envlog environment format 1\n", 28);
+    free(m1);
+    ck_assert_ok(envlog_session_begin(env, NULL, &s));
+    envlog_forget fg = {.table = ENVLOG_TABLE_TUNE, .ns = "n", .key = "k", .reason = "r"};
+    ck_assert_ok(envlog_record_forget(s, &fg, NULL));
+    ck_assert_ok(envlog_session_end(s));
+    ck_assert_int_eq(envlog_env_format(env), 2);
+    envlog_env_close(env);
+    char *m2 = (char *)tu_read(tu_path(ro, "FORMAT"), &n);
+    ck_assert_uint_eq(n, 28);
+    ck_assert_mem_eq(m2, "envlog environment format 2\n", 28);
+    free(m2);
+    ck_assert_ok(envlog_env_open(ro, ENVLOG_OPEN_READONLY, &env));
+    ck_assert_int_eq(envlog_env_format(env), 2);
     envlog_env_close(env);
     tu_rmrf(dir);
     free(dir);

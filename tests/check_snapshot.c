@@ -1371,8 +1371,8 @@ START_TEST(test_import_rejects_one_entry)
             rec.u.tune.n_trials) {
             /* Trial 0's index (key 1 of the map at trials[0]) becomes 99. */
             static const uint64_t path[] = {8, 0, 1};
-            ck_assert(tu_cbor_edit(it.record.data, it.record.size, path, 3,
-                                   (const uint8_t *)"\x18\x63", 2, false, 0, &bad));
+            ck_assert(tu_detail_edit(it.record.data, it.record.size, path, 3,
+                                     (const uint8_t *)"\x18\x63", 2, false, 0, &bad));
             it.record.data = bad.p;
             it.record.size = bad.len;
             broke = true;

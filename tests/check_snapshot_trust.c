@@ -393,6 +393,69 @@ END_TEST
 
 /* ------------------------------------------------------------ one reader */
 
+/* A format 2 record whose detail does not keep its rules (a trial naming a
+ * candidate the tune does not have) stands for every reader: the full
+ * reader hands it out saying why, without its trials; the fold takes it;
+ * a compaction keeps it as it is. */
+START_TEST(test_detail_problem_stands)
+{
+    rp_renv r = rp_renv_new("detail-problem");
+    static const char *const cands[] = {"a", "b"};
+    envlog_trial tr = {.name = "b", .index = 1, .samples = 3, .median_ns = 5};
+    envlog_tune t = {.ns = NS_A, .candidates = cands, .n_candidates = 2, .winner = 1,
+                     .stored = true, .checksum = envlog_tune_checksum(cands, 2),
+                     .trials = &tr, .n_trials = 1, .policy = "p"};
+    envlog_buf recs[2] = {{0}}, edited = {0};
+    t.key = "good";
+    tu_record_with_seq(&recs[0], ENVLOG_KIND_TUNE, 1, 10, &t);
+    t.key = "bad-detail";
+    tu_record_with_seq(&recs[1], ENVLOG_KIND_TUNE, 2, 20, &t);
+    static const uint64_t idx[] = {8, 0, 1};
+    ck_assert(tu_detail_edit(recs[1].p, recs[1].len, idx, 3, (const uint8_t *)"\x18\x63", 2,
+                             false, 0, &edited));
+    const uint8_t *p[2] = {recs[0].p, edited.p};
+    size_t n[2] = {recs[0].len, edited.len};
+    envlog_id128 id = tu_raw_session(r.env, p, n, 2, true);
+    envlog_reader *rd;
+    const envlog_record *rec;
+    ck_assert_ok(envlog_reader_open(r.env, &id, &rd));
+    int seen = 0, problems = 0;
+    while (envlog_reader_next(rd, &rec) == ENVLOG_OK) {
+        seen++;
+        if (rec->kind == ENVLOG_KIND_TUNE && !strcmp(rec->u.tune.key, "bad-detail")) {
+            ck_assert_ptr_nonnull(rec->detail_problem);
+            ck_assert_ptr_nonnull(strstr(rec->detail_problem, "candidate"));
+            ck_assert_uint_eq(rec->u.tune.n_trials, 0);
+            ck_assert_int_eq(rec->u.tune.winner, 1);
+            problems++;
+        } else {
+            ck_assert_ptr_null(rec->detail_problem);
+        }
+    }
+    ck_assert_int_eq(envlog_reader_state(rd), ENVLOG_STATE_SEALED);
+    envlog_reader_close(rd);
+    ck_assert_int_eq(seen, 3);
+    ck_assert_int_eq(problems, 1);
+    for (int round = 0; round < 2; round++) {
+        envlog_state *st = rp_sopen(r.env, NULL);
+        ck_assert_uint_eq(rp_stats(st).tunes, 2);
+        ck_assert_uint_eq(rp_stats(st).damaged, 0);
+        envlog_tune_entry te;
+        ck_assert_ok(envlog_state_winner(st, NS_A, "bad-detail", t.checksum, &te));
+        ck_assert_str_eq(te.winner, "b");
+        envlog_state_close(st);
+        /* The same after a compaction: the record is kept as it is. */
+        envlog_compact_report cr;
+        ck_assert_ok(envlog_compact(r.env, ENVLOG_EVIDENCE_ALL, &cr));
+    }
+    envlog_buf_free(&recs[0]);
+    envlog_buf_free(&recs[1]);
+    envlog_buf_free(&edited);
+    rp_renv_free(&r);
+}
+END_TEST
+
+
 /* A tune whose trials are text (a field the fold does not store) and one
  * with its key twice: the fold and the full reader both drop them, before
  * and after a compaction. */
@@ -929,6 +992,7 @@ void sn_add_trust_tcases(Suite *s)
     tcase_add_test(tc, test_snapshot_damage_repair);
     tcase_add_test(tc, test_bundle_damage_catalogue);
     tcase_add_test(tc, test_one_reader_across_compaction);
+    tcase_add_test(tc, test_detail_problem_stands);
     tcase_add_loop_test(tc, test_why_unchanged_by_compaction, 0, 3);
     tcase_add_test(tc, test_overwritten_segment_is_not_torn);
     tcase_add_test(tc, test_entry_winner_out_of_range);

@@ -32,6 +32,10 @@ KIND_HEADER, KIND_SEAL = 1, 2
 
 KINDS = {16: "session", 17: "tune", 18: "compile", 19: "span", 20: "mark",
          21: "import", 22: "forget", 23: "user"}
+# envlog(5), "The detail (format 2)": the kinds whose format 2 records keep
+# the fields the fold does not read in key 23, a byte string holding a map.
+DETAIL_KINDS = {"tune", "compile", "span", "mark", "import"}
+DETAIL = 23
 ENVELOPE = {0: "kind", 1: "seq", 2: "offset_ns", 3: "effect"}
 
 # Field names and how each shows in JSON, key by key (from envlog(5)).
@@ -112,9 +116,36 @@ def named(m, table):
     return out
 
 
+def with_detail(kind, rec):
+    """The record's map with its detail's pairs in place of key 23, or, when
+    the detail does not hold one map, the names envlog(5)'s JSON RENDERING
+    gives its problem (the problem's words are envlog's own: any text)."""
+    if kind not in DETAIL_KINDS or DETAIL not in rec:
+        return rec, None
+    out = {}
+    problem = None
+    for k, v in rec.items():
+        if k != DETAIL:
+            out[k] = v
+            continue
+        if not isinstance(v, bytes):
+            fail("key 23 of a %s record is not a byte string" % kind)
+            continue
+        try:
+            d = cbor2.loads(v)
+        except Exception:  # noqa: BLE001 - not one item: the detail's problem
+            d = None
+        if not isinstance(d, dict) or any(k2 in rec for k2 in d):
+            problem = v.hex()
+            continue
+        out.update(d)
+    return out, problem
+
+
 def expected_json(session_hex, rec):
     kind = KINDS.get(rec[0], rec[0])
     out = {"session": session_hex}
+    rec, problem = with_detail(kind, rec)
     body = {k: v for k, v in rec.items() if not (isinstance(k, int) and k < 4)}
     for k in range(4):
         if k in rec:
@@ -125,6 +156,9 @@ def expected_json(session_hex, rec):
                 v = "changed" if v else "observed"
             out[ENVELOPE[k]] = v
     out.update(named(body, SCHEMA.get(kind, {})))
+    if problem is not None:
+        out["detail_problem"] = None  # any text: see same()
+        out["detail"] = problem
     # envlog(1), JSON OUTPUT: every line says what it is, and a 64-bit hash
     # is the hex text the plain output shows.
     if isinstance(out.get("checksum"), int):
@@ -136,7 +170,8 @@ def expected_json(session_hex, rec):
 
 def same(a, b):
     if isinstance(a, dict) and isinstance(b, dict):
-        return a.keys() == b.keys() and all(same(a[k], b[k]) for k in a)
+        return a.keys() == b.keys() and all(
+            k == "detail_problem" or same(a[k], b[k]) for k in a)
     if isinstance(a, list) and isinstance(b, list):
         return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
     if isinstance(a, bool) or isinstance(b, bool):
@@ -212,7 +247,7 @@ def read_session(sdir, sid):
                      (sdir, name, off))
                 continue
             if rec[0] == KIND_HEADER:
-                if off != 0 or rec.get(4) != "envlog-log" or rec.get(5) != 1 or \
+                if off != 0 or rec.get(4) != "envlog-log" or rec.get(5) not in (1, 2) or \
                         rec.get(6) != sid or rec.get(7) != segno or rec.get(8) != first:
                     fail("%s/%s: bad HEADER %r" % (sdir, name, rec))
                 continue

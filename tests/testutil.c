@@ -1198,6 +1198,45 @@ bool tu_cbor_edit(const uint8_t *p, size_t n, const uint64_t *path, size_t depth
     return edit_item(&pl, out, path, depth, with, with_n, add, add_key) && pl.pos == n;
 }
 
+bool tu_detail_bytes(const uint8_t *p, size_t n, envlog_buf *detail)
+{
+    envlog_pull pl = {p, n, 0};
+    envlog_tok t, k, v;
+    if (envlog_pull_next(&pl, &t) || t.type != ENVLOG_TOK_MAP)
+        return false;
+    for (uint64_t i = 0; i < t.u; i++) {
+        if (envlog_pull_next(&pl, &k) || envlog_pull_next(&pl, &v))
+            return false;
+        if (k.type == ENVLOG_TOK_UINT && k.u == 23 && v.type == ENVLOG_TOK_BYTES) {
+            detail->len = 0;
+            ck_assert_ok(envlog_buf_append(detail, v.data, v.len));
+            return true;
+        }
+        if (envlog_pull_skip_after(&pl, &v))
+            return false;
+    }
+    return false;
+}
+
+bool tu_detail_edit(const uint8_t *p, size_t n, const uint64_t *path, size_t depth,
+                    const uint8_t *with, size_t with_n, bool add, uint64_t add_key,
+                    envlog_buf *out)
+{
+    envlog_buf d = {0}, e = {0}, w = {0};
+    bool ok;
+    if (!tu_detail_bytes(p, n, &d)) {
+        ok = tu_cbor_edit(p, n, path, depth, with, with_n, add, add_key, out);
+    } else if ((ok = tu_cbor_edit(d.p, d.len, path, depth, with, with_n, add, add_key, &e))) {
+        static const uint64_t k23[] = {23};
+        ck_assert_ok(envlog_enc_bytes(&w, e.p, e.len));
+        ok = tu_cbor_edit(p, n, k23, 1, w.p, w.len, false, 0, out);
+    }
+    envlog_buf_free(&d);
+    envlog_buf_free(&e);
+    envlog_buf_free(&w);
+    return ok;
+}
+
 /* ------------------------------------------------------------ raw sessions */
 
 envlog_id128 tu_raw_session(envlog_env *env, const uint8_t *const *recs,

@@ -159,6 +159,16 @@ bool tu_cbor_edit(const uint8_t *p, size_t n, const uint64_t *path, size_t depth
                   const uint8_t *with, size_t with_n, bool add, uint64_t add_key,
                   envlog_buf *out);
 
+/* tu_cbor_edit() inside the detail of a format 2 record (key 23: envlog(5),
+ * "The detail (format 2)"), the byte string written back around the edited
+ * map; with no detail, inside the record's own map (format 1).  False when
+ * the path is not there. */
+bool tu_detail_edit(const uint8_t *p, size_t n, const uint64_t *path, size_t depth,
+                    const uint8_t *with, size_t with_n, bool add, uint64_t add_key,
+                    envlog_buf *out);
+/* The bytes of key 23 of a record (false when it has none). */
+bool tu_detail_bytes(const uint8_t *p, size_t n, envlog_buf *detail);
+
 /* A session of `env` written segment by segment, bypassing the recorder:
  * a session record (seq 0), then records[i] (whose seqs must be i + 1),
  * sealed when `seal`.  For records the recorder would refuse. */

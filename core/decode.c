@@ -1,425 +1,17 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * codec.c - the table-driven CBOR codec of the event model.
- *
- * One walker over schema.c's tables encodes a C struct to a CBOR map with
- * small-integer keys and decodes it back in place: strings are copied into a
- * reusable arena, byte strings point into the payload.  Unknown keys are
- * skipped (forward compatibility); every count read from data is checked
- * against the bytes left before memory is taken for it.
+ * decode.c - records back into the event model's structs, through
+ * schema.c's tables, in place: strings are copied into a reusable arena,
+ * byte strings point into the payload.  Unknown keys are skipped (forward
+ * compatibility); every count read from data is checked against the bytes
+ * left before memory is taken for it.  Both record formats read: a format
+ * 2 record's detail (key 23) is read by the full reader only, and its damage
+ * never drops the record (envlog(5), RECORD ENCODING).
  */
-#include "core_int.h"
+#include "codec_int.h"
 
 #include <limits.h>
 #include <string.h>
-
-#define AT(base, off, type) ((type *)(void *)((char *)(base) + (off)))
-typedef const char *cstr;
-typedef const void *cptr;
-#define CAT(base, off, type) ((const type *)(const void *)((const char *)(base) + (off)))
-
-/* ------------------------------------------------------ fast lanes
- *
- * Recording a tune writes about 200 item heads; these write the common short
- * forms (small keys and counts, short strings, single floats) in place, the
- * same bytes cbor_io.c's envlog_enc_* functions write, and hand everything
- * else to them. */
-
-/* Room for a key head (2 bytes: keys are below 256) and any fixed-size
- * value: a 9-byte number or a 17-byte hash. */
-#define HEAD_ROOM 20
-
-static inline envlog_err room(envlog_buf *b, size_t n)
-{
-    return b->cap - b->len >= n ? ENVLOG_OK : envlog_buf_reserve(b, n);
-}
-
-/* Writes a head of major type `major` at `w` in the shortest form (as
- * cbor_io.c does) and returns the byte after it.  Writing through a local
- * cursor, not b->len, lets the compiler keep it in a register: a byte store
- * through b->p may alias b->len. */
-static inline uint8_t *put_head(uint8_t *w, uint8_t major, uint64_t v)
-{
-    if (v < 24) {
-        *w = (uint8_t)(major | v);
-        return w + 1;
-    }
-    if (v <= 0xff) {
-        w[0] = major | 24;
-        w[1] = (uint8_t)v;
-        return w + 2;
-    }
-    if (v <= 0xffff) {
-        w[0] = major | 25;
-        w[1] = (uint8_t)(v >> 8);
-        w[2] = (uint8_t)v;
-        return w + 3;
-    }
-    if (v <= 0xffffffffu) {
-        w[0] = major | 26;
-        for (int i = 0; i < 4; i++)
-            w[1 + i] = (uint8_t)(v >> (24 - 8 * i));
-        return w + 5;
-    }
-    w[0] = major | 27;
-    for (int i = 0; i < 8; i++)
-        w[1 + i] = (uint8_t)(v >> (56 - 8 * i));
-    return w + 9;
-}
-
-/* A double in its preferred form, as envlog_enc_double writes it. */
-static inline uint8_t *put_f64(uint8_t *w, double v)
-{
-    float f = (float)v;
-    if ((double)f == v || v != v) {
-        uint32_t u;
-        memcpy(&u, &f, 4);
-        w[0] = 0xfa;
-        for (int i = 0; i < 4; i++)
-            w[1 + i] = (uint8_t)(u >> (24 - 8 * i));
-        return w + 5;
-    }
-    uint64_t u;
-    memcpy(&u, &v, 8);
-    w[0] = 0xfb;
-    for (int i = 0; i < 8; i++)
-        w[1 + i] = (uint8_t)(u >> (56 - 8 * i));
-    return w + 9;
-}
-
-/* An unsigned head, room for 9 bytes having been made. */
-static inline envlog_err put_uint(envlog_buf *b, uint8_t major, uint64_t v)
-{
-    b->len = (size_t)(put_head(b->p + b->len, major, v) - b->p);
-    return ENVLOG_OK;
-}
-
-/* True when the `n` bytes are all ASCII and none is NUL: then they are
- * valid UTF-8 without asking envlog_utf8_valid. */
-static inline bool plain_ascii(const char *s, size_t n)
-{
-    const uint64_t lo = 0x0101010101010101ULL, hi = 0x8080808080808080ULL;
-    uint64_t acc = 0;
-    size_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        uint64_t w;
-        memcpy(&w, s + i, 8);
-        acc |= w | ((w - lo) & ~w);
-    }
-    for (; i < n; i++) {
-        unsigned char c = (unsigned char)s[i];
-        acc |= c ? c : 0x80;
-    }
-    return !(acc & hi);
-}
-
-static inline bool text_valid(const char *s, size_t n)
-{
-    return plain_ascii(s, n) || envlog_utf8_valid(s, n);
-}
-
-static bool field_present(const envlog_field *f, const void *in, envlog_level level)
-{
-    if (f->full_only && level < ENVLOG_LEVEL_FULL)
-        return false;
-    if (f->present_off != SIZE_MAX && !*CAT(in, f->present_off, bool))
-        return false;
-    switch (f->type) {
-    case ENVLOG_F_TEXT: return *CAT(in, f->off, cstr) != NULL;
-    case ENVLOG_F_BYTES:
-    case ENVLOG_F_RAW:
-    case ENVLOG_F_RECORD: return CAT(in, f->off, envlog_bytes)->size != 0;
-    case ENVLOG_F_TEXTS:
-    case ENVLOG_F_F64S:
-    case ENVLOG_F_OBJS: return *CAT(in, f->count_off, size_t) != 0;
-    default: return true;
-    }
-}
-
-/* Copies a string of fewer than 24 bytes with a few fixed-size moves (each
- * within the string) and returns the OR of its bytes: bit 7 of each byte of
- * the result is clear when every byte is ASCII. */
-static inline uint64_t copy_short(uint8_t *d, const char *s, size_t n)
-{
-    uint64_t a, z = 0;
-    uint32_t x, y;
-    if (n >= 8) {
-        memcpy(&a, s, 8);
-        memcpy(d, &a, 8);
-        z = a;
-        if (n > 16) {
-            memcpy(&a, s + 8, 8);
-            memcpy(d + 8, &a, 8);
-            z |= a;
-        }
-        memcpy(&a, s + n - 8, 8);
-        memcpy(d + n - 8, &a, 8);
-        return z | a;
-    }
-    if (n >= 4) {
-        memcpy(&x, s, 4);
-        memcpy(&y, s + n - 4, 4);
-        memcpy(d, &x, 4);
-        memcpy(d + n - 4, &y, 4);
-        return x | y;
-    }
-    for (size_t i = 0; i < n; i++)
-        z |= (uint8_t)(d[i] = (uint8_t)s[i]);
-    return z;
-}
-
-static envlog_err enc_text_checked(envlog_buf *b, const char *s, const char *what)
-{
-    size_t n = strlen(s);
-    if (n < 24) {
-        envlog_err e = room(b, 1 + n);
-        if (e)
-            return e;
-        /* strlen found no NUL before n: ASCII bytes are valid UTF-8. */
-        uint8_t *d = b->p + b->len;
-        if ((copy_short(d + 1, s, n) & 0x8080808080808080ULL) &&
-            !envlog_utf8_valid(s, n))
-            return envlog__fail(ENVLOG_INVALID_ARG, "%s is not valid UTF-8", what);
-        d[0] = (uint8_t)(0x60 | n);
-        b->len += 1 + n;
-        return ENVLOG_OK;
-    }
-    if (!text_valid(s, n))
-        return envlog__fail(ENVLOG_INVALID_ARG, "%s is not valid UTF-8", what);
-    return envlog_enc_text(b, s, n);
-}
-
-static inline envlog_err enc_f64(envlog_buf *b, double v)
-{
-    envlog_err e = room(b, 9);
-    if (e)
-        return e;
-    b->len = (size_t)(put_f64(b->p + b->len, v) - b->p);
-    return ENVLOG_OK;
-}
-
-static envlog_err enc_struct(envlog_buf *b, const envlog_schema *s,
-                             const void *in, envlog_level level, int depth);
-
-/* Encodes field `f` of a map at depth `depth` as a key and its value, or
- * writes nothing and sets *absent when the value is empty (field_present's
- * per-type rule, checked here so each field is dispatched once).  Level and
- * presence flag are the caller's to check. */
-static envlog_err enc_field(envlog_buf *b, const envlog_field *f, const void *in,
-                            envlog_level level, int depth, bool *absent)
-{
-    /* Room for the key and a value head: the fixed-size values below are
-     * written in place. */
-    envlog_err e = room(b, HEAD_ROOM);
-    if (e)
-        return e;
-    size_t mark = b->len;
-    uint8_t *w = put_head(b->p + mark, 0x00, f->key);
-    b->len = (size_t)(w - b->p);
-    switch ((envlog_fty)f->type) {
-    case ENVLOG_F_U64: return put_uint(b, 0x00, *CAT(in, f->off, uint64_t));
-    case ENVLOG_F_U32: return put_uint(b, 0x00, *CAT(in, f->off, uint32_t));
-    case ENVLOG_F_I64: {
-        int64_t v = *CAT(in, f->off, int64_t);
-        return put_uint(b, v >= 0 ? 0x00 : 0x20,
-                        v >= 0 ? (uint64_t)v : (uint64_t)(-(v + 1)));
-    }
-    case ENVLOG_F_ENUM: {
-        int v = *CAT(in, f->off, int);
-        size_t n = 0;
-        while (f->enum_names && f->enum_names[n])
-            n++;
-        if (v < 0 || (size_t)v >= n)
-            return envlog__fail(ENVLOG_INVALID_ARG, "%s %d is out of range",
-                                f->name, v);
-        return put_uint(b, 0x00, (uint64_t)v);
-    }
-    case ENVLOG_F_F64:
-        b->len = (size_t)(put_f64(w, *CAT(in, f->off, double)) - b->p);
-        return ENVLOG_OK;
-    case ENVLOG_F_BOOL:
-        *w = *CAT(in, f->off, bool) ? 0xf5 : 0xf4;
-        b->len++;
-        return ENVLOG_OK;
-    case ENVLOG_F_TEXT: {
-        const char *v = *CAT(in, f->off, cstr);
-        if (!v)
-            goto empty;
-        return enc_text_checked(b, v, f->name);
-    }
-    case ENVLOG_F_BYTES: {
-        const envlog_bytes *x = CAT(in, f->off, envlog_bytes);
-        if (!x->size)
-            goto empty;
-        if (!x->data)
-            return envlog__fail(ENVLOG_INVALID_ARG, "%s has a size but no data",
-                                f->name);
-        return envlog_enc_bytes(b, x->data, x->size);
-    }
-    case ENVLOG_F_RAW:
-    case ENVLOG_F_RECORD: {
-        const envlog_bytes *x = CAT(in, f->off, envlog_bytes);
-        if (!x->size)
-            goto empty;
-        /* The item goes at depth + 1; a record stored inline counts from
-         * its own map (the nesting rule of core_int.h). */
-        int d = f->type == ENVLOG_F_RECORD ? 0 : depth + 1;
-        envlog_err ce = x->data ? envlog_cbor_check_at(x->data, x->size, d) : ENVLOG_BAD_DATA;
-        if (ce == ENVLOG_NOMEM)
-            return ce;
-        if (ce || (f->type == ENVLOG_F_RECORD && (*(const uint8_t *)x->data >> 5) != 5))
-            return envlog__fail(ENVLOG_INVALID_ARG,
-                                "%s is not one well-formed CBOR %s (%s)", f->name,
-                                f->type == ENVLOG_F_RECORD ? "map" : "item",
-                                ce ? envlog_errmsg() : "not a map");
-        return envlog_buf_append(b, x->data, x->size);
-    }
-    case ENVLOG_F_H128:
-        *w = 0x50; /* a 16-byte string */
-        memcpy(w + 1, CAT(in, f->off, envlog_id128)->b, 16);
-        b->len += 17;
-        return ENVLOG_OK;
-    case ENVLOG_F_STAMP: {
-        const envlog_stamp *st = CAT(in, f->off, envlog_stamp);
-        if ((e = envlog_enc_array(b, 3)) ||
-            (e = envlog_enc_bytes(b, st->session.b, 16)) ||
-            (e = envlog_enc_uint(b, st->seq)))
-            return e;
-        return envlog_enc_uint(b, st->offset_ns);
-    }
-    case ENVLOG_F_TEXTS:
-    case ENVLOG_F_F64S:
-    case ENVLOG_F_OBJS: break;
-    }
-    size_t n = *CAT(in, f->count_off, size_t);
-    if (!n)
-        goto empty;
-    const void *arr = *CAT(in, f->off, cptr);
-    if (!arr)
-        return envlog__fail(ENVLOG_INVALID_ARG, "%s has %zu items but no array",
-                            f->name, n);
-    if ((e = put_uint(b, 0x80, n)))
-        return e;
-    for (size_t i = 0; i < n; i++) {
-        if (f->type == ENVLOG_F_TEXTS) {
-            const char *s = ((const char *const *)arr)[i];
-            if (!s)
-                return envlog__fail(ENVLOG_INVALID_ARG, "%s[%zu] is NULL",
-                                    f->name, i);
-            e = enc_text_checked(b, s, f->name);
-        } else if (f->type == ENVLOG_F_F64S) {
-            e = enc_f64(b, ((const double *)arr)[i]);
-        } else {
-            e = enc_struct(b, f->sub, (const char *)arr + i * f->sub->size, level,
-                           depth + 2);
-        }
-        if (e)
-            return e;
-    }
-    return ENVLOG_OK;
-empty:
-    b->len = mark;
-    *absent = true;
-    return ENVLOG_OK;
-}
-
-static size_t count_fields(const envlog_schema *s, const void *in, envlog_level level)
-{
-    size_t n = 0;
-    for (size_t i = 0; i < s->n_fields; i++)
-        n += field_present(&s->fields[i], in, level);
-    return n;
-}
-
-/* Encodes the present fields; *count says how many there were. */
-static envlog_err enc_fields(envlog_buf *b, const envlog_schema *s,
-                             const void *in, envlog_level level, int depth,
-                             size_t *count)
-{
-    size_t n = 0;
-    for (const envlog_field *f = s->fields, *end = f + s->n_fields; f < end; f++) {
-        if (f->full_only && level < ENVLOG_LEVEL_FULL)
-            continue;
-        if (f->present_off != SIZE_MAX && !*CAT(in, f->present_off, bool))
-            continue;
-        bool absent = false;
-        envlog_err e = enc_field(b, f, in, level, depth, &absent);
-        if (e)
-            return e;
-        n += !absent;
-    }
-    *count = n;
-    return ENVLOG_OK;
-}
-
-/* A map of at most 23 pairs has a one-byte head: it is reserved first and
- * filled in once the fields are written, so the fields are walked once. */
-static envlog_err enc_struct(envlog_buf *b, const envlog_schema *s,
-                             const void *in, envlog_level level, int depth)
-{
-    envlog_err e;
-    size_t n;
-    if (s->n_fields >= 24) {
-        if ((e = envlog_enc_map(b, count_fields(s, in, level))))
-            return e;
-        return enc_fields(b, s, in, level, depth, &n);
-    }
-    if ((e = room(b, 1)))
-        return e;
-    size_t at = b->len++;
-    if ((e = enc_fields(b, s, in, level, depth, &n)))
-        return e;
-    b->p[at] = (uint8_t)(0xa0 | n);
-    return ENVLOG_OK;
-}
-
-envlog_err envlog_struct_encode(envlog_buf *b, const envlog_schema *s,
-                                const void *in, envlog_level level)
-{
-    return enc_struct(b, s, in, level, 0);
-}
-
-envlog_err envlog_event_encode(envlog_buf *b, envlog_kind kind,
-                               const envlog_stamp *stamp, envlog_effect effect,
-                               envlog_level level, const void *body)
-{
-    const envlog_schema *s = envlog_schema_of(kind);
-    if (!s)
-        return envlog__fail(ENVLOG_INVALID_ARG, "kind %d has no schema", kind);
-    /* The writer never writes a record its readers refuse. */
-    const char *why = envlog_record_problem(kind, effect, body, ENVLOG_TRIALS_OF_BODY);
-    if (why)
-        return envlog__fail(ENVLOG_INVALID_ARG, "%s record: %s", s->name, why);
-    b->len = 0;
-    envlog_err e;
-    size_t n, at = 0;
-    bool late_head = 4 + s->n_fields < 24; /* as in enc_struct */
-    if (late_head) {
-        if ((e = room(b, 1)))
-            return e;
-        b->len = 1;
-    } else if ((e = envlog_enc_map(b, 4 + count_fields(s, body, level)))) {
-        return e;
-    }
-    /* The envelope: four small keys and four numbers. */
-    if ((e = room(b, 4 * (1 + 9))))
-        return e;
-    uint8_t *w = b->p + b->len;
-    w = put_head(w, 0x00, ENVLOG_K_KIND);
-    w = put_head(w, 0x00, (uint64_t)kind);
-    w = put_head(w, 0x00, ENVLOG_K_SEQ);
-    w = put_head(w, 0x00, stamp->seq);
-    w = put_head(w, 0x00, ENVLOG_K_OFFSET);
-    w = put_head(w, 0x00, stamp->offset_ns);
-    w = put_head(w, 0x00, ENVLOG_K_EFFECT);
-    w = put_head(w, 0x00, (uint64_t)effect);
-    b->len = (size_t)(w - b->p);
-    if ((e = enc_fields(b, s, body, level, 0, &n)))
-        return e;
-    if (late_head)
-        b->p[at] = (uint8_t)(0xa0 | (4 + n));
-    return ENVLOG_OK;
-}
 
 /* ---------------------------------------------------------------- decoding
  *
@@ -439,6 +31,11 @@ typedef struct dec_facts {
 typedef struct dec_ctx {
     envlog_arena *a;
     dec_facts facts;
+    const envlog_schema *own;     /* the record's schema (NULL: not a record) */
+    const envlog_schema *detail_of; /* own, when its kind has a detail */
+    envlog_bytes detail;          /* key 23's bytes, when it has one */
+    uint64_t seen;                /* the fields of `own` met, by index */
+    envlog_text *slices;          /* text of `own`'s fields, not copied */
 } dec_ctx;
 
 static envlog_err bad(const envlog_field *f, const char *what)
@@ -524,20 +121,27 @@ static inline envlog_err pull(envlog_pull *p, envlog_tok *t)
     return pull_rest(p, t);
 }
 
+/* A text value, checked: its token in *t. */
+static envlog_err dec_text_tok(envlog_pull *p, const envlog_field *f, envlog_tok *t)
+{
+    envlog_err e = pull(p, t);
+    if (e)
+        return e;
+    if (t->type != ENVLOG_TOK_TEXT)
+        return bad(f, "expected a text string");
+    if (!text_valid((const char *)t->data, t->len))
+        return bad(f, "text is not valid UTF-8 or holds a NUL");
+    return ENVLOG_OK;
+}
+
 /* A text value; copied into the arena when `out` is not NULL. */
 static envlog_err dec_text(envlog_pull *p, const envlog_field *f,
                            envlog_arena *a, const char **out)
 {
     envlog_tok t;
-    envlog_err e = pull(p, &t);
-    if (e)
+    envlog_err e = dec_text_tok(p, f, &t);
+    if (e || !out)
         return e;
-    if (t.type != ENVLOG_TOK_TEXT)
-        return bad(f, "expected a text string");
-    if (!text_valid((const char *)t.data, t.len))
-        return bad(f, "text is not valid UTF-8 or holds a NUL");
-    if (!out)
-        return ENVLOG_OK;
     char *s = envlog_arena_alloc(a, t.len + 1);
     if (!s)
         return envlog__fail(ENVLOG_NOMEM, "decoding %s", f->name);
@@ -545,6 +149,18 @@ static envlog_err dec_text(envlog_pull *p, const envlog_field *f,
     s[t.len] = 0;
     *out = s;
     return ENVLOG_OK;
+}
+
+/* A text value, checked as dec_text checks it, handed out where it lies. */
+static envlog_err dec_slice(envlog_pull *p, const envlog_field *f, envlog_text *out)
+{
+    envlog_tok t;
+    envlog_err e = dec_text_tok(p, f, &t);
+    if (!e) {
+        out->p = (const char *)t.data;
+        out->n = t.len;
+    }
+    return e;
 }
 
 static envlog_err dec_double(const envlog_tok *t, const envlog_field *f, double *out)
@@ -693,6 +309,9 @@ static envlog_err dec_field(envlog_pull *p, const envlog_field *f, void *out,
             *AT(out, f->off, bool) = t.b;
         return ENVLOG_OK;
     case ENVLOG_F_TEXT:
+        if (out && c->slices && c->own && f >= c->own->fields &&
+            f < c->own->fields + c->own->n_fields)
+            return dec_slice(p, f, &c->slices[f - c->own->fields]);
         return dec_text(p, f, c->a, out ? AT(out, f->off, const char *) : NULL);
     case ENVLOG_F_BYTES:
         if ((e = pull(p, &t)))
@@ -745,8 +364,24 @@ static envlog_err dec_field(envlog_pull *p, const envlog_field *f, void *out,
                                              : f->sub->size;
     void *arr = NULL;
     size_t n = 0;
-    if ((e = dec_array(p, f, elem, c->a, out != NULL, &arr, &n)))
+    /* Texts of the record's own map as a slice: where the array's items
+     * begin, and how many. */
+    envlog_text *sl = out && c->slices && f->type == ENVLOG_F_TEXTS && c->own &&
+                              f >= c->own->fields && f < c->own->fields + c->own->n_fields
+                          ? &c->slices[f - c->own->fields]
+                          : NULL;
+    if ((e = dec_array(p, f, elem, c->a, out != NULL && !sl, &arr, &n)))
         return e;
+    if (sl) {
+        sl->p = (const char *)p->p + p->pos;
+        sl->n = n;
+        for (size_t i = 0; i < n && !e; i++)
+            e = dec_text(p, f, c->a, NULL);
+        /* The count stands in the struct, for the rules across fields. */
+        *AT(out, f->off, void *) = NULL;
+        *AT(out, f->count_off, size_t) = n;
+        return e;
+    }
     for (size_t i = 0; i < n; i++) {
         void *item = arr ? (char *)arr + i * elem : NULL;
         if (f->type == ENVLOG_F_TEXTS) {
@@ -810,6 +445,22 @@ static envlog_err envelope_key(envlog_pull *p, uint64_t key, envlog_record *rec)
     return ENVLOG_OK;
 }
 
+/* Key 23 of a record whose kind has a detail: a byte string, taken as it is
+ * by every reader (envlog(5), RECORD ENCODING); the full reader reads what
+ * it holds afterwards (read_detail). */
+static envlog_err detail_key(envlog_pull *p, dec_ctx *c)
+{
+    envlog_tok t;
+    envlog_err e = pull(p, &t);
+    if (e)
+        return e;
+    if (t.type != ENVLOG_TOK_BYTES)
+        return envlog__fail(ENVLOG_BAD_DATA, "key 23 (the detail): expected a byte string");
+    c->detail.data = t.data;
+    c->detail.size = t.len;
+    return ENVLOG_OK;
+}
+
 /* Reads `pairs` key/value pairs of a map at depth `depth`: keys the schema
  * knows are decoded into `out` (with `out` NULL, or a field that is not
  * marked fold when c->fold_only, only checked), the envelope into `env`
@@ -854,10 +505,14 @@ static envlog_err dec_pairs_x(envlog_pull *p, uint64_t pairs, const envlog_schem
         }
         const envlog_field *f =
             s && k.type == ENVLOG_TOK_UINT ? field_of(s, k.u, &hint) : NULL;
-        if (f)
+        if (f) {
+            if (s == c->own)
+                c->seen |= (uint64_t)1 << (f - s->fields);
             e = dec_field(p, f, fold_only && !f->fold ? NULL : out, c, depth + 1);
-        else if (env && k.type == ENVLOG_TOK_UINT && k.u < ENVLOG_K_BODY0)
+        } else if (env && k.type == ENVLOG_TOK_UINT && k.u < ENVLOG_K_BODY0)
             e = envelope_key(p, k.u, env);
+        else if (env && c->detail_of && k.type == ENVLOG_TOK_UINT && k.u == ENVLOG_K_DETAIL)
+            e = detail_key(p, c);
         else if (!(e = pull(p, &v)))
             e = envlog_pull_skip_at(p, &v, depth + 1); /* a key this version
                                                            does not know */
@@ -880,7 +535,7 @@ envlog_err envlog_struct_decode(envlog_pull *pull, const envlog_tok *t,
 {
     if (t->type != ENVLOG_TOK_MAP)
         return envlog__fail(ENVLOG_BAD_DATA, "%s: expected a map", s->name);
-    dec_ctx c = {arena, {0, false}};
+    dec_ctx c = {arena, {0, false}, NULL, NULL, {NULL, 0}, 0, NULL};
     envlog_keyset ks;
     envlog_keyset_init(&ks);
     envlog_err e = dec_pairs(pull, t->u, s, out, &c, 0, &ks, NULL);
@@ -899,8 +554,67 @@ static envlog_err validate(const envlog_record *rec, const dec_facts *fx)
                : ENVLOG_OK;
 }
 
+/* The map a format 2 detail holds, into rec->u: one map (at depth 1) of
+ * fields of the record's kind that are not the fold's and that its own map
+ * does not hold, with nothing after it, keeping the rules across fields. */
+static envlog_err detail_fields(envlog_record *rec, dec_ctx *c)
+{
+    const envlog_schema *s = c->detail_of;
+    envlog_pull p = {c->detail.data, c->detail.size, 0};
+    envlog_tok t;
+    envlog_err e = pull(&p, &t);
+    if (e)
+        return e;
+    if (t.type != ENVLOG_TOK_MAP)
+        return envlog__fail(ENVLOG_BAD_DATA, "the detail is not a map");
+    uint64_t top = c->seen;
+    dec_ctx bc = {c->a, {0, false}, s, NULL, {NULL, 0}, 0, NULL};
+    envlog_keyset ks;
+    envlog_keyset_init(&ks);
+    /* Its keys are read as a record's are, so the fields met are noted. */
+    e = dec_pairs_x(&p, t.u, s, &rec->u, &bc, 1, &ks, NULL, false);
+    keys_done(&ks);
+    if (e)
+        return e;
+    if (p.pos != p.n)
+        return envlog__fail(ENVLOG_BAD_DATA, "%zu bytes follow the detail's map", p.n - p.pos);
+    for (size_t i = 0; i < s->n_fields; i++) {
+        const envlog_field *f = &s->fields[i];
+        if (!(bc.seen & (uint64_t)1 << i))
+            continue;
+        if (f->fold)
+            return envlog__fail(ENVLOG_BAD_DATA, "field %s belongs in the record's own "
+                                "map, not in its detail", f->name);
+        if (top & (uint64_t)1 << i)
+            return envlog__fail(ENVLOG_BAD_DATA, "field %s is both in the record's map "
+                                "and in its detail", f->name);
+    }
+    return validate(rec, &bc.facts);
+}
+
+/* The full reader's reading of a detail.  Its damage does not drop the
+ * record (the fold never reads it, and a record stands or falls the same
+ * for every reader): the fields it holds are left absent and
+ * rec->detail_problem says why. */
+static envlog_err read_detail(envlog_record *rec, dec_ctx *c)
+{
+    /* A copy to go back to: a detail that fails half way has written some of
+     * its fields already. */
+    envlog_record before = *rec;
+    envlog_err e = detail_fields(rec, c);
+    if (e == ENVLOG_NOMEM || !e)
+        return e;
+    char *why = envlog_arena_alloc(c->a, strlen(envlog_errmsg()) + 1);
+    if (!why)
+        return envlog__fail(ENVLOG_NOMEM, "keeping a detail's problem");
+    strcpy(why, envlog_errmsg());
+    *rec = before;
+    rec->detail_problem = why;
+    return ENVLOG_OK;
+}
+
 static envlog_err event_decode(const uint8_t *data, size_t n, envlog_record *rec,
-                               envlog_arena *arena, bool fold)
+                               envlog_arena *arena, bool fold, envlog_text *slices)
 {
     envlog_pull p = {data, n, 0};
     envlog_tok t, k, v;
@@ -910,11 +624,12 @@ static envlog_err event_decode(const uint8_t *data, size_t n, envlog_record *rec
     rec->stamp.seq = rec->stamp.offset_ns = 0;
     rec->payload.data = data;
     rec->payload.size = n;
+    rec->detail_problem = NULL;
     if ((e = pull(&p, &t)))
         return e;
     if (t.type != ENVLOG_TOK_MAP || t.u == 0)
         return envlog__fail(ENVLOG_BAD_DATA, "a record is a non-empty map");
-    /* envlog(5): the kind is the first key, so the body can be read in one
+    /* envlog(5): the kind is the first key, so the rest can be read in one
      * pass with the right schema. */
     if ((e = pull(&p, &k)) || (e = pull(&p, &v)))
         return e;
@@ -925,7 +640,10 @@ static envlog_err event_decode(const uint8_t *data, size_t n, envlog_record *rec
     const envlog_schema *s = envlog_schema_of(rec->kind);
     if (rec->kind == ENVLOG_KIND_TUNE)
         rec->u.tune.winner = -1;
-    dec_ctx c = {arena, {0, false}};
+    dec_ctx c = {arena, {0, false}, s, s && s->detail ? s : NULL, {NULL, 0}, 0,
+                 slices && s && s->detail ? slices : NULL};
+    if (c.slices)
+        memset(slices, 0, s->n_fields * sizeof *slices);
     envlog_keyset ks;
     envlog_keyset_init(&ks);
     ks.small = 1; /* key 0, the kind */
@@ -939,17 +657,25 @@ static envlog_err event_decode(const uint8_t *data, size_t n, envlog_record *rec
         return e;
     if (p.pos != n)
         return envlog__fail(ENVLOG_BAD_DATA, "%zu bytes follow the record", n - p.pos);
-    return validate(rec, &c.facts);
+    if ((e = validate(rec, &c.facts)))
+        return e;
+    return c.detail.data && !fold ? read_detail(rec, &c) : ENVLOG_OK;
 }
 
 envlog_err envlog_event_decode(const uint8_t *data, size_t n, envlog_record *rec,
                                envlog_arena *arena)
 {
-    return event_decode(data, n, rec, arena, false);
+    return event_decode(data, n, rec, arena, false, NULL);
 }
 
 envlog_err envlog_event_decode_fold(const uint8_t *data, size_t n, envlog_record *rec,
                                     envlog_arena *arena)
 {
-    return event_decode(data, n, rec, arena, true);
+    return event_decode(data, n, rec, arena, true, NULL);
+}
+
+envlog_err envlog_event_decode_slices(const uint8_t *data, size_t n, envlog_record *rec,
+                                      envlog_arena *arena, envlog_text slices[ENVLOG_FIELDS_MAX])
+{
+    return event_decode(data, n, rec, arena, true, slices);
 }
