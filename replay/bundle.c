@@ -26,6 +26,7 @@
 
 #define BUNDLE_LEVEL 19   /* format 1 */
 #define BUNDLE_LEVEL_2 3  /* format 2: its columns compress at a fast level */
+#define MT_LEVEL 10       /* the levels worth compressing on several threads */
 #define NAME_MAX_LEN ENVLOG_BUNDLE_NAME_MAX
 
 /* ------------------------------------------------------------- reading */
@@ -387,9 +388,10 @@ envlog_err envlog_bundle_state(const char *path, envlog_state **st)
 
 /* One standard zstd frame (its content size in its header), made as the
  * snapshot (format 1) or its column image (format 2, after the mark, with
- * the frame's checksum) is laid out, on as many threads as there are CPUs
- * (up to 8) where libzstd has them: the high levels a format 1 bundle is
- * shipped at are slow on one.  Only the compressed bytes are held. */
+ * the frame's checksum) is laid out, at a high level on as many threads as
+ * there are CPUs (up to 8) where libzstd has them: the level 19 a format 1
+ * bundle is shipped at is slow on one.  Only the compressed bytes are
+ * held. */
 typedef struct zsink {
     ZSTD_CCtx *cc;
     int level;
@@ -425,7 +427,8 @@ static envlog_err z_begin(void *ctx, uint64_t size)
             return e;
         r = ZSTD_CCtx_setParameter(s->cc, ZSTD_c_checksumFlag, 1);
     }
-    if (!ZSTD_isError(r) && cpus > 1 && size > (1u << 20))
+    /* (the fast levels lose more to the workers' setup than they gain) */
+    if (!ZSTD_isError(r) && cpus > 1 && size > (1u << 20) && s->level >= MT_LEVEL)
         (void)ZSTD_CCtx_setParameter(s->cc, ZSTD_c_nbWorkers, cpus < 8 ? (int)cpus : 8);
     if (!ZSTD_isError(r))
         r = ZSTD_CCtx_setPledgedSrcSize(s->cc, size);
@@ -643,8 +646,8 @@ envlog_err envlog_bundle_export_to(envlog_env *env, const envlog_bundle_opts *op
     size_t zn;
     envlog_bundle_info *in;
     envlog_err e = export_bytes(env, opts, &z, &zn, &in);
-    if (!e)
-        e = fn(ctx, (const char *)z, zn);
+    if (!e && fn(ctx, (const char *)z, zn))
+        e = envlog__fail(ENVLOG_IO, "writing the bundle failed");
     export_done(e, z, in, info);
     return e;
 }
