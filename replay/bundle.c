@@ -646,8 +646,8 @@ envlog_err envlog_bundle_export_to(envlog_env *env, const envlog_bundle_opts *op
     size_t zn;
     envlog_bundle_info *in;
     envlog_err e = export_bytes(env, opts, &z, &zn, &in);
-    if (!e && fn(ctx, (const char *)z, zn))
-        e = envlog__fail(ENVLOG_IO, "writing the bundle failed");
+    if (!e)
+        e = fn(ctx, (const char *)z, zn);
     export_done(e, z, in, info);
     return e;
 }
