@@ -722,6 +722,11 @@ typedef struct envlog_replay_opts {
      * then exactly the state of the logs.  Without it a damaged current
      * snapshot is used as far as it reads (a damaged entry is a miss). */
     bool check_snapshot;
+    /* How many threads read and check the sessions ahead of the fold: 0 as
+     * the machine allows (its CPUs less one, at most 8), 1 the calling
+     * thread alone, N the calling thread and N - 1 more.  The result is
+     * the same whatever it says. */
+    int threads;
 } envlog_replay_opts;
 
 /* A record as replay hands it out: the record and its session's summary. */

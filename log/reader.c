@@ -346,7 +346,7 @@ static envlog_err check_seal(envlog_reader *r, const uint8_t *p, size_t n)
 static envlog_err take_event(envlog_reader *r, const uint8_t *p, size_t n)
 {
     envlog_arena_reset(&r->arena);
-    envlog_err e = r->fold ? envlog_event_decode_fold(p, n, &r->rec, &r->arena)
+    envlog_err e = r->fold ? envlog_event_decode_slices(p, n, &r->rec, &r->arena, r->slices)
                            : envlog_event_decode(p, n, &r->rec, &r->arena);
     if (e == ENVLOG_NOMEM)
         return e;

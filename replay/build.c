@@ -130,23 +130,43 @@ envlog_err envlog_build_track_seq(build_ctx *b, const envlog_stamp *st)
     return ENVLOG_OK;
 }
 
-static const char *record_ns(const envlog_record *rec)
+/* The namespace a record is under, as a string (in `buf` when the merge
+ * gave it as a slice and it fits; NULL when it has none or does not fit:
+ * namespaces are far shorter than `buf`). */
+static const char *record_ns(const envlog_merge_rec *m, char *buf, size_t size)
 {
+    const envlog_record *rec = m->r.rec;
+    const char *s = NULL;
     switch (rec->kind) {
-    case ENVLOG_KIND_TUNE: return rec->u.tune.ns;
-    case ENVLOG_KIND_COMPILE: return rec->u.compile.ns;
-    case ENVLOG_KIND_FORGET: return rec->u.forget.under ? rec->u.forget.under : rec->u.forget.ns;
+    case ENVLOG_KIND_TUNE: s = rec->u.tune.ns; break;
+    case ENVLOG_KIND_COMPILE: s = rec->u.compile.ns; break;
+    case ENVLOG_KIND_FORGET:
+        return rec->u.forget.under ? rec->u.forget.under : rec->u.forget.ns;
     default: return NULL;
     }
+    if (s || !m->slices)
+        return s;
+    /* The namespace is the first field of both kinds' schemas. */
+    envlog_text t = m->slices[0];
+    if (!t.p || t.n >= size)
+        return NULL;
+    memcpy(buf, t.p, t.n);
+    buf[t.n] = 0;
+    return buf;
 }
 
-static envlog_err build_visit(void *ctx, const envlog_replay_rec *r,
-                              const envlog_snap_item *it, size_t source)
+static envlog_err build_visit(void *ctx, const envlog_merge_rec *m)
 {
     build_ctx *b = ctx;
+    const envlog_replay_rec *r = &m->r;
     const envlog_record *rec = r->rec;
+    size_t source = m->source;
     envlog_err e;
-    if ((e = envlog_state_fold_item(b->st, rec, r->unix_ns, it)) ||
+    /* Snapshots' bytes go when the merge ends: their records are copied;
+     * sessions' stay with the state, which keeps their segments. */
+    envlog_fold_opts fo = {.slices = m->slices, .item = m->item,
+                           .kept = !m->item && m->kept, .loc = m->item ? NULL : m->loc};
+    if ((e = envlog_state_fold_x(b->st, rec, r->unix_ns, &fo)) ||
         (e = envlog_build_track_seq(b, &rec->stamp)))
         return e;
     bool session = rec->kind == ENVLOG_KIND_SESSION;
@@ -161,7 +181,8 @@ static envlog_err build_visit(void *ctx, const envlog_replay_rec *r,
     } else if (session) {
         note_session(b, &rec->u.session);
     }
-    const char *ns = record_ns(rec);
+    char nsbuf[1024];
+    const char *ns = record_ns(m, nsbuf, sizeof nsbuf);
     /* A tombstone explains an absence: it is history at every level. */
     bool keep = (session && !b->o->anonymous) ||
                 (rec->kind == ENVLOG_KIND_FORGET && (!ns || ns_taken(b->o, ns))) ||
@@ -429,7 +450,7 @@ envlog_err envlog_snapshot_build(envlog_env *env, const envlog_build_opts *o,
     envlog_snapw w = {.hold = o->hold_encodings ? ENVLOG_SNAPW_HOLD : 0};
     envlog_stamp *entry_stamps = NULL;
     retention rt = {0};
-    envlog_err e = envlog_state_new_x(true, &b.st);
+    envlog_err e = envlog_state_new(&b.st);
     if (e)
         return e;
     fold_watch watch = {o};
@@ -468,7 +489,8 @@ envlog_err envlog_snapshot_build(envlog_env *env, const envlog_build_opts *o,
                                                  : o->on_damage ? damaged : NULL,
                                     .on_progress = o->on_progress ? reading : NULL,
                                     .ctx = o->on_progress ? (void *)&watch : o->ctx},
-                                true, true, build_visit, &b);
+                                true, true, &(envlog_keeper){envlog_state_keep, b.st, false},
+                                build_visit, &b);
     for (size_t i = 0; src && i < n_src; i++)
         envlog_snap_unmap(src[i].snap);
     for (size_t i = 0; i < n_locked; i++)

@@ -131,7 +131,6 @@ envlog_err envlog_snapshot_read_back(envlog_env *env, const envlog_hash128 *want
     envlog_state *st;
     if ((e = envlog_state_from_snap(s, NULL, &st)))
         return e; /* the snapshot went with the state */
-    envlog_state_lean(st); /* the answers, not a second copy of the binaries */
     envlog_hash128 got;
     e = envlog_state_digest(st, &got);
     envlog_state_close(st); /* and the snapshot with it */

@@ -18,7 +18,10 @@
 #include <unistd.h>
 
 typedef struct cursor {
-    envlog_reader *r;           /* a session, or NULL for the snapshot */
+    envlog_reader *r;           /* a session (read through `ahead` once the
+                                   merge starts), or NULL for the snapshot */
+    size_t ring;                /* its session's place in `ahead` */
+    const envlog_ahead_item *it; /* the item rec is from */
     envlog_snap *snap;
     envlog_snap_item item;
     envlog_record srec;
@@ -52,12 +55,15 @@ typedef struct kept_session kept_session;
 typedef struct merge {
     const envlog_merge_src *src;
     size_t n_src;
+    const envlog_keeper *keep;
     kept_session *kept;
     size_t n_kept, cap_kept;
     envlog_arena kept_arena;
     const envlog_replay_opts *opts;
     cursor *cur;
     size_t n, cap;
+    envlog_ahead *ahead;        /* reads the sessions (NULL: cursors read
+                                   their own readers) */
     cursor **heap;
     size_t hn;
     uint64_t bytes_total, bytes_done;
@@ -149,21 +155,37 @@ static const envlog_session_rec *snap_session(const merge *m, const envlog_id128
     return NULL;
 }
 
+/* The next thing of a session: through the merge's read-ahead, or from
+ * the cursor's own reader. */
+static envlog_err next_of(merge *m, cursor *c, const envlog_damage **dmg)
+{
+    if (!m->ahead) {
+        envlog_err e = envlog_reader_next(c->r, &c->rec);
+        *dmg = envlog_reader_damage(c->r);
+        return e;
+    }
+    envlog_err e = envlog_ahead_next(m->ahead, c->ring, &c->it);
+    if (!e && !(e = c->it->code))
+        c->rec = &c->it->rec;
+    *dmg = &c->it->dmg;
+    return e;
+}
+
 /* Advances a cursor to its next record; rec is NULL at the end. */
 static envlog_err advance(merge *m, cursor *c)
 {
     if (c->snap)
         return advance_snap(m, c);
     for (;;) {
-        envlog_err e = envlog_reader_next(c->r, &c->rec);
+        const envlog_damage *dmg;
+        envlog_err e = next_of(m, c, &dmg);
         if (e == ENVLOG_END) {
             c->rec = NULL;
             return ENVLOG_OK;
         }
         if (e == ENVLOG_CORRUPT || e == ENVLOG_TRUNCATED) {
             if (m->opts && m->opts->on_damage)
-                m->opts->on_damage(m->opts->ctx, envlog_reader_damage(c->r),
-                                   e == ENVLOG_TRUNCATED);
+                m->opts->on_damage(m->opts->ctx, dmg, e == ENVLOG_TRUNCATED);
             continue;
         }
         if (e)
@@ -293,10 +315,13 @@ static envlog_err open_all(merge *m, size_t s)
 
 static void close_all(merge *m)
 {
+    /* The read-ahead closes the readers it took. */
+    envlog_ahead_stop(m->ahead);
     for (size_t i = 0; i < m->n; i++) {
         if (m->cur[i].snap)
             continue;
-        envlog_reader_close(m->cur[i].r);
+        if (!m->ahead)
+            envlog_reader_close(m->cur[i].r);
         envlog_arena_free(&m->cur[i].arena);
     }
     envlog_free(m->cur);
@@ -361,17 +386,40 @@ static envlog_err stamp_position(merge *m, uint64_t *ns)
                         (unsigned long long)o->until_seq);
 }
 
+/* Hands the sessions' readers to the read-ahead (which closes them, even
+ * when it cannot start). */
+static envlog_err start_ahead(merge *m, bool fold, int threads)
+{
+    size_t n = 0;
+    envlog_reader **rs = envlog_malloc((m->n ? m->n : 1) * sizeof *rs);
+    if (!rs)
+        return envlog__fail(ENVLOG_NOMEM, "reading sessions");
+    for (size_t i = 0; i < m->n; i++) {
+        if (m->cur[i].snap)
+            continue;
+        m->cur[i].ring = n;
+        rs[n++] = m->cur[i].r;
+    }
+    envlog_err e = envlog_ahead_start(rs, n, envlog_ahead_threads(n, threads), fold, m->keep,
+                                      &m->ahead);
+    if (e) {
+        /* The readers are closed: none is left for close_all. */
+        for (size_t i = 0; i < m->n; i++)
+            if (!m->cur[i].snap)
+                m->cur[i].r = NULL;
+    }
+    envlog_free(rs);
+    return e;
+}
+
 envlog_err envlog_replay_merge(const envlog_merge_src *src, size_t n_src,
                               const envlog_replay_opts *opts, bool with_snap, bool fold,
-                              envlog_merge_fn fn, void *ctx)
+                              const envlog_keeper *keep, envlog_merge_fn fn, void *ctx)
 {
-    merge m = {.src = src, .n_src = n_src, .opts = opts};
+    merge m = {.src = src, .n_src = n_src, .opts = opts, .keep = keep};
     envlog_err e = ENVLOG_OK;
     for (size_t s = 0; !e && s < n_src; s++) {
-        size_t first = m.n;
         e = open_all(&m, s);
-        for (size_t i = first; i < m.n; i++)
-            envlog_reader_set_fold(m.cur[i].r, fold);
         if (!e && src[s].snap && with_snap && !(e = cursors_reserve(&m, 1))) {
             memset(&m.cur[m.n], 0, sizeof m.cur[m.n]);
             m.cur[m.n].source = s;
@@ -382,6 +430,8 @@ envlog_err envlog_replay_merge(const envlog_merge_src *src, size_t n_src,
     uint64_t until_ns = 0;
     if (!e && opts && opts->until_stamp)
         e = stamp_position(&m, &until_ns);
+    if (!e)
+        e = start_ahead(&m, fold, opts ? opts->threads : 0);
     if (!e && m.n && !(m.heap = envlog_calloc(m.n, sizeof *m.heap)))
         e = envlog__fail(ENVLOG_NOMEM, "replay");
     for (size_t i = 0; !e && i < m.n; i++) {
@@ -410,11 +460,20 @@ envlog_err envlog_replay_merge(const envlog_merge_src *src, size_t n_src,
         bool again = n_src > 1 && any && last_ns == c->key_ns && last_seq == c->rec->stamp.seq &&
                      !memcmp(last_id.b, c->id.b, 16);
         if (!again) {
-            envlog_replay_rec rr = {c->rec,
-                                    c->snap ? snap_session(&m, &c->id)
-                                            : c->have_session ? &c->session : NULL,
-                                    c->key_ns, c->snap != NULL};
-            if ((e = fn(ctx, &rr, c->snap ? &c->item : NULL, c->source)))
+            envlog_merge_rec mr = {
+                .r = {c->rec,
+                      c->snap ? snap_session(&m, &c->id)
+                              : c->have_session ? &c->session : NULL,
+                      c->key_ns, c->snap != NULL},
+                .item = c->snap ? &c->item : NULL,
+                .source = c->source,
+            };
+            if (!c->snap) {
+                mr.slices = fold ? c->it->slices : NULL;
+                mr.kept = c->it->kept;
+                mr.loc = c->it->has_loc ? &c->it->loc : NULL;
+            }
+            if ((e = fn(ctx, &mr)))
                 break;
             any = true;
             last_ns = c->key_ns;
@@ -437,26 +496,15 @@ envlog_err envlog_replay_merge(const envlog_merge_src *src, size_t n_src,
     return e;
 }
 
-envlog_err envlog_replay_each_with(envlog_env *env, const envlog_replay_opts *opts,
-                                   envlog_snap *snap, bool with_snap, bool fold,
-                                   envlog_merge_fn fn, void *ctx)
-{
-    envlog_merge_src src = {env, snap};
-    return envlog_replay_merge(&src, 1, opts, with_snap, fold, fn, ctx);
-}
-
 typedef struct public_each {
     envlog_err (*fn)(void *ctx, const envlog_replay_rec *r);
     void *ctx;
 } public_each;
 
-static envlog_err each_public(void *ctx, const envlog_replay_rec *r,
-                              const envlog_snap_item *it, size_t source)
+static envlog_err each_public(void *ctx, const envlog_merge_rec *m)
 {
-    (void)it;
-    (void)source;
     const public_each *p = ctx;
-    return p->fn(p->ctx, r);
+    return p->fn(p->ctx, &m->r);
 }
 
 envlog_err envlog_replay_each(envlog_env *env, const envlog_replay_opts *opts,
@@ -471,8 +519,10 @@ envlog_err envlog_replay_each(envlog_env *env, const envlog_replay_opts *opts,
     public_each p = {fn, ctx};
     if (!(e = envlog_snap_pick(env, opts && opts->check_snapshot,
                                opts ? opts->on_damage : NULL, opts ? opts->ctx : NULL,
-                               &snap, &gen)))
-        e = envlog_replay_each_with(env, opts, snap, true, false, each_public, &p);
+                               &snap, &gen))) {
+        envlog_merge_src src = {env, snap};
+        e = envlog_replay_merge(&src, 1, opts, true, false, NULL, each_public, &p);
+    }
     envlog_snap_unmap(snap);
     envlog_env_unlock(lk);
     return e;

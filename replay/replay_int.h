@@ -17,13 +17,25 @@ typedef struct envlog_snap envlog_snap;
 envlog_err envlog_state_fold(envlog_state *st, const envlog_record *rec,
                              uint64_t unix_ns);
 
-/* envlog_state_open(), keeping each entry's record when `keep_payloads`
- * (for compaction and export). */
-envlog_err envlog_state_open_x(envlog_env *env, const envlog_replay_opts *opts,
-                               bool keep_payloads, envlog_state **out);
+/* How a record comes to the fold (envlog_state_fold_x): as the merge
+ * hands it out. */
+typedef struct envlog_fold_opts {
+    const envlog_text *slices;     /* its text fields as slices (fold mode) */
+    const struct envlog_snap_item *item; /* the snapshot ENTRY/EVIDENCE around it */
+    bool kept;                     /* its bytes stay where they are while the
+                                      state lives (it holds their segment) */
+    const envlog_frag_loc *loc;    /* else, where a segment the state holds
+                                      has them in fragments (NULL: they are
+                                      copied) */
+} envlog_fold_opts;
+envlog_err envlog_state_fold_x(envlog_state *st, const envlog_record *rec, uint64_t unix_ns,
+                               const envlog_fold_opts *o);
+/* Takes the bytes a reader is done with, for the state's entries to point
+ * into (an envlog_keep_fn; ctx is the state). */
+void envlog_state_keep(void *st, void *p, size_t n, bool mapped);
 
 /* A standing entry (or user record) with the record that set it, for
- * writing snapshots.  `payload` is empty unless the state keeps payloads. */
+ * writing snapshots. */
 typedef struct envlog_state_item {
     int table;             /* envlog_table or ENVLOG_TABLE_USER */
     int origin, rule;
@@ -41,16 +53,15 @@ envlog_err envlog_state_items(envlog_state *st,
                               envlog_err (*fn)(void *ctx, const envlog_state_item *it),
                               void *ctx);
 
-/* envlog_state_open_x() standing on snapshot/`base` ("current" or
+/* envlog_state_open() standing on snapshot/`base` ("current" or
  * "previous", read whole and used as far as it reads: ENVLOG_CORRUPT when
  * not even its HEADER, MANIFEST and INDEX do), or, with `base` NULL, on
  * the generation readers pick. */
 envlog_err envlog_state_open_on(envlog_env *env, const envlog_replay_opts *opts,
-                                const char *base, bool keep_payloads, envlog_state **out);
+                                const char *base, envlog_state **out);
 
 /* A state with nothing folded yet. */
 envlog_err envlog_state_new(envlog_state **st);
-envlog_err envlog_state_new_x(bool keep_payloads, envlog_state **st);
 /* A state over a snapshot held in memory (a bundle); `owned` (may be NULL)
  * is freed with the state.  The state takes `snap` and `owned` whatever
  * happens: on failure both are freed. */
@@ -252,10 +263,6 @@ envlog_err envlog_state_digest(envlog_state *st, envlog_hash128 *out);
 void envlog_build_result_free(envlog_build_result *r);
 /* The manifest record as stored. */
 envlog_bytes envlog_snap_manifest_raw(const envlog_snap *s);
-
-/* Makes `st` keep no kernel binary (their sizes and hashes only): for a
- * state whose answers are compared, never looked up for a binary. */
-void envlog_state_lean(envlog_state *st);
 
 /* Write-locks / unlocks a state. */
 void envlog_state_wrlock(envlog_state *st);
@@ -491,19 +498,33 @@ envlog_err envlog_snap_pick(envlog_env *env, bool check_all,
                             void (*on_damage)(void *ctx, const envlog_damage *d, bool torn),
                             void *ctx, envlog_snap **out, int *gen);
 
-/* What the merge hands out: a record, when it comes from a snapshot the
- * ENTRY or EVIDENCE record around it (else NULL), and the index of the
- * environment it was read from (envlog_replay_merge).  A code other than
- * ENVLOG_OK stops the merge, which returns it. */
-typedef envlog_err (*envlog_merge_fn)(void *ctx, const envlog_replay_rec *r,
-                                      const envlog_snap_item *item, size_t source);
+/* What the merge hands out: a record; when it comes from a snapshot the
+ * ENTRY or EVIDENCE record around it (else NULL); the index of the
+ * environment it was read from; in fold mode its text fields as slices
+ * (envlog_event_decode_slices); and whether its bytes go to the keeper
+ * with its segment (kept), or where that segment holds them in fragments
+ * (loc).  A code other than ENVLOG_OK stops the merge, which returns it. */
+typedef struct envlog_merge_rec {
+    envlog_replay_rec r;
+    const envlog_snap_item *item;
+    size_t source;
+    const envlog_text *slices;
+    bool kept;
+    const envlog_frag_loc *loc;
+} envlog_merge_rec;
+typedef envlog_err (*envlog_merge_fn)(void *ctx, const envlog_merge_rec *m);
 
-/* envlog_replay_each over the sessions past `snap`'s watermarks, and, when
- * `with_snap`, the snapshot's own records merged in; with `fold`, records
- * are stored only as far as the fold needs (all of them checked). */
-envlog_err envlog_replay_each_with(envlog_env *env, const envlog_replay_opts *opts,
-                                   envlog_snap *snap, bool with_snap, bool fold,
-                                   envlog_merge_fn fn, void *ctx);
+/* Who takes the segments' bytes the merge's readers are done with, so the
+ * records handed out stay where they are (envlog_reader_set_keep). */
+typedef struct envlog_keeper {
+    envlog_keep_fn fn;
+    void *ctx;
+    /* The taker reads a record the keeper's segments hold in fragments
+     * from its loc, not from its payload: of such a compile record only the
+     * part holding its text fields needs to come along (the payload then
+     * ends there; its size is the loc's). */
+    bool by_loc;
+} envlog_keeper;
 
 /* An environment of a merge, with the snapshot its sessions are read past
  * (NULL: none). */
@@ -512,13 +533,50 @@ typedef struct envlog_merge_src {
     envlog_snap *snap;
 } envlog_merge_src;
 
-/* envlog_replay_each_with() over several environments in one total order:
- * the records of all of them merged as those of one; a record that more
- * than one holds (the same session and seq, a session shared through a
- * remote) is handed out once, from the first. */
+/* ------------------------------------ reading ahead (replay/ahead.c) */
+
+/* One thing read from a session: a record (code ENVLOG_OK), a damaged
+ * region or torn tail (ENVLOG_CORRUPT, ENVLOG_TRUNCATED: dmg), its end
+ * (ENVLOG_END) or an error. */
+typedef struct envlog_ahead_item {
+    envlog_err code;
+    envlog_record rec;
+    envlog_text slices[ENVLOG_FIELDS_MAX]; /* fold mode: rec's text fields */
+    bool kept;                    /* rec's bytes go to the keeper */
+    bool has_loc;                 /* else a kept segment has them at loc */
+    envlog_frag_loc loc;
+    envlog_damage dmg;
+    envlog_buf copy;              /* rec's bytes when nothing else holds them */
+    envlog_arena arena;           /* rec's strings */
+} envlog_ahead_item;
+
+typedef struct envlog_ahead envlog_ahead;
+
+/* How many threads read ahead for `sessions` sessions when `asked` (the
+ * replay option `threads`: 0 as the machine allows, 1 none, N: N - 1). */
+size_t envlog_ahead_threads(size_t sessions, int asked);
+/* Starts reading the sessions of `readers` (which it owns from now on,
+ * whatever it returns), on `threads` threads (0: each record is read
+ * when asked for), as the fold reads them with `fold`; the segments read
+ * go to `keep` (may be NULL). */
+envlog_err envlog_ahead_start(envlog_reader *const *readers, size_t n, size_t threads,
+                              bool fold, const envlog_keeper *keep, envlog_ahead **out);
+/* The next item of session `i`, waiting for it; valid until the next call
+ * for `i`. */
+envlog_err envlog_ahead_next(envlog_ahead *a, size_t i, const envlog_ahead_item **out);
+/* Stops the threads and closes the readers.  Accepts NULL. */
+void envlog_ahead_stop(envlog_ahead *a);
+
+/* Every record of the environments of `src` in one total order: each
+ * one's sessions past its snapshot's watermarks, and, when `with_snap`, the
+ * snapshots' own records merged in; with `fold`, records are stored only as
+ * far as the fold needs (all of them checked).  A record that more than one
+ * environment holds (the same session and seq, a session shared through a
+ * remote) is handed out once, from the first.  `keep` (may be NULL) takes
+ * the segments read. */
 envlog_err envlog_replay_merge(const envlog_merge_src *src, size_t n_src,
                                const envlog_replay_opts *opts, bool with_snap, bool fold,
-                               envlog_merge_fn fn, void *ctx);
+                               const envlog_keeper *keep, envlog_merge_fn fn, void *ctx);
 
 /* envlog_state_fold() of a record the merge took from a snapshot: an ENTRY
  * (`item`) that finds its key empty stands by the rule it was written

@@ -139,9 +139,9 @@ envlog_err envlog_snapshot_check(envlog_env *env,
         return e;
     /* What the whole state holds that current and the sessions do not. */
     envlog_state *whole = NULL, *damaged = NULL;
-    if ((e = envlog_state_open_on(env, NULL, "previous", false, &whole)))
+    if ((e = envlog_state_open_on(env, NULL, "previous", &whole)))
         return e;
-    e = envlog_state_open_on(env, NULL, "current", false, &damaged);
+    e = envlog_state_open_on(env, NULL, "current", &damaged);
     if (e == ENVLOG_CORRUPT || e == ENVLOG_PERMISSION)
         e = envlog_state_new(&damaged); /* nothing of it reads: all is lost */
     if (!e) {

@@ -148,6 +148,107 @@ START_TEST(test_listing_order_irrelevant)
 }
 END_TEST
 
+/* The same fold whatever reads the sessions (envlog_replay_opts.threads:
+ * the calling thread alone, or workers reading ahead) and in whatever
+ * order their directories are listed: records of every kind, sessions that
+ * overlap in time, binaries that span several fragments, a session with
+ * damage in it. */
+START_TEST(test_fold_same_whatever_reads)
+{
+    rp_renv r = rp_renv_new("ahead");
+    enum { N = 6 };
+    envlog_session *s[N];
+    for (int i = 0; i < N; i++)
+        s[i] = rp_sbegin(r.env, "s", i % 2 ? 65536 : 0);
+    size_t big = 40000;
+    uint8_t *bin = malloc(big);
+    ck_assert_ptr_nonnull(bin);
+    for (int i = 0; i < 60; i++) {
+        envlog_session *x = s[(i * 5) % N];
+        rp_rtune_full(x, i % 2 ? NS_A : NS_B, i % 3 ? "k1" : "k2", SET_A, i % 3, true,
+                      i % 5 == 0);
+        if (i % 7 == 3)
+            rp_rforget(x, ENVLOG_TABLE_TUNE, NS_A, "k1", rp_csum(SET_A));
+        if (i % 4 == 1) {
+            for (size_t k = 0; k < big; k++)
+                bin[k] = (uint8_t)(k * 7 + i);
+            char name[32];
+            snprintf(name, sizeof name, "big_%d", i);
+            envlog_compile c = {.ns = KNS_A, .name = name, .kernel_key = rp_kkey((uint8_t)(i % 5)),
+                                .options = "-O3", .compiler_version = "12.4", .arch = "sm_90",
+                                .outcome = ENVLOG_COMPILED, .duration_ns = 10,
+                                .binary_hash = envlog_hash128_bytes(bin, big),
+                                .binary_size = big, .binary = {bin, big}};
+            ck_assert_ok(envlog_record_compile(x, &c, NULL));
+        }
+        static const uint8_t body[] = {0x00};
+        ck_assert_ok(envlog_record_user(x, "u", body, 1, ENVLOG_CHANGED, NULL));
+        rp_nap_us(20);
+    }
+    free(bin);
+    for (int i = 0; i < N; i++)
+        rp_end(s[i]);
+    /* One session damaged in the middle: what it still holds folds. */
+    char *sdir = strdup(tu_path(r.dir, "sessions")), **names;
+    size_t n = rp_list_dir(sdir, &names);
+    ck_assert_uint_eq(n, N);
+    char *seg;
+    ck_assert_int_ge(asprintf(&seg, "%s/%s", sdir, names[2]), 0);
+    char **segs;
+    size_t ns = rp_list_dir(seg, &segs);
+    ck_assert_uint_ge(ns, 1);
+    char *f;
+    ck_assert_int_ge(asprintf(&f, "%s/%s", seg, segs[0]), 0);
+    size_t len;
+    uint8_t *data = tu_read(f, &len);
+    ck_assert_uint_gt(len, 2000);
+    data[len / 2] ^= 0x40;
+    tu_write(f, data, len);
+    free(data);
+    free(f);
+    rp_free_names(segs, ns);
+    free(seg);
+
+    envlog_replay_opts o = {.threads = 1};
+    char *ref = rp_dump_env(r.env, &o);
+    static const int threads[] = {0, 2, 3, 9};
+    static const int perms[][N] = {{5, 4, 3, 2, 1, 0}, {1, 3, 0, 2, 5, 4}, {2, 0, 5, 1, 4, 3}};
+    for (size_t p = 0; p < 3; p++) {
+        char *copy = tu_mkdtemp("ahead-copy");
+        envlog_env *e2 = tu_env(copy);
+        for (int i = 0; i < N; i++) {
+            char *a, *b;
+            ck_assert_int_ge(asprintf(&a, "%s/%s", sdir, names[perms[p][i]]), 0);
+            ck_assert_int_ge(asprintf(&b, "%s/sessions/%s", copy, names[perms[p][i]]), 0);
+            tu_copytree(a, b);
+            free(a);
+            free(b);
+        }
+        for (size_t t = 0; t < sizeof threads / sizeof *threads; t++) {
+            o.threads = threads[t];
+            char *d = rp_dump_env(e2, &o);
+            ck_assert_str_eq(d, ref);
+            free(d);
+            /* A binary folded where it lies, in fragments, reads back whole. */
+            envlog_state *st = rp_sopen(e2, &o);
+            envlog_kernel_entry ke;
+            envlog_hash128 kk = rp_kkey(1);
+            ck_assert_ok(envlog_state_kernel(st, KNS_A, &kk, &ke));
+            ck_assert_uint_eq(ke.binary.size, big);
+            envlog_hash128 h = envlog_hash128_bytes(ke.binary.data, ke.binary.size);
+            ck_assert_mem_eq(h.b, ke.binary_hash.b, 16);
+            envlog_state_close(st);
+        }
+        envlog_env_close(e2);
+        free(copy);
+    }
+    rp_free_names(names, n);
+    free(sdir);
+    free(ref);
+    rp_renv_free(&r);
+}
+END_TEST
+
 /* ------------------------------------------------------------------ until */
 
 /* A copy of `src` holding only the first `k` records of `order`: sessions
@@ -638,6 +739,7 @@ void rp_add_history_tcases(Suite *s)
     tcase_add_test(t, test_order_cmp);
     tcase_add_test(t, test_total_order);
     tcase_add_test(t, test_listing_order_irrelevant);
+    tcase_add_test(t, test_fold_same_whatever_reads);
     tcase_add_test(t, test_until_stamp);
     tcase_add_test(t, test_until_time);
     tcase_set_timeout(t, 60);

@@ -116,7 +116,7 @@ static char *dump_state(const char *dir, const char *base)
     envlog_env *env;
     ck_assert_ok(envlog_env_open(dir, ENVLOG_OPEN_READONLY, &env));
     envlog_state *st;
-    ck_assert_ok(envlog_state_open_on(env, NULL, base, false, &st));
+    ck_assert_ok(envlog_state_open_on(env, NULL, base, &st));
     envlog_buf b = {0};
     ck_assert_ok(envlog_state_dump(st, mem_write, &b));
     envlog_buf_append(&b, "", 1);

@@ -703,7 +703,7 @@ START_TEST(test_size_bound)
     }
     /* What each entry weighs, and which go by the documented rule. */
     envlog_state *st;
-    ck_assert_ok(envlog_state_open_on(r.env, NULL, NULL, true, &st));
+    ck_assert_ok(envlog_state_open_on(r.env, NULL, NULL, &st));
     sizes z = {0};
     ck_assert_ok(envlog_state_items(st, take_size, &z));
     envlog_state_close(st);

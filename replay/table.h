@@ -1,0 +1,86 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * table.h - the table of entries the fold keeps: what replay's state is
+ * made of below its rules (fold.c), its sources (the merge) and its public
+ * face (state.c, statewalk.c).
+ *
+ * An entry does not copy its record: it points at the record's bytes where
+ * they lie (a session's segment kept mapped, a snapshot, or memory the
+ * state owns), with its namespace interned and its key found in place, so
+ * folding a record takes a hundred bytes of fresh memory, not a copy of
+ * everything it says.  What a lookup hands out (envlog_tune_entry,
+ * envlog_kernel_entry) is made from that record the first time it is
+ * asked for (view.c) and kept.
+ */
+#ifndef ENVLOG_TABLE_H
+#define ENVLOG_TABLE_H
+
+#include "replay_int.h"
+
+typedef struct envlog_entry_x {
+    uint64_t hash;           /* envlog_entry_key_hash() of its key */
+    const char *ns;          /* interned, NUL-terminated */
+    uint32_t ns_len;
+    const uint8_t *rec;      /* the record that set it, whole (NULL: at loc,
+                                or a known miss) */
+    const envlog_frag_loc *loc;
+    size_t rec_len;
+    const char *key;         /* a tune's key text (in rec, or a copy), */
+    uint32_t key_len;        /* not NUL-terminated */
+    uint8_t table;           /* envlog_table */
+    bool live;               /* false: a tombstone or a known miss, kept in
+                                its slot so a lookup does not fall through
+                                to the snapshot */
+    bool miss;               /* a known miss: the snapshot had nothing */
+    uint8_t origin, rule;    /* envlog_origin, envlog_rule */
+    union {
+        uint64_t checksum;   /* tune */
+        envlog_hash128 kernel_key; /* kernel */
+    } k;
+    envlog_stamp stamp;      /* the record that set it */
+    uint64_t unix_ns;
+    void *view;              /* the public entry, once made (view.c) */
+} envlog_entry_x;
+
+/* A key being looked for: its hash, table, namespace and key (a tune's key
+ * text and checksum, or a kernel key). */
+typedef struct envlog_key_ref {
+    uint64_t hash;
+    envlog_table table;
+    envlog_text ns;
+    envlog_text key;
+    uint64_t checksum;
+    const envlog_hash128 *kernel_key;
+} envlog_key_ref;
+
+/* Fills the hash of `k` from its other fields. */
+void envlog_key_ref_hash(envlog_key_ref *k);
+
+/* Open addressing with linear probing, half full at most; a slot holds the
+ * hash beside the entry, so a probe that misses never touches an entry. */
+typedef struct envlog_table_slot {
+    uint64_t hash;
+    envlog_entry_x *e;
+} envlog_table_slot;
+
+typedef struct envlog_entry_table {
+    envlog_table_slot *slots;
+    size_t n_slots;
+    size_t n_known;          /* entries, tombstones and misses in slots */
+    size_t n_tunes, n_kernels; /* standing entries */
+} envlog_entry_table;
+
+envlog_err envlog_table_init(envlog_entry_table *t);
+void envlog_table_free(envlog_entry_table *t);
+/* The entry of key `k`, live or not, or NULL. */
+envlog_entry_x *envlog_table_find(const envlog_entry_table *t, const envlog_key_ref *k);
+/* Puts `e` in place of `old` (NULL: a new key).  `counted`: e is counted
+ * already (a snapshot's entry, whose count the table began with). */
+envlog_err envlog_table_install(envlog_entry_table *t, envlog_entry_x *e,
+                                envlog_entry_x *old, bool counted);
+/* Turns a standing entry into a tombstone. */
+void envlog_table_kill(envlog_entry_table *t, envlog_entry_x *e);
+/* Whether entry `e` has key `k`. */
+bool envlog_entry_has_key(const envlog_entry_x *e, const envlog_key_ref *k);
+
+#endif /* ENVLOG_TABLE_H */
