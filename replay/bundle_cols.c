@@ -408,7 +408,14 @@ static envlog_err enc_item(void *side, uint32_t ctx, envlog_tok *t)
     /* (an unsigned integer below 24, its head alone: most of all a map's
      * keys, half the items) */
     if (p->pos < p->n && p->p[p->pos] < 0x18) {
-        *t = (envlog_tok){.type = ENVLOG_TOK_UINT, .u = p->p[p->pos++]};
+        t->type = ENVLOG_TOK_UINT;
+        t->u = p->p[p->pos++];
+        colw *w = &c->cols[x->bytes];
+        if (w->tail && w->tail->len < w->tail->cap) {
+            w->tail->b[w->tail->len++] = (uint8_t)t->u;
+            w->len++;
+            return ENVLOG_OK;
+        }
         return put(c, x->bytes, p->p + start, 1, NULL);
     }
     envlog_err e = envlog_pull_next(p, t);
@@ -669,11 +676,9 @@ static envlog_err dec_number(dec *d, uint32_t ctx, uint8_t ib, envlog_tok *t)
     return dec_put(d, b, 1 + w);
 }
 
-/* The reader's item_fn: the next item of context `ctx` from its columns
- * onto the record being rebuilt. */
-static envlog_err dec_item(void *side, uint32_t ctx, envlog_tok *t)
+/* dec_item() for every item but an unsigned integer below 24 that fits. */
+static envlog_err dec_other(dec *d, uint32_t ctx, envlog_tok *t)
 {
-    dec *d = side;
     uint32_t col = d->t.v[ctx].bytes;
     col_view *v = &d->cols[col];
     if (v->pos == v->len)
@@ -681,7 +686,7 @@ static envlog_err dec_item(void *side, uint32_t ctx, envlog_tok *t)
     envlog_err e;
     uint8_t ib = v->p[v->pos];
     cx *x = &d->t.v[ctx];
-    if (ib < 0x18) { /* (an unsigned integer below 24: see enc_item()) */
+    if (ib < 0x18) {
         *t = (envlog_tok){.type = ENVLOG_TOK_UINT, .u = ib};
         v->pos++;
         return dec_put(d, &ib, 1);
@@ -717,6 +722,23 @@ static envlog_err dec_item(void *side, uint32_t ctx, envlog_tok *t)
                             "the bytes left", col, map ? "a map" : "an array",
                             (unsigned long long)t->u, map ? "pairs" : "items");
     return ENVLOG_OK;
+}
+
+/* The reader's item_fn: the next item of context `ctx` from its columns
+ * onto the record being rebuilt.  (An unsigned integer below 24, a map's
+ * keys most of all, is half the items: it goes without a call.) */
+static envlog_err dec_item(void *side, uint32_t ctx, envlog_tok *t)
+{
+    dec *d = side;
+    col_view *v = &d->cols[d->t.v[ctx].bytes];
+    if (v->pos < v->len && v->p[v->pos] < 0x18 && d->rec.len < d->rec.cap && dec_left(d)) {
+        uint8_t ib = v->p[v->pos++];
+        d->rec.p[d->rec.len++] = ib;
+        t->type = ENVLOG_TOK_UINT;
+        t->u = ib;
+        return ENVLOG_OK;
+    }
+    return dec_other(d, ctx, t);
 }
 
 /* Room in *out for `need` bytes, from `first` doubling up to `size`. */
