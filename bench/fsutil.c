@@ -1,19 +1,55 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * fsutil.c - the benchmark's scratch directories.
+ * fsutil.c - the benchmark's scratch directories, and its one way out.
  *
- * Every run works in a private directory made under $ENVLOG_BENCH_DIR (else
- * /tmp), on the disk being measured, and removes it at the end; each
- * measured run gets a fresh subdirectory so no run reads another's files.
+ * Every run works in a private directory (bench_o.root) made under
+ * $ENVLOG_BENCH_DIR (else /tmp), on the disk being measured, and removes it
+ * at the end; each measured run gets a fresh subdirectory so no run reads
+ * another's files.  A run that dies (bench_die) removes it too.
  */
 #include "bench.h"
 
 #include <errno.h>
 #include <ftw.h>
+#include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+bench_opts bench_o;
+
+void bench_die(const char *fmt, ...)
+{
+    va_list ap;
+    fputs("envlog-bench: error: ", stderr);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+    if (bench_o.root[0])
+        bench_rmtree(bench_o.root);
+    exit(2);
+}
+
+void bench_check(envlog_err e, const char *what)
+{
+    if (e)
+        bench_die("%s: %s (%s)", what, envlog_errmsg(), envlog_strerror(e));
+}
+
+void bench_expect(bool ok, const char *what, ...)
+{
+    if (ok)
+        return;
+    char text[512];
+    va_list ap;
+    va_start(ap, what);
+    vsnprintf(text, sizeof text, what, ap);
+    va_end(ap);
+    bench_die("check failed: %s", text);
+}
 
 static unsigned long dir_counter;
 

@@ -16,42 +16,10 @@
 #include <string.h>
 #include <time.h>
 
-bench_opts bench_o;
 bench_limits bench_lim;
 
 static int rows_emitted;
 FILE *bench_out;
-
-void bench_die(const char *fmt, ...)
-{
-    va_list ap;
-    fputs("envlog-bench: error: ", stderr);
-    va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
-    va_end(ap);
-    fputc('\n', stderr);
-    if (bench_o.root[0])
-        bench_rmtree(bench_o.root);
-    exit(2);
-}
-
-void bench_check(envlog_err e, const char *what)
-{
-    if (e)
-        bench_die("%s: %s (%s)", what, envlog_errmsg(), envlog_strerror(e));
-}
-
-void bench_expect(bool ok, const char *what, ...)
-{
-    if (ok)
-        return;
-    char text[512];
-    va_list ap;
-    va_start(ap, what);
-    vsnprintf(text, sizeof text, what, ap);
-    va_end(ap);
-    bench_die("check failed: %s", text);
-}
 
 uint64_t bench_now_ns(void)
 {

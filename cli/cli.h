@@ -57,7 +57,7 @@ static inline bool cli_operand(const cli *c, int i)
 {
     return i > c->dashdash;
 }
-/* Prints "envlog: error: ..." to stderr; returns `code`. */
+/* errors.c: prints "envlog: error: ..." to stderr; returns `code`. */
 int cli_error(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* The exit code for a library error, after printing it with its detail. */
 int cli_fail(envlog_err e, const char *what);
@@ -66,6 +66,22 @@ enum { CLI_READ, CLI_WRITE, CLI_CREATE };
 /* Opens the environment read-only (inspection), for writing (it must
  * exist: a mistyped -C never makes one), or creating it. */
 int cli_open_env(cli *c, int how, envlog_env **env);
+/* Opens the environment as cli_open_env() does and reads its config into
+ * *cfg with the settings `set` (n pairs of key and value; a NULL value is
+ * skipped) changed, checked as config lines are.  On failure the
+ * environment is closed again and `what` names what failed. */
+int cli_open_config(cli *c, int how, const char *what, const char *const set[][2], size_t n,
+                    envlog_env **env, envlog_config *cfg);
+/* Opens the environment as cli_open_env() does, and its live state
+ * (envlog_env_state(): owned by the environment); on failure the
+ * environment is closed again and `what` names what failed. */
+int cli_open_state(cli *c, int how, const char *what, envlog_env **env, envlog_state **st);
+/* The sessions of `env` (envlog_sessions_list()); on failure `env` is
+ * closed and the exit code returned. */
+int cli_sessions_list(envlog_env *env, envlog_session_info **in, size_t *n);
+/* For a command whose one option is --json: sets c->json, and refuses any
+ * other argument.  @return EXIT_OK or the usage error. */
+int cli_json_only(cli *c);
 /* True when argv[i] is -h or --help. */
 bool cli_wants_help(const cli *c);
 int cli_usage(const cli_cmd *cmd, FILE *to, int code);

@@ -46,23 +46,18 @@ static int compact_run(cli *c)
         }
     }
     envlog_env *env;
-    int rc = cli_open_env(c, CLI_WRITE, &env);
+    envlog_config cfg;
+    int rc = cli_open_config(c, CLI_WRITE, "reading the config", NULL, 0, &env, &cfg);
     if (rc)
         return rc;
     envlog_compact_report r;
-    envlog_config cfg;
-    envlog_err e = envlog_config_read(env, &cfg);
-    if (e) {
-        envlog_env_close(env);
-        return cli_fail(e, "reading the config");
-    }
     envlog_compact_opts o;
     envlog_compact_opts_from(&o, &cfg);
     if (ev_given)
         o.evidence = ev;
     o.reason = "envlog compact";
     o.on_progress = cli_progress_step;
-    e = envlog_compact_x(env, &o, &r);
+    envlog_err e = envlog_compact_x(env, &o, &r);
     cli_progress_done();
     envlog_env_close(env);
     if (e)

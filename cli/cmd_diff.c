@@ -2,231 +2,15 @@
 /*
  * cmd_diff.c - `envlog diff A B`: two environments or bundles compared
  * entry by entry (in canonical order, so the walk is one merge), then their
- * histories summarized.
+ * histories summarized.  Reading a side is diff_side.c's, the rule that
+ * pairs tunes across namespaces diff_pair.c's; here the walk, and how each
+ * difference is told, as text or JSON.
  */
-#include "cli.h"
+#include "diff_int.h"
 
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-
-/* A forget in a side's history, to say why an entry is missing there. */
-typedef struct gone {
-    envlog_forget f; /* strings owned */
-    uint64_t unix_ns;
-} gone;
-
-/* A tune record's wall time, to tell a standing entry's (by its stamp). */
-typedef struct tune_time {
-    envlog_stamp stamp;
-    uint64_t wall_ns;
-} tune_time;
-
-typedef struct side {
-    const char *path;
-    envlog_env *env;
-    envlog_state *st;
-    envlog_entry *v;
-    size_t n, cap;
-    /* history */
-    uint64_t sessions;
-    char **runtimes, **devices;
-    size_t n_runtimes, n_devices;
-    gone *gone;
-    size_t n_gone;
-    tune_time *times;
-    size_t n_times, cap_times;
-    bool *paired; /* per entry: told with an entry of the other side */
-} side;
-
-static int add_unique(char ***v, size_t *n, const char *s)
-{
-    for (size_t i = 0; i < *n; i++)
-        if (!strcmp((*v)[i], s))
-            return 0;
-    char **p = realloc(*v, (*n + 1) * sizeof *p);
-    if (!p || !(p[*n] = strdup(s)))
-        return 1;
-    *v = p;
-    (*n)++;
-    return 0;
-}
-
-static envlog_err collect(void *ctx, const envlog_entry *e)
-{
-    side *s = ctx;
-    if (s->n == s->cap) {
-        s->cap = s->cap ? 2 * s->cap : 64;
-        envlog_entry *p = realloc(s->v, s->cap * sizeof *p);
-        if (!p)
-            return ENVLOG_NOMEM;
-        s->v = p;
-    }
-    s->v[s->n++] = *e;
-    return ENVLOG_OK;
-}
-
-static char *dup_or_null(const char *s, bool *oom)
-{
-    char *d = s ? strdup(s) : NULL;
-    if (s && !d)
-        *oom = true;
-    return d;
-}
-
-static int keep_forget(side *s, const envlog_forget *f, uint64_t unix_ns)
-{
-    gone *p = realloc(s->gone, (s->n_gone + 1) * sizeof *p);
-    if (!p)
-        return 1;
-    s->gone = p;
-    bool oom = false;
-    gone *g = &p[s->n_gone++];
-    g->f = (envlog_forget){f->table, dup_or_null(f->ns, &oom), dup_or_null(f->key, &oom),
-                           f->checksum, dup_or_null(f->reason, &oom),
-                           dup_or_null(f->under, &oom)};
-    g->unix_ns = unix_ns;
-    return oom;
-}
-
-static void free_gone(gone *g)
-{
-    free((void *)(uintptr_t)g->f.ns);
-    free((void *)(uintptr_t)g->f.key);
-    free((void *)(uintptr_t)g->f.reason);
-    free((void *)(uintptr_t)g->f.under);
-}
-
-/* The last forget of side `s` that removed an entry with e's key. */
-static const gone *forgotten(const side *s, const envlog_entry *e)
-{
-    const char *ns = e->tune ? e->tune->ns : e->kernel->ns;
-    char hex[33] = "";
-    if (e->kernel)
-        envlog_id_format(&e->kernel->kernel_key, hex);
-    for (size_t i = s->n_gone; i-- > 0;) {
-        const envlog_forget *f = &s->gone[i].f;
-        if (f->under ? envlog_ns_under(ns, f->under)
-                     : f->table == e->table && f->ns && f->key && !strcmp(f->ns, ns) &&
-                           (e->tune ? !strcmp(f->key, e->tune->key) &&
-                                          f->checksum == e->tune->checksum
-                                    : !strcmp(f->key, hex)))
-            return &s->gone[i];
-    }
-    return NULL;
-}
-
-static int keep_time(side *s, const envlog_record *rec)
-{
-    if (s->n_times == s->cap_times) {
-        s->cap_times = s->cap_times ? 2 * s->cap_times : 64;
-        tune_time *p = realloc(s->times, s->cap_times * sizeof *p);
-        if (!p)
-            return 1;
-        s->times = p;
-    }
-    s->times[s->n_times++] = (tune_time){rec->stamp, rec->u.tune.wall_ns};
-    return 0;
-}
-
-/* The wall time of the tune that set `t` (0: not known, as for a bundle). */
-static uint64_t wall_of(const side *s, const envlog_tune_entry *t)
-{
-    for (size_t i = 0; i < s->n_times; i++)
-        if (s->times[i].stamp.seq == t->stamp.seq &&
-            !memcmp(s->times[i].stamp.session.b, t->stamp.session.b, 16))
-            return s->times[i].wall_ns;
-    return 0;
-}
-
-static envlog_err history_visit(void *ctx, const envlog_replay_rec *r)
-{
-    side *s = ctx;
-    if (r->rec->kind == ENVLOG_KIND_TUNE && r->rec->u.tune.stored)
-        return keep_time(s, r->rec) ? ENVLOG_NOMEM : ENVLOG_OK;
-    if (r->rec->kind == ENVLOG_KIND_FORGET)
-        return keep_forget(s, &r->rec->u.forget, r->unix_ns) ? ENVLOG_NOMEM : ENVLOG_OK;
-    if (r->rec->kind != ENVLOG_KIND_SESSION)
-        return ENVLOG_OK;
-    const envlog_session_rec *x = &r->rec->u.session;
-    char rt[512];
-    snprintf(rt, sizeof rt, "%s %s", x->runtime ? x->runtime : "-",
-             x->runtime_version ? x->runtime_version : "-");
-    s->sessions++;
-    if (add_unique(&s->runtimes, &s->n_runtimes, rt))
-        return ENVLOG_NOMEM;
-    for (size_t i = 0; i < x->n_devices; i++)
-        if (add_unique(&s->devices, &s->n_devices, x->devices[i]))
-            return ENVLOG_NOMEM;
-    return ENVLOG_OK;
-}
-
-static int open_side(cli *c, side *s)
-{
-    struct stat st;
-    bool in = cli_is_stdio(s->path);
-    if (!in && stat(s->path, &st))
-        return cli_error(EXIT_USAGE, "diff: %s: %m", s->path);
-    envlog_err e;
-    if (!in && S_ISDIR(st.st_mode)) {
-        if ((e = envlog_env_open(s->path, ENVLOG_OPEN_READONLY, &s->env)))
-            return cli_fail(e, s->path);
-        envlog_replay_opts loud = {.on_damage = cli_damage, .on_progress = cli_progress,
-                                   .check_snapshot = true};
-        char label[48];
-        snprintf(label, sizeof label, "diff: reading %.32s", s->path);
-        cli_progress_label(label);
-        envlog_replay_opts quiet = {.check_snapshot = true};
-        if ((e = envlog_state_open(s->env, &loud, &s->st)) ||
-            (e = envlog_replay_each(s->env, &quiet, history_visit, s)))
-            return cli_fail(e, s->path);
-    } else {
-        /* A bundle, a path or "-" (standard input). */
-        cli_bundle_in b;
-        int rc = cli_bundle_in_open("diff", s->path, &b);
-        if (rc)
-            return rc;
-        envlog_bundle_info *bi;
-        if ((e = cli_bundle_inspect(&b, &bi))) {
-            cli_bundle_in_close(&b);
-            return cli_fail(e, b.name);
-        }
-        s->sessions = bi->sessions;
-        for (size_t i = 0; i < bi->n_runtimes; i++)
-            add_unique(&s->runtimes, &s->n_runtimes, bi->runtimes[i]);
-        for (size_t i = 0; i < bi->n_environments; i++)
-            add_unique(&s->devices, &s->n_devices, bi->environments[i]);
-        envlog_bundle_info_free(bi);
-        e = b.path ? envlog_bundle_state(b.path, &s->st)
-                   : envlog_bundle_state_memory(b.data, b.n, &s->st);
-        cli_bundle_in_close(&b);
-        if (e)
-            return cli_fail(e, b.name);
-    }
-    if ((e = envlog_state_each(s->st, collect, s)))
-        return cli_fail(e, s->path);
-    (void)c;
-    return EXIT_OK;
-}
-
-static void close_side(side *s)
-{
-    for (size_t i = 0; i < s->n_runtimes; i++)
-        free(s->runtimes[i]);
-    for (size_t i = 0; i < s->n_devices; i++)
-        free(s->devices[i]);
-    free(s->runtimes);
-    free(s->devices);
-    for (size_t i = 0; i < s->n_gone; i++)
-        free_gone(&s->gone[i]);
-    free(s->gone);
-    free(s->times);
-    free(s->paired);
-    free(s->v);
-    envlog_state_close(s->st);
-    envlog_env_close(s->env);
-}
 
 /* The canonical order of envlog_state_each(). */
 static int key_cmp(const envlog_entry *a, const envlog_entry *b)
@@ -277,7 +61,7 @@ static void json_key(const envlog_entry *e)
  * it from `other` when its history holds one. */
 static void only(const cli *c, const char *which, const envlog_entry *e, const side *other)
 {
-    const gone *g = forgotten(other, e);
+    const gone *g = diff_forgotten(other, e);
     char t[32] = "";
     if (g)
         cli_time(g->unix_ns, t);
@@ -360,7 +144,7 @@ static bool tune_differs(const side *sa, const side *sb, const envlog_tune_entry
 {
     *winner = !same_winner(x, y);
     *noise = *winner && (x->within_noise || y->within_noise);
-    *wall = wall_changed(wall_of(sa, x), wall_of(sb, y));
+    *wall = wall_changed(diff_wall_of(sa, x), diff_wall_of(sb, y));
     return *winner || *wall;
 }
 
@@ -374,7 +158,7 @@ static int compare(const cli *c, const side *sa, const side *sb, const envlog_en
         bool winner, noise, wall;
         if (!tune_differs(sa, sb, x, y, &winner, &noise, &wall))
             return 0;
-        uint64_t wa = wall_of(sa, x), wb = wall_of(sb, y);
+        uint64_t wa = diff_wall_of(sa, x), wb = diff_wall_of(sb, y);
         if (c->json) {
             cli_jbegin("diff");
             printf(",\"diff\":\"%s\",", winner ? "winner" : "tune_time");
@@ -412,51 +196,6 @@ static int compare(const cli *c, const side *sa, const side *sb, const envlog_en
     return 1;
 }
 
-/* Namespace component `i` (0: the table) of `ns`, and its length. */
-static const char *component(const char *ns, int i, size_t *len)
-{
-    for (; i > 0 && *ns; i--) {
-        const char *slash = strchr(ns, '/');
-        ns = slash ? slash + 1 : ns + strlen(ns);
-    }
-    *len = strcspn(ns, "/");
-    return ns;
-}
-
-static bool same_component(const char *a, const char *b, int i)
-{
-    size_t la, lb;
-    const char *pa = component(a, i, &la), *pb = component(b, i, &lb);
-    return la == lb && !memcmp(pa, pb, la);
-}
-
-static size_t components(const char *ns)
-{
-    size_t n = 1;
-    for (; *ns; ns++)
-        n += *ns == '/';
-    return n;
-}
-
-/* The pairing rule (envlog(1), diff): two tunes of the same key pair when
- * their namespaces differ at most in the runtime version (component 3) and
- * the device (component 4), or their tune-set checksums differ.  The score
- * counts what differs (lower pairs first); -1: they do not pair. */
-static int pair_score(const envlog_tune_entry *x, const envlog_tune_entry *y)
-{
-    size_t n = components(x->ns);
-    if (strcmp(x->key, y->key) || n != components(y->ns))
-        return -1;
-    int score = x->checksum != y->checksum;
-    for (size_t i = 0; i < n; i++)
-        if (!same_component(x->ns, y->ns, (int)i)) {
-            if (n < 4 || (i != 2 && i != 3))
-                return -1;
-            score++;
-        }
-    return score;
-}
-
 static bool has_cand(const envlog_tune_entry *t, const char *name)
 {
     for (size_t i = 0; i < t->n_candidates; i++)
@@ -487,7 +226,7 @@ static void json_component(const char *name, const envlog_tune_entry *x,
                            const envlog_tune_entry *y, int i)
 {
     size_t la, lb;
-    const char *pa = component(x->ns, i, &la), *pb = component(y->ns, i, &lb);
+    const char *pa = diff_component(x->ns, i, &la), *pb = diff_component(y->ns, i, &lb);
     printf(",\"%s\":{\"a\":\"%.*s\",\"b\":\"%.*s\"}", name, (int)la, pa, (int)lb, pb);
 }
 
@@ -498,9 +237,9 @@ static void paired(const cli *c, const side *sa, const side *sb, const envlog_tu
 {
     bool winner, noise, wall;
     (void)tune_differs(sa, sb, x, y, &winner, &noise, &wall);
-    bool runtime = !same_component(x->ns, y->ns, 2), device = !same_component(x->ns, y->ns, 3);
+    bool runtime = !diff_same_component(x->ns, y->ns, 2), device = !diff_same_component(x->ns, y->ns, 3);
     bool cands = x->checksum != y->checksum;
-    uint64_t wa = wall_of(sa, x), wb = wall_of(sb, y);
+    uint64_t wa = diff_wall_of(sa, x), wb = diff_wall_of(sb, y);
     size_t la, lb;
     const char *pa, *pb;
     if (c->json) {
@@ -542,13 +281,13 @@ static void paired(const cli *c, const side *sa, const side *sb, const envlog_tu
     }
     printf("changed: tune %s", x->key);
     if (runtime) {
-        pa = component(x->ns, 2, &la);
-        pb = component(y->ns, 2, &lb);
+        pa = diff_component(x->ns, 2, &la);
+        pb = diff_component(y->ns, 2, &lb);
         printf(", runtime %.*s -> %.*s", (int)la, pa, (int)lb, pb);
     }
     if (device) {
-        pa = component(x->ns, 3, &la);
-        pb = component(y->ns, 3, &lb);
+        pa = diff_component(x->ns, 3, &la);
+        pb = diff_component(y->ns, 3, &lb);
         printf(", device %.*s -> %.*s", (int)la, pa, (int)lb, pb);
     }
     if (cands) {
@@ -563,31 +302,6 @@ static void paired(const cli *c, const side *sa, const side *sb, const envlog_tu
            wall ? ", tune time differs" : "");
     text_side("A", x, wa, true);
     text_side("B", y, wb, true);
-}
-
-/* Pairs the tunes only one side has with the other side's (pair_score()),
- * lowest score first, ties to canonical order; b_of[i] is A's entry i's
- * partner in B, or SIZE_MAX. */
-static int pair_up(side *a, side *b, const bool *only_a, const bool *only_b, size_t *b_of)
-{
-    if (!(a->paired = calloc(a->n + 1, sizeof *a->paired)) ||
-        !(b->paired = calloc(b->n + 1, sizeof *b->paired)))
-        return 1;
-    for (size_t i = 0; i < a->n; i++)
-        b_of[i] = SIZE_MAX;
-    for (int want = 1; want <= 3; want++)
-        for (size_t i = 0; i < a->n; i++) {
-            if (!only_a[i] || a->paired[i] || !a->v[i].tune)
-                continue;
-            for (size_t k = 0; k < b->n; k++)
-                if (only_b[k] && !b->paired[k] && b->v[k].tune &&
-                    pair_score(a->v[i].tune, b->v[k].tune) == want) {
-                    a->paired[i] = b->paired[k] = true;
-                    b_of[i] = k;
-                    break;
-                }
-        }
-    return 0;
 }
 
 static void history(const cli *c, const char *which, const side *s)
@@ -642,13 +356,13 @@ static int diff_run(cli *c)
         return cli_error(EXIT_USAGE, "usage: envlog diff A B (environments or bundles)");
     if (cli_is_stdio(a.path) && cli_is_stdio(b.path))
         return cli_error(EXIT_USAGE, "diff: only one side can be '-' (standard input)");
-    int rc = open_side(c, &a);
+    int rc = diff_side_open(&a);
     if (!rc)
-        rc = open_side(c, &b);
+        rc = diff_side_open(&b);
     cli_progress_done();
     if (rc) {
-        close_side(&a);
-        close_side(&b);
+        diff_side_close(&a);
+        diff_side_close(&b);
         return rc;
     }
     /* First the entries only one side has, to pair them; then the walk
@@ -669,7 +383,7 @@ static int diff_run(cli *c)
         else
             i++, k++;
     }
-    if (pair_up(&a, &b, only_a, only_b, b_of)) {
+    if (diff_pair_up(&a, &b, only_a, only_b, b_of)) {
         rc = cli_error(EXIT_USAGE, "diff: out of memory");
         goto done;
     }
@@ -706,8 +420,8 @@ done:
     free(only_a);
     free(only_b);
     free(b_of);
-    close_side(&a);
-    close_side(&b);
+    diff_side_close(&a);
+    diff_side_close(&b);
     return rc;
 }
 

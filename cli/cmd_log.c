@@ -11,23 +11,14 @@
 
 static int sessions_run(cli *c)
 {
-    for (int i = 1; i < c->argc; i++) {
-        if (!strcmp(c->argv[i], "--json"))
-            c->json = true;
-        else
-            return cli_bad_arg(c, "sessions", c->argv[i]);
-    }
     envlog_env *env;
-    int rc = cli_open_env(c, CLI_READ, &env);
-    if (rc)
+    int rc = cli_json_only(c);
+    if (rc || (rc = cli_open_env(c, CLI_READ, &env)))
         return rc;
     envlog_session_info *in;
     size_t n;
-    envlog_err e = envlog_sessions_list(env, &in, &n);
-    if (e) {
-        envlog_env_close(env);
-        return cli_fail(e, "listing sessions");
-    }
+    if ((rc = cli_sessions_list(env, &in, &n)))
+        return rc;
     if (!c->json && n)
         printf("%-32s  %-24s  %-16s  %-12s  %7s  %4s  %-8s  %s\n", "SESSION",
                "START", "LABEL", "HOST", "RECORDS", "SEGS", "STATE", "BYTES");

@@ -360,15 +360,11 @@ static void print_item(const cli *c, const item *it, bool restored)
 static int restore(cli *c, gather *g, bool *restored, size_t *n_restored)
 {
     envlog_env *env;
-    int rc = cli_open_env(c, CLI_WRITE, &env);
+    envlog_state *st;
+    int rc = cli_open_state(c, CLI_WRITE, "reading the state", &env, &st);
     if (rc)
         return rc;
-    envlog_state *st;
-    envlog_err e = envlog_env_state(env, &st);
-    if (e) {
-        envlog_env_close(env);
-        return cli_fail(e, "reading the state");
-    }
+    envlog_err e;
     envlog_session *s = NULL;
     for (size_t i = 0; i < g->n; i++) {
         item *it = &g->items[i];

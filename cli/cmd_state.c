@@ -111,15 +111,9 @@ static void print_upkeep_json(const envlog_upkeep *u)
 
 static int status_run(cli *c)
 {
-    for (int i = 1; i < c->argc; i++) {
-        if (!strcmp(c->argv[i], "--json"))
-            c->json = true;
-        else
-            return cli_bad_arg(c, "status", c->argv[i]);
-    }
     envlog_env *env;
-    int rc = cli_open_env(c, CLI_READ, &env);
-    if (rc)
+    int rc = cli_json_only(c);
+    if (rc || (rc = cli_open_env(c, CLI_READ, &env)))
         return rc;
     envlog_session_info *in = NULL;
     size_t n = 0;
@@ -524,15 +518,10 @@ static int forget_run(cli *c)
     if (bad)
         return cli_error(EXIT_USAGE, "forget --namespace '%s': %s", f.ns, bad);
     envlog_env *env;
-    int rc = cli_open_env(c, dry ? CLI_READ : CLI_WRITE, &env);
+    envlog_state *st;
+    int rc = cli_open_state(c, dry ? CLI_READ : CLI_WRITE, "replaying", &env, &st);
     if (rc)
         return rc;
-    envlog_state *st;
-    envlog_err e = envlog_env_state(env, &st);
-    if (e) {
-        envlog_env_close(env);
-        return cli_fail(e, "replaying");
-    }
     if (envlog_state_each(st, match_forget, &f)) {
         rc = cli_error(EXIT_USAGE, "forget: out of memory");
         goto done;

@@ -35,15 +35,12 @@ static int config_run(cli *c)
     if (key && !value)
         return cli_error(EXIT_USAGE, "config: %s needs a value (envlog config KEY VALUE)", key);
     envlog_env *env;
-    int rc = cli_open_env(c, key ? CLI_WRITE : CLI_READ, &env);
+    envlog_config cfg;
+    int rc = cli_open_config(c, key ? CLI_WRITE : CLI_READ, "reading the config", NULL, 0,
+                             &env, &cfg);
     if (rc)
         return rc;
-    envlog_config cfg;
-    envlog_err e = envlog_config_read(env, &cfg);
-    if (e) {
-        envlog_env_close(env);
-        return cli_fail(e, "reading the config");
-    }
+    envlog_err e;
     if (check) {
         envlog_env_close(env);
         return EXIT_OK;
@@ -198,21 +195,13 @@ static int prune_run(cli *c)
     }
     if (!age && !keep)
         return cli_error(EXIT_USAGE, "prune: --older-than DURATION or --keep-sessions N");
+    /* The retention asked for, checked as a config line would be. */
+    const char *const set[][2] = {{"history_age", age}, {"history_sessions", keep}};
     envlog_env *env;
-    int rc = cli_open_env(c, CLI_WRITE, &env);
+    envlog_config cfg;
+    int rc = cli_open_config(c, CLI_WRITE, "prune", set, 2, &env, &cfg);
     if (rc)
         return rc;
-    envlog_config cfg;
-    envlog_err e = envlog_config_read(env, &cfg);
-    /* The retention asked for, checked as a config line would be. */
-    if (!e && age)
-        e = envlog_config_set(&cfg, "history_age", age);
-    if (!e && keep)
-        e = envlog_config_set(&cfg, "history_sessions", keep);
-    if (e) {
-        envlog_env_close(env);
-        return cli_fail(e, "prune");
-    }
     if (!age)
         cfg.history_age_ns = 0;
     if (!keep)
@@ -242,18 +231,12 @@ static int gc_run(cli *c)
         else
             return cli_bad_arg(c, "gc", a);
     }
+    const char *const set[][2] = {{"max_size", size}};
     envlog_env *env;
-    int rc = cli_open_env(c, CLI_WRITE, &env);
+    envlog_config cfg;
+    int rc = cli_open_config(c, CLI_WRITE, "gc", set, 1, &env, &cfg);
     if (rc)
         return rc;
-    envlog_config cfg;
-    envlog_err e = envlog_config_read(env, &cfg);
-    if (!e && size)
-        e = envlog_config_set(&cfg, "max_size", size);
-    if (e) {
-        envlog_env_close(env);
-        return cli_fail(e, "gc");
-    }
     if (!cfg.max_size) {
         envlog_env_close(env);
         return cli_error(EXIT_USAGE, "gc: no size bound (give --max-size SIZE, or set max_size "

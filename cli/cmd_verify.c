@@ -391,11 +391,8 @@ static int verify_run(cli *c)
         return rc > worst ? rc : worst;
     envlog_session_info *in;
     size_t n;
-    envlog_err e = envlog_sessions_list(env, &in, &n);
-    if (e) {
-        envlog_env_close(env);
-        return cli_fail(e, "listing sessions");
-    }
+    if ((rc = cli_sessions_list(env, &in, &n)))
+        return rc;
     uint64_t total = 0;
     for (size_t i = 0; i < n; i++)
         total += in[i].bytes;

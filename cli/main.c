@@ -8,11 +8,7 @@
  */
 #include "cli.h"
 
-#include <errno.h>
-#include <stdarg.h>
-#include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 static const cli_cmd *const commands[] = {
     &cli_cmd_status,
@@ -35,120 +31,6 @@ static const cli_cmd *const commands[] = {
     &cli_cmd_pull,
 };
 #define N_COMMANDS (sizeof commands / sizeof commands[0])
-
-int cli_error(int code, const char *fmt, ...)
-{
-    va_list ap;
-    fputs("envlog: error: ", stderr);
-    va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
-    va_end(ap);
-    fputc('\n', stderr);
-    return code;
-}
-
-/* The errno of the last write through cli_fwrite() that failed: a renderer
- * returns its writer's ENVLOG_IO as it is, with no detail of its own, so
- * cli_fail() says this rather than an older failure's detail. */
-static int write_errno;
-
-int cli_fail(envlog_err e, const char *what)
-{
-    int err = write_errno;
-    write_errno = 0;
-    if (e == ENVLOG_IO && err)
-        return cli_error(EXIT_USAGE, "%s: writing the output failed: %s", what,
-                         strerror(err));
-    int code = EXIT_USAGE;
-    switch (e) {
-    case ENVLOG_FORMAT:
-    case ENVLOG_BAD_DATA:
-    case ENVLOG_TOO_BIG: code = EXIT_INPUT; break;
-    case ENVLOG_CORRUPT:
-    case ENVLOG_TRUNCATED: code = EXIT_DAMAGE; break;
-    default: break;
-    }
-    return cli_error(code, "%s: %s (%s)", what, envlog_errmsg(), envlog_strerror(e));
-}
-
-int cli_open_env(cli *c, int how, envlog_env **env)
-{
-    /* A command does one thing: its own sessions (forget, import, rebuild)
-     * never start a compaction behind the next command's back. */
-    envlog_err e = envlog_env_open(c->dir, (how == CLI_CREATE ? ENVLOG_OPEN_CREATE
-                                            : how == CLI_READ  ? ENVLOG_OPEN_READONLY
-                                                               : 0u) |
-                                               ENVLOG_OPEN_NO_UPKEEP, env);
-    if (e == ENVLOG_NOT_FOUND && how != CLI_CREATE)
-        return cli_error(EXIT_USAGE, "no environment at %s (%s)",
-                         c->dir ? c->dir : "the default path", envlog_errmsg());
-    if (e)
-        return cli_fail(e, "opening the environment");
-    return EXIT_OK;
-}
-
-bool cli_wants_help(const cli *c)
-{
-    for (int i = 1; i < c->argc; i++) {
-        if (!strcmp(c->argv[i], "--"))
-            break;
-        if (!strcmp(c->argv[i], "-h") || !strcmp(c->argv[i], "--help"))
-            return true;
-    }
-    return false;
-}
-
-int cli_usage(const cli_cmd *cmd, FILE *to, int code)
-{
-    fputs(cmd->usage, to);
-    return code;
-}
-
-envlog_err cli_fwrite(void *ctx, const char *text, size_t len)
-{
-    if (fwrite(text, 1, len, ctx) == len)
-        return ENVLOG_OK;
-    write_errno = errno ? errno : EIO;
-    return ENVLOG_IO;
-}
-
-void cli_time(uint64_t unix_ns, char out[32])
-{
-    time_t t = (time_t)(unix_ns / 1000000000u);
-    struct tm tm;
-    gmtime_r(&t, &tm);
-    size_t n = strftime(out, 32, "%Y-%m-%dT%H:%M:%S", &tm);
-    snprintf(out + n, 32 - n, ".%03uZ", (unsigned)(unix_ns / 1000000u % 1000u));
-}
-
-int cli_resolve_session(envlog_env *env, const char *arg, envlog_id128 *id)
-{
-    size_t len = strlen(arg);
-    if (len == 32 && envlog_id_parse(arg, id) == ENVLOG_OK)
-        return EXIT_OK;
-    if (len == 0 || len > 32 || strspn(arg, "0123456789abcdefABCDEF") != len)
-        return cli_error(EXIT_USAGE, "'%s' is not a session id or id prefix", arg);
-    envlog_id128 *ids;
-    size_t n, hits = 0;
-    envlog_err e = envlog_sessions_ids(env, &ids, &n);
-    if (e)
-        return cli_fail(e, "listing sessions");
-    for (size_t i = 0; i < n; i++) {
-        char hex[33];
-        envlog_id_format(&ids[i], hex);
-        if (!strncasecmp(hex, arg, len)) {
-            *id = ids[i];
-            hits++;
-        }
-    }
-    envlog_ids_free(ids);
-    if (hits == 0)
-        return cli_error(EXIT_USAGE, "no session matches '%s'", arg);
-    if (hits > 1)
-        return cli_error(EXIT_USAGE, "'%s' matches %zu sessions; give more digits",
-                         arg, hits);
-    return EXIT_OK;
-}
 
 static int main_usage(FILE *to, int code)
 {

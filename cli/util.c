@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * util.c - small helpers the commands share: JSON strings, the progress bar,
- * damage lines and the --until argument.
+ * util.c - small helpers the commands share: JSON strings, damage lines,
+ * opening the environment, --help, times, session ids and the --until
+ * argument.
  */
 #include "cli.h"
 
@@ -82,6 +83,126 @@ void cli_damage(void *ctx, const envlog_damage *d, bool torn)
     }
     if (ctx)
         *(int *)ctx = EXIT_DAMAGE;
+}
+
+int cli_open_env(cli *c, int how, envlog_env **env)
+{
+    /* A command does one thing: its own sessions (forget, import, rebuild)
+     * never start a compaction behind the next command's back. */
+    envlog_err e = envlog_env_open(c->dir, (how == CLI_CREATE ? ENVLOG_OPEN_CREATE
+                                            : how == CLI_READ  ? ENVLOG_OPEN_READONLY
+                                                               : 0u) |
+                                               ENVLOG_OPEN_NO_UPKEEP, env);
+    if (e == ENVLOG_NOT_FOUND && how != CLI_CREATE)
+        return cli_error(EXIT_USAGE, "no environment at %s (%s)",
+                         c->dir ? c->dir : "the default path", envlog_errmsg());
+    if (e)
+        return cli_fail(e, "opening the environment");
+    return EXIT_OK;
+}
+
+int cli_open_config(cli *c, int how, const char *what, const char *const set[][2], size_t n,
+                    envlog_env **env, envlog_config *cfg)
+{
+    int rc = cli_open_env(c, how, env);
+    if (rc)
+        return rc;
+    envlog_err e = envlog_config_read(*env, cfg);
+    for (size_t i = 0; !e && i < n; i++)
+        if (set[i][1])
+            e = envlog_config_set(cfg, set[i][0], set[i][1]);
+    if (e) {
+        envlog_env_close(*env);
+        return cli_fail(e, what);
+    }
+    return EXIT_OK;
+}
+
+int cli_open_state(cli *c, int how, const char *what, envlog_env **env, envlog_state **st)
+{
+    int rc = cli_open_env(c, how, env);
+    if (rc)
+        return rc;
+    envlog_err e = envlog_env_state(*env, st);
+    if (!e)
+        return EXIT_OK;
+    envlog_env_close(*env);
+    return cli_fail(e, what);
+}
+
+int cli_sessions_list(envlog_env *env, envlog_session_info **in, size_t *n)
+{
+    envlog_err e = envlog_sessions_list(env, in, n);
+    if (!e)
+        return EXIT_OK;
+    envlog_env_close(env);
+    return cli_fail(e, "listing sessions");
+}
+
+int cli_json_only(cli *c)
+{
+    for (int i = 1; i < c->argc; i++) {
+        if (!strcmp(c->argv[i], "--json"))
+            c->json = true;
+        else
+            return cli_bad_arg(c, c->cmd->name, c->argv[i]);
+    }
+    return EXIT_OK;
+}
+
+bool cli_wants_help(const cli *c)
+{
+    for (int i = 1; i < c->argc; i++) {
+        if (!strcmp(c->argv[i], "--"))
+            break;
+        if (!strcmp(c->argv[i], "-h") || !strcmp(c->argv[i], "--help"))
+            return true;
+    }
+    return false;
+}
+
+int cli_usage(const cli_cmd *cmd, FILE *to, int code)
+{
+    fputs(cmd->usage, to);
+    return code;
+}
+
+void cli_time(uint64_t unix_ns, char out[32])
+{
+    time_t t = (time_t)(unix_ns / 1000000000u);
+    struct tm tm;
+    gmtime_r(&t, &tm);
+    size_t n = strftime(out, 32, "%Y-%m-%dT%H:%M:%S", &tm);
+    snprintf(out + n, 32 - n, ".%03uZ", (unsigned)(unix_ns / 1000000u % 1000u));
+}
+
+int cli_resolve_session(envlog_env *env, const char *arg, envlog_id128 *id)
+{
+    size_t len = strlen(arg);
+    if (len == 32 && envlog_id_parse(arg, id) == ENVLOG_OK)
+        return EXIT_OK;
+    if (len == 0 || len > 32 || strspn(arg, "0123456789abcdefABCDEF") != len)
+        return cli_error(EXIT_USAGE, "'%s' is not a session id or id prefix", arg);
+    envlog_id128 *ids;
+    size_t n, hits = 0;
+    envlog_err e = envlog_sessions_ids(env, &ids, &n);
+    if (e)
+        return cli_fail(e, "listing sessions");
+    for (size_t i = 0; i < n; i++) {
+        char hex[33];
+        envlog_id_format(&ids[i], hex);
+        if (!strncasecmp(hex, arg, len)) {
+            *id = ids[i];
+            hits++;
+        }
+    }
+    envlog_ids_free(ids);
+    if (hits == 0)
+        return cli_error(EXIT_USAGE, "no session matches '%s'", arg);
+    if (hits > 1)
+        return cli_error(EXIT_USAGE, "'%s' matches %zu sessions; give more digits",
+                         arg, hits);
+    return EXIT_OK;
 }
 
 static int parse_time(const char *s, uint64_t *ns)

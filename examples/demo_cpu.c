@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * demo_cpu.c - a CPU matrix multiply with cache-blocking variants, the
- * candidates of the CPU timing backend.
+ * candidates of the CPU timing backend, and a job that runs them as the
+ * candidates of a tune.
  *
  * Which loop order and block edge is fastest depends on the shape and the
  * cache sizes, which is exactly what an autotune is for: the variants are
@@ -9,6 +10,7 @@
  */
 #include "demo_kernels.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 static const demo_cpu_variant variants[] = {
@@ -83,4 +85,43 @@ envlog_err demo_cpu_matmul(size_t v, size_t m, size_t n, size_t k, const float *
     else
         mm_blocked(variants[v].block, m, n, k, a, b, c);
     return ENVLOG_OK;
+}
+
+size_t demo_cpu_names(const char **out, size_t cap)
+{
+    size_t n = 0;
+    for (; n < cap && n < sizeof variants / sizeof variants[0]; n++)
+        out[n] = variants[n].name;
+    return n;
+}
+
+envlog_err demo_cpu_job_init(demo_cpu_job *j, size_t m, size_t n, size_t k)
+{
+    *j = (demo_cpu_job){m, n, k, calloc(m * k, sizeof(float)), calloc(k * n, sizeof(float)),
+                        calloc(m * n, sizeof(float)), 0};
+    if (j->a && j->b && j->c)
+        return ENVLOG_OK;
+    demo_cpu_job_free(j);
+    return ENVLOG_NOMEM;
+}
+
+void demo_cpu_job_free(demo_cpu_job *j)
+{
+    free(j->a);
+    free(j->b);
+    free(j->c);
+    j->a = j->b = j->c = NULL;
+}
+
+static void job_run(void *arg)
+{
+    demo_cpu_job *j = arg;
+    demo_cpu_matmul(j->variant, j->m, j->n, j->k, j->a, j->b, j->c);
+}
+
+envlog_err demo_cpu_candidate(void *ctx, envlog_cuda_stream *s, size_t index)
+{
+    demo_cpu_job *j = ctx;
+    j->variant = index;
+    return envlog_cuda_host_launch(s, job_run, j);
 }

@@ -58,6 +58,26 @@ const demo_cpu_variant *demo_cpu_variants(size_t *n);
 envlog_err demo_cpu_matmul(size_t v, size_t m, size_t n, size_t k, const float *a,
                            const float *b, float *c);
 
+/*! demo_cpu_names() : the variants' names, in their order, into `out` (at
+ *  most `cap`): the candidate list of a CPU autotune.  @return how many. */
+size_t demo_cpu_names(const char **out, size_t cap);
+
+/* One CPU matrix multiply whose variants are the candidates of a tune. */
+typedef struct demo_cpu_job {
+    size_t m, n, k;
+    float *a, *b, *c;   /* m x k, k x n and m x n, row-major */
+    size_t variant;     /* the candidate running */
+} demo_cpu_job;
+
+/*! demo_cpu_job_init() : a job of shape m, n, k with its matrices, zeroed.
+ *  @return ENVLOG_OK, or ENVLOG_NOMEM with nothing to free. */
+envlog_err demo_cpu_job_init(demo_cpu_job *j, size_t m, size_t n, size_t k);
+/*! demo_cpu_job_free() : frees the job's matrices. */
+void demo_cpu_job_free(demo_cpu_job *j);
+/*! demo_cpu_candidate() : an envlog_cuda_run_fn whose ctx is a demo_cpu_job:
+ *  launches variant `index` of its multiply on host stream `s`. */
+envlog_err demo_cpu_candidate(void *ctx, envlog_cuda_stream *s, size_t index);
+
 #ifdef __cplusplus
 }
 #endif

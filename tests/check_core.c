@@ -1551,8 +1551,7 @@ END_TEST
 Suite *suite_core(void)
 {
     Suite *s = suite_create("core");
-    TCase *tc = tcase_create("codec");
-    tcase_set_timeout(tc, 120);
+    TCase *tc = tu_tcase(s, "codec", 120);
     tcase_add_loop_test(tc, test_roundtrip_kind, 0, 8);
     tcase_add_test(tc, test_full_only_fields);
     tcase_add_test(tc, test_floats_shortest);
@@ -1565,16 +1564,13 @@ Suite *suite_core(void)
     tcase_add_test(tc, test_cross_field_rules);
     tcase_add_test(tc, test_format2_detail);
     tcase_add_test(tc, test_format2_detail_rules);
-    suite_add_tcase(s, tc);
 
-    tc = tcase_create("utf8");
+    tc = tu_tcase(s, "utf8", 0);
     tcase_add_test(tc, test_utf8);
     tcase_add_test(tc, test_utf8_refused_on_encode);
     tcase_add_test(tc, test_utf8_refused_on_decode);
-    suite_add_tcase(s, tc);
 
-    tc = tcase_create("render");
-    tcase_set_timeout(tc, 60);
+    tc = tu_tcase(s, "render", 60);
     tcase_add_test(tc, test_json_checker);
     tcase_add_test(tc, test_json_every_kind_valid);
     tcase_add_test(tc, test_json_golden);
@@ -1582,19 +1578,15 @@ Suite *suite_core(void)
     tcase_add_test(tc, test_json_string);
     tcase_add_test(tc, test_text_summary);
     tcase_add_test(tc, test_diag);
-    suite_add_tcase(s, tc);
 
-    tc = tcase_create("misc");
+    tc = tu_tcase(s, "misc", 0);
     tcase_add_test(tc, test_ids_and_hashes);
     tcase_add_test(tc, test_names);
     tcase_add_test(tc, test_errmsg);
-    suite_add_tcase(s, tc);
 
-    tc = tcase_create("alloc");
-    tcase_set_timeout(tc, 300);
+    tc = tu_tcase(s, "alloc", 300);
     tcase_add_loop_test(tc, test_alloc_fail_encode, 0, 8);
     tcase_add_loop_test(tc, test_alloc_fail_decode, 0, 8);
     tcase_add_test(tc, test_arena_reuse);
-    suite_add_tcase(s, tc);
     return s;
 }

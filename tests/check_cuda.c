@@ -79,6 +79,22 @@ size_t tc_sessions(tc_env *t)
     return n;
 }
 
+envlog_cuda_opts tc_no_device(const char *compiler_version)
+{
+    envlog_cuda_opts o;
+    envlog_cuda_opts_init(&o);
+    o.device = ENVLOG_CUDA_DEVICE_NONE;
+    o.compiler_version = compiler_version;
+    return o;
+}
+
+envlog_cuda_stream *tc_host_stream(tc_env *t)
+{
+    envlog_cuda_stream *s;
+    ck_assert_ok(envlog_cuda_stream_open(t->c, ENVLOG_CUDA_STREAM_HOST, &s));
+    return s;
+}
+
 static void copy(char *dst, size_t size, const char *src)
 {
     snprintf(dst, size, "%s", src ? src : "");
@@ -207,6 +223,23 @@ void tc_clock_init(tc_clock *clk)
     memset(clk, 0, sizeof *clk);
     clk->fail_index = -1;
     clk->timer = (envlog_cuda_timer){"test-clock", clock_start, clock_stop, clk};
+}
+
+void tc_clock_fixed(tc_clock *clk, const double *ns, size_t n)
+{
+    ck_assert_uint_le(n, 8);
+    for (size_t i = 0; i < n; i++) {
+        clk->script[i] = ns + i;
+        clk->len[i] = 1;
+    }
+}
+
+envlog_cuda_tune_req tc_clock_req(tc_clock *clk, envlog_cuda_stream *s, const char *key,
+                                  const char *const *names, size_t n)
+{
+    return (envlog_cuda_tune_req){.key = key, .candidates = names, .n_candidates = n,
+                                  .run = tc_clock_run, .ctx = clk, .stream = s,
+                                  .timer = &clk->timer};
 }
 
 static void nothing(void *arg)
@@ -859,8 +892,7 @@ static void device_launch_events(bool fake)
     ck_assert_uint_eq(st.launches_executed, 1);
     ck_assert_uint_eq(st.launches_discarded, 1);
     /* The events timer refuses a host stream. */
-    envlog_cuda_stream *hs;
-    ck_assert_ok(envlog_cuda_stream_open(t.c, ENVLOG_CUDA_STREAM_HOST, &hs));
+    envlog_cuda_stream *hs = tc_host_stream(&t);
     ck_assert_err(ev->start(ev->ctx, hs), ENVLOG_INVALID_ARG);
     envlog_cuda_stream_close(hs);
     envlog_cuda_mem_free(t.c, dx);
@@ -998,8 +1030,7 @@ END_TEST
 Suite *suite_cuda(void)
 {
     Suite *s = suite_create("cuda");
-    TCase *tc = tcase_create("compile");
-    tcase_set_timeout(tc, 300);
+    TCase *tc = tu_tcase(s, "compile", 300);
     tcase_add_test(tc, test_kernel_key_layout);
     tcase_add_test(tc, test_arch_and_options_checked);
     tcase_add_test(tc, test_nvrtc_every_builtin);
@@ -1007,9 +1038,7 @@ Suite *suite_cuda(void)
     tcase_add_test(tc, test_compile_error_returns_log);
     tcase_add_test(tc, test_source_recorded_once_at_basic);
     tcase_add_test(tc, test_nvrtc_unavailable);
-    suite_add_tcase(s, tc);
-    tc = tcase_create("backends");
-    tcase_set_timeout(tc, 120);
+    tc = tu_tcase(s, "backends", 120);
     tcase_add_test(tc, test_cpu_fingerprint_and_variants);
     tcase_add_test(tc, test_builtin_grid);
     tcase_add_test(tc, test_driver_unavailable_or_present);
@@ -1017,9 +1046,8 @@ Suite *suite_cuda(void)
     tcase_add_test(tc, test_gpu_autotune_matches_cpu);
     tcase_add_test(tc, test_fake_device_launch_events);
     tcase_add_test(tc, test_fake_autotune_matches_cpu);
-    suite_add_tcase(s, tc);
-    suite_add_tcase(s, tc_cuda_modes());
-    suite_add_tcase(s, tc_cuda_tuner());
-    suite_add_tcase(s, tc_cuda_settle());
+    tc_cuda_modes(s);
+    tc_cuda_tuner(s);
+    tc_cuda_settle(s);
     return s;
 }

@@ -34,6 +34,11 @@ void tc_end(tc_env *t);
 void tc_free(tc_env *t);
 /* Session directories in the environment. */
 size_t tc_sessions(tc_env *t);
+/* Runtime options without a device; a `compiler_version` (may be NULL)
+ * keys kernels without NVRTC. */
+envlog_cuda_opts tc_no_device(const char *compiler_version);
+/* A host stream of t's runtime (envlog_cuda_stream_close() it). */
+envlog_cuda_stream *tc_host_stream(tc_env *t);
 
 /* A record read back, the fields the tests look at copied out. */
 typedef struct tc_rec {
@@ -103,10 +108,15 @@ typedef struct tc_clock {
 void tc_clock_init(tc_clock *clk);
 /* A run function for a tc_clock: a host launch on the stream. */
 envlog_err tc_clock_run(void *ctx, envlog_cuda_stream *s, size_t index);
+/* Candidate i of `clk` takes ns[i] (static storage) on every run. */
+void tc_clock_fixed(tc_clock *clk, const double *ns, size_t n);
+/* A tune of `names` under `key` on stream `s`, run and timed by `clk`. */
+envlog_cuda_tune_req tc_clock_req(tc_clock *clk, envlog_cuda_stream *s, const char *key,
+                                  const char *const *names, size_t n);
 
-/* The test cases of the other files of the suite. */
-TCase *tc_cuda_modes(void);
-TCase *tc_cuda_tuner(void);
-TCase *tc_cuda_settle(void);
+/* The test cases of the other files of the suite, added to `s`. */
+void tc_cuda_modes(Suite *s);
+void tc_cuda_tuner(Suite *s);
+void tc_cuda_settle(Suite *s);
 
 #endif /* ENVLOG_CHECK_CUDA_H */

@@ -10,18 +10,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-static envlog_cuda_opts no_device(const char *compiler_version)
-{
-    envlog_cuda_opts o;
-    envlog_cuda_opts_init(&o);
-    o.device = ENVLOG_CUDA_DEVICE_NONE;
-    o.compiler_version = compiler_version;
-    return o;
-}
-
 START_TEST(test_process_override_nesting)
 {
-    envlog_cuda_opts o = no_device(NULL);
+    envlog_cuda_opts o = tc_no_device(NULL);
     tc_env t;
     tc_open(&t, "cuda-ov", ENVLOG_LEVEL_BASIC, &o);
     ck_assert_int_eq(envlog_cuda_mode_get(t.c), ENVLOG_CUDA_EXECUTE);
@@ -63,11 +54,10 @@ END_TEST
 
 START_TEST(test_stream_modes)
 {
-    envlog_cuda_opts o = no_device(NULL);
+    envlog_cuda_opts o = tc_no_device(NULL);
     tc_env t;
     tc_open(&t, "cuda-sm", ENVLOG_LEVEL_BASIC, &o);
-    envlog_cuda_stream *s;
-    ck_assert_ok(envlog_cuda_stream_open(t.c, ENVLOG_CUDA_STREAM_HOST, &s));
+    envlog_cuda_stream *s = tc_host_stream(&t);
     ck_assert_int_eq(envlog_cuda_stream_mode_get(s), ENVLOG_CUDA_STREAM_EXECUTE);
     /* The process mode sets every stream's default. */
     envlog_cuda_override ov;
@@ -138,11 +128,10 @@ static void *reader(void *p)
 
 START_TEST(test_host_launches_counted_from_any_thread)
 {
-    envlog_cuda_opts o = no_device(NULL);
+    envlog_cuda_opts o = tc_no_device(NULL);
     tc_env t;
     tc_open(&t, "cuda-launch", ENVLOG_LEVEL_BASIC, &o);
-    envlog_cuda_stream *s;
-    ck_assert_ok(envlog_cuda_stream_open(t.c, ENVLOG_CUDA_STREAM_HOST, &s));
+    envlog_cuda_stream *s = tc_host_stream(&t);
     reader_arg ra = {.st = envlog_cuda_stats_of(t.c)};
     atomic_init(&ra.stop, 0);
     pthread_t th;
@@ -178,25 +167,21 @@ END_TEST
  * discarding default comes back after. */
 START_TEST(test_measurement_switches_stream)
 {
-    envlog_cuda_opts o = no_device(NULL);
+    envlog_cuda_opts o = tc_no_device(NULL);
     o.mode = ENVLOG_CUDA_COMPILE_AND_AUTOTUNE;
     tc_env t;
     tc_open(&t, "cuda-measure", ENVLOG_LEVEL_BASIC, &o);
-    envlog_cuda_stream *s;
-    ck_assert_ok(envlog_cuda_stream_open(t.c, ENVLOG_CUDA_STREAM_HOST, &s));
+    envlog_cuda_stream *s = tc_host_stream(&t);
     ck_assert_int_eq(envlog_cuda_stream_mode_get(s), ENVLOG_CUDA_STREAM_DISCARD);
     int ran = 0;
     ck_assert_ok(envlog_cuda_host_launch(s, bump, &ran));
     ck_assert_int_eq(ran, 0);
     tc_clock clk;
     tc_clock_init(&clk);
-    static const double c0[] = {200}, c1[] = {100};
-    clk.script[0] = c0, clk.len[0] = 1;
-    clk.script[1] = c1, clk.len[1] = 1;
+    static const double ns[] = {200, 100};
+    tc_clock_fixed(&clk, ns, 2);
     const char *names[] = {"slow", "fast"};
-    envlog_cuda_tune_req r = {.key = "measure", .candidates = names, .n_candidates = 2,
-                              .run = tc_clock_run, .ctx = &clk, .stream = s,
-                              .timer = &clk.timer};
+    envlog_cuda_tune_req r = tc_clock_req(&clk, s, "measure", names, 2);
     envlog_cuda_tune_result res;
     ck_assert_ok(envlog_cuda_tune(t.c, &r, &res));
     ck_assert(res.measured);
@@ -223,12 +208,11 @@ START_TEST(test_compile_only_batch)
 {
     if (!tc_nvrtc("the COMPILE_ONLY batch"))
         return;
-    envlog_cuda_opts o = no_device(NULL);
+    envlog_cuda_opts o = tc_no_device(NULL);
     o.threads = 3;
     tc_env t;
     tc_open(&t, "cuda-batch", ENVLOG_LEVEL_BASIC, &o);
-    envlog_cuda_stream *s;
-    ck_assert_ok(envlog_cuda_stream_open(t.c, ENVLOG_CUDA_STREAM_HOST, &s));
+    envlog_cuda_stream *s = tc_host_stream(&t);
     static const char *const opts[] = {"-DV=1", "-DV=2", "-DV=3", "-DV=4", "-DV=1"};
     envlog_cuda_kernel *k[5];
     envlog_cuda_override ov;
@@ -337,12 +321,11 @@ START_TEST(test_compile_only_tune)
     char v[32] = "test-1"; /* without NVRTC, keys need a version */
     if (have)
         ck_assert_ok(envlog_cuda_nvrtc_version(v, sizeof v));
-    envlog_cuda_opts o = no_device(v);
+    envlog_cuda_opts o = tc_no_device(v);
     o.mode = ENVLOG_CUDA_COMPILE_ONLY;
     tc_env t;
     tc_open(&t, "cuda-cotune", ENVLOG_LEVEL_BASIC, &o);
-    envlog_cuda_stream *s;
-    ck_assert_ok(envlog_cuda_stream_open(t.c, ENVLOG_CUDA_STREAM_HOST, &s));
+    envlog_cuda_stream *s = tc_host_stream(&t);
     queue_ctx q;
     static const char *const opts[] = {"-DV=10", "-DV=20", "-DV=30"};
     for (int i = 0; i < 3; i++) {
@@ -413,11 +396,10 @@ START_TEST(test_launch_verdicts)
 {
     if (!tc_nvrtc("launch verdicts under each mode"))
         return;
-    envlog_cuda_opts o = no_device(NULL);
+    envlog_cuda_opts o = tc_no_device(NULL);
     tc_env t;
     tc_open(&t, "cuda-verdict", ENVLOG_LEVEL_BASIC, &o);
-    envlog_cuda_stream *s;
-    ck_assert_ok(envlog_cuda_stream_open(t.c, ENVLOG_CUDA_STREAM_HOST, &s));
+    envlog_cuda_stream *s = tc_host_stream(&t);
     envlog_cuda_kernel_desc d = {"tc_fill", mode_src, "-DV=99", "compute_80"};
     envlog_cuda_kernel *k;
     ck_assert_ok(envlog_cuda_kernel_new(t.c, &d, &k));
@@ -453,11 +435,10 @@ START_TEST(test_statistics_scripted_workload)
     char v[32] = "test-1";
     if (have)
         ck_assert_ok(envlog_cuda_nvrtc_version(v, sizeof v));
-    envlog_cuda_opts o = no_device(v);
+    envlog_cuda_opts o = tc_no_device(v);
     tc_env t;
     tc_open(&t, "cuda-stats", ENVLOG_LEVEL_BASIC, &o);
-    envlog_cuda_stream *s;
-    ck_assert_ok(envlog_cuda_stream_open(t.c, ENVLOG_CUDA_STREAM_HOST, &s));
+    envlog_cuda_stream *s = tc_host_stream(&t);
     envlog_cuda_stats *col;
     ck_assert_ok(envlog_cuda_stats_new(&col));
     int ran = 0;
@@ -470,19 +451,16 @@ START_TEST(test_statistics_scripted_workload)
         ck_assert_ok(envlog_cuda_host_launch(s, bump, &ran)); /* discarded */
     tc_clock clk;
     tc_clock_init(&clk);
-    static const double a[] = {300}, b[] = {100}, cc[] = {150};
-    clk.script[0] = a, clk.len[0] = 1;
-    clk.script[1] = b, clk.len[1] = 1;
-    clk.script[2] = cc, clk.len[2] = 1;
+    static const double ns[] = {300, 100, 150};
+    tc_clock_fixed(&clk, ns, 3);
     envlog_cuda_policy pol;
     envlog_cuda_policy_init(&pol);
     pol.warmup = 1;
     pol.min_samples = 3;
     pol.drop_factor = 0;
     const char *names[] = {"a", "b", "c"};
-    envlog_cuda_tune_req r = {.key = "stats", .candidates = names, .n_candidates = 3,
-                              .run = tc_clock_run, .ctx = &clk, .stream = s,
-                              .timer = &clk.timer, .policy = &pol};
+    envlog_cuda_tune_req r = tc_clock_req(&clk, s, "stats", names, 3);
+    r.policy = &pol;
     envlog_cuda_tune_result res;
     ck_assert_ok(envlog_cuda_tune(t.c, &r, &res)); /* measured: 3 x (1 + 3) runs */
     ck_assert_ok(envlog_cuda_tune(t.c, &r, &res)); /* a hit */
@@ -540,10 +518,9 @@ START_TEST(test_statistics_scripted_workload)
 }
 END_TEST
 
-TCase *tc_cuda_modes(void)
+void tc_cuda_modes(Suite *s)
 {
-    TCase *tc = tcase_create("modes");
-    tcase_set_timeout(tc, 120);
+    TCase *tc = tu_tcase(s, "modes", 120);
     tcase_add_test(tc, test_process_override_nesting);
     tcase_add_test(tc, test_stream_modes);
     tcase_add_test(tc, test_host_launches_counted_from_any_thread);
@@ -552,5 +529,4 @@ TCase *tc_cuda_modes(void)
     tcase_add_test(tc, test_compile_only_tune);
     tcase_add_test(tc, test_launch_verdicts);
     tcase_add_test(tc, test_statistics_scripted_workload);
-    return tc;
 }

@@ -13,11 +13,7 @@
 
 static envlog_cuda_opts host_only(void)
 {
-    envlog_cuda_opts o;
-    envlog_cuda_opts_init(&o);
-    o.device = ENVLOG_CUDA_DEVICE_NONE;
-    o.compiler_version = "test-1"; /* kernels are keyed without NVRTC */
-    return o;
+    return tc_no_device("test-1"); /* kernels are keyed without NVRTC */
 }
 
 static void tune_ok(envlog_cuda *c, envlog_cuda_tune_req *r, const char *key, size_t n,
@@ -40,19 +36,17 @@ START_TEST(test_every_registration_settles_once)
     envlog_cuda_opts o = host_only();
     tc_env t;
     tc_open(&t, "cuda-settle", ENVLOG_LEVEL_BASIC, &o);
-    envlog_cuda_stream *s;
-    ck_assert_ok(envlog_cuda_stream_open(t.c, ENVLOG_CUDA_STREAM_HOST, &s));
+    envlog_cuda_stream *s = tc_host_stream(&t);
     tc_clock clk;
     tc_clock_init(&clk);
-    static const double a[] = {300}, b[] = {100};
-    clk.script[0] = a, clk.len[0] = 1;
-    clk.script[1] = b, clk.len[1] = 1;
+    static const double ns[] = {300, 100};
+    tc_clock_fixed(&clk, ns, 2);
     envlog_cuda_policy pol;
     envlog_cuda_policy_init(&pol);
     pol.min_samples = 3;
     const char *names[] = {"a", "b"};
-    envlog_cuda_tune_req r = {.candidates = names, .run = tc_clock_run, .ctx = &clk,
-                              .stream = s, .timer = &clk.timer, .policy = &pol};
+    envlog_cuda_tune_req r = tc_clock_req(&clk, s, NULL, names, 0);
+    r.policy = &pol;
     envlog_cuda_tune_result res;
     envlog_cuda_stats *gather, *measure;
     ck_assert_ok(envlog_cuda_stats_new(&gather));
@@ -153,17 +147,13 @@ START_TEST(test_tune_stopped_by_an_error_is_abandoned)
     envlog_cuda_opts o = host_only();
     tc_env t;
     tc_open(&t, "cuda-abandon", ENVLOG_LEVEL_BASIC, &o);
-    envlog_cuda_stream *s;
-    ck_assert_ok(envlog_cuda_stream_open(t.c, ENVLOG_CUDA_STREAM_HOST, &s));
+    envlog_cuda_stream *s = tc_host_stream(&t);
     tc_clock clk;
     tc_clock_init(&clk);
-    static const double a[] = {100};
-    clk.script[0] = a, clk.len[0] = 1;
-    clk.script[1] = a, clk.len[1] = 1;
+    static const double ns[] = {100, 100};
+    tc_clock_fixed(&clk, ns, 2);
     const char *names[] = {"a", "b"};
-    envlog_cuda_tune_req r = {.key = "nomem", .candidates = names, .n_candidates = 2,
-                              .run = tc_clock_run, .ctx = &clk, .stream = s,
-                              .timer = &clk.timer};
+    envlog_cuda_tune_req r = tc_clock_req(&clk, s, "nomem", names, 2);
     envlog_cuda_tune_result res;
     envlog_err e = ENVLOG_NOMEM;
     uint64_t abandoned = 0;
@@ -208,8 +198,7 @@ START_TEST(test_overrides_nest_refuse_and_end_in_any_order)
      * override is in force. */
     ck_assert_ok(envlog_cuda_override_end(&a));
     ck_assert_int_eq(envlog_cuda_mode_get(t.c), ENVLOG_CUDA_COMPILE_ONLY);
-    envlog_cuda_stream *s;
-    ck_assert_ok(envlog_cuda_stream_open(t.c, ENVLOG_CUDA_STREAM_HOST, &s));
+    envlog_cuda_stream *s = tc_host_stream(&t);
     int ran = 0;
     ck_assert_ok(envlog_cuda_host_launch(s, bump, &ran)); /* discarded, into c1 */
     envlog_cuda_counts cnt;
@@ -264,8 +253,7 @@ START_TEST(test_discard_stream_under_execute_compiles_without_queuing)
     o.device = ENVLOG_CUDA_DEVICE_NONE;
     tc_env t;
     tc_open(&t, "cuda-discard-exec", ENVLOG_LEVEL_BASIC, &o);
-    envlog_cuda_stream *s;
-    ck_assert_ok(envlog_cuda_stream_open(t.c, ENVLOG_CUDA_STREAM_HOST, &s));
+    envlog_cuda_stream *s = tc_host_stream(&t);
     envlog_cuda_kernel_desc d = {"tc_fill", fill_src, "-DV=5", "compute_80"};
     envlog_cuda_kernel *k;
     ck_assert_ok(envlog_cuda_kernel_new(t.c, &d, &k));
@@ -348,14 +336,12 @@ START_TEST(test_failed_kernel_is_tried_again_on_next_load)
 }
 END_TEST
 
-TCase *tc_cuda_settle(void)
+void tc_cuda_settle(Suite *s)
 {
-    TCase *tc = tcase_create("settle");
-    tcase_set_timeout(tc, 120);
+    TCase *tc = tu_tcase(s, "settle", 120);
     tcase_add_test(tc, test_every_registration_settles_once);
     tcase_add_test(tc, test_tune_stopped_by_an_error_is_abandoned);
     tcase_add_test(tc, test_overrides_nest_refuse_and_end_in_any_order);
     tcase_add_test(tc, test_discard_stream_under_execute_compiles_without_queuing);
     tcase_add_test(tc, test_failed_kernel_is_tried_again_on_next_load);
-    return tc;
 }

@@ -11,14 +11,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static envlog_cuda_opts no_device(void)
-{
-    envlog_cuda_opts o;
-    envlog_cuda_opts_init(&o);
-    o.device = ENVLOG_CUDA_DEVICE_NONE;
-    return o;
-}
-
 typedef struct tuned {
     tc_env t;
     envlog_cuda_stream *s;
@@ -31,12 +23,11 @@ typedef struct tuned {
 static void run_tune(tuned *x, envlog_level level, const char *const *names, size_t n,
                      const envlog_cuda_policy *pol)
 {
-    envlog_cuda_opts o = no_device();
+    envlog_cuda_opts o = tc_no_device(NULL);
     tc_open(&x->t, "cuda-tune", level, &o);
-    ck_assert_ok(envlog_cuda_stream_open(x->t.c, ENVLOG_CUDA_STREAM_HOST, &x->s));
-    envlog_cuda_tune_req r = {.key = "k", .candidates = names, .n_candidates = n,
-                              .run = tc_clock_run, .ctx = &x->clk, .stream = x->s,
-                              .timer = &x->clk.timer, .policy = pol};
+    x->s = tc_host_stream(&x->t);
+    envlog_cuda_tune_req r = tc_clock_req(&x->clk, x->s, "k", names, n);
+    r.policy = pol;
     ck_assert_ok(envlog_cuda_tune(x->t.c, &r, &x->res));
     envlog_cuda_stream_close(x->s);
     tc_end(&x->t);
@@ -55,10 +46,8 @@ START_TEST(test_injected_winner)
 {
     tuned x;
     tc_clock_init(&x.clk);
-    static const double a[] = {300}, b[] = {100}, c[] = {150};
-    x.clk.script[0] = a, x.clk.len[0] = 1;
-    x.clk.script[1] = b, x.clk.len[1] = 1;
-    x.clk.script[2] = c, x.clk.len[2] = 1;
+    static const double ns[] = {300, 100, 150};
+    tc_clock_fixed(&x.clk, ns, 3);
     envlog_cuda_policy pol;
     envlog_cuda_policy_init(&pol);
     pol.drop_factor = 0; /* nothing dropped: all converge at once */
@@ -150,9 +139,8 @@ START_TEST(test_injected_within_noise)
 
     /* An exact tie: within noise, and the lower index wins. */
     tc_clock_init(&x.clk);
-    static const double t1[] = {100};
-    x.clk.script[0] = t1, x.clk.len[0] = 1;
-    x.clk.script[1] = t1, x.clk.len[1] = 1;
+    static const double tie[] = {100, 100};
+    tc_clock_fixed(&x.clk, tie, 2);
     run_tune(&x, ENVLOG_LEVEL_BASIC, names, 2, &pol);
     ck_assert_int_eq(x.res.winner, 0);
     ck_assert(x.res.within_noise);
@@ -164,9 +152,8 @@ START_TEST(test_failed_candidates)
 {
     tuned x;
     tc_clock_init(&x.clk);
-    static const double a[] = {100}, b[] = {50};
-    x.clk.script[0] = a, x.clk.len[0] = 1;
-    x.clk.script[1] = b, x.clk.len[1] = 1;
+    static const double ns[] = {100, 50}, same[] = {100, 100};
+    tc_clock_fixed(&x.clk, ns, 2);
     x.clk.fail_index = 1; /* the fastest fails */
     const char *names[] = {"a", "b"};
     run_tune(&x, ENVLOG_LEVEL_BASIC, names, 2, NULL);
@@ -180,8 +167,7 @@ START_TEST(test_failed_candidates)
     /* A run function's code is the candidate's error when no envlog call
      * failed to say more (issue 17, item 3). */
     tc_clock_init(&x.clk);
-    x.clk.script[0] = a, x.clk.len[0] = 1;
-    x.clk.script[1] = b, x.clk.len[1] = 1;
+    tc_clock_fixed(&x.clk, ns, 2);
     x.clk.fail_index = 1;
     x.clk.fail_code = ENVLOG_NOSPACE;
     run_tune(&x, ENVLOG_LEVEL_BASIC, names, 2, NULL);
@@ -190,8 +176,7 @@ START_TEST(test_failed_candidates)
     tc_free(&x.t);
 
     tc_clock_init(&x.clk);
-    x.clk.script[0] = a, x.clk.len[0] = 1;
-    x.clk.script[1] = a, x.clk.len[1] = 1;
+    tc_clock_fixed(&x.clk, same, 2);
     x.clk.fail_index = TC_FAIL_ALL;
     run_tune(&x, ENVLOG_LEVEL_BASIC, names, 2, NULL);
     ck_assert_int_eq(x.res.winner, -1);
@@ -207,20 +192,16 @@ END_TEST
 /* An unmeasured pick is never stored: a later pass measures. */
 START_TEST(test_unmeasured_pick_not_stored)
 {
-    envlog_cuda_opts o = no_device();
+    envlog_cuda_opts o = tc_no_device(NULL);
     tc_env t;
     tc_open(&t, "cuda-unmeasured", ENVLOG_LEVEL_BASIC, &o);
-    envlog_cuda_stream *s;
-    ck_assert_ok(envlog_cuda_stream_open(t.c, ENVLOG_CUDA_STREAM_HOST, &s));
+    envlog_cuda_stream *s = tc_host_stream(&t);
     tc_clock clk;
     tc_clock_init(&clk);
-    static const double a[] = {100}, b[] = {50};
-    clk.script[0] = a, clk.len[0] = 1;
-    clk.script[1] = b, clk.len[1] = 1;
+    static const double ns[] = {100, 50, 10};
+    tc_clock_fixed(&clk, ns, 2);
     const char *names[] = {"a", "b"};
-    envlog_cuda_tune_req r = {.key = "u", .candidates = names, .n_candidates = 2,
-                              .run = tc_clock_run, .ctx = &clk, .stream = s,
-                              .timer = &clk.timer};
+    envlog_cuda_tune_req r = tc_clock_req(&clk, s, "u", names, 2);
     envlog_cuda_override ov;
     ck_assert_ok(envlog_cuda_override_begin(t.c, ENVLOG_CUDA_COMPILE_ONLY, NULL, &ov));
     envlog_cuda_tune_result res;
@@ -240,8 +221,7 @@ START_TEST(test_unmeasured_pick_not_stored)
     ck_assert_int_eq(res.winner, 1);
     /* Another candidate list is another checksum: a miss. */
     const char *more[] = {"a", "b", "c"};
-    static const double c[] = {10};
-    clk.script[2] = c, clk.len[2] = 1;
+    tc_clock_fixed(&clk, ns, 3);
     r.candidates = more;
     r.n_candidates = 3;
     ck_assert_ok(envlog_cuda_tune(t.c, &r, &res));
@@ -254,11 +234,10 @@ END_TEST
 
 START_TEST(test_bad_requests)
 {
-    envlog_cuda_opts o = no_device();
+    envlog_cuda_opts o = tc_no_device(NULL);
     tc_env t;
     tc_open(&t, "cuda-badreq", ENVLOG_LEVEL_BASIC, &o);
-    envlog_cuda_stream *s;
-    ck_assert_ok(envlog_cuda_stream_open(t.c, ENVLOG_CUDA_STREAM_HOST, &s));
+    envlog_cuda_stream *s = tc_host_stream(&t);
     tc_clock clk;
     tc_clock_init(&clk);
     const char *names[] = {"a", NULL};
@@ -296,22 +275,18 @@ END_TEST
 /* Allocation failures anywhere in a tune end in a clean ENVLOG_NOMEM. */
 START_TEST(test_tune_alloc_faults)
 {
-    static const double a[] = {100}, b[] = {50};
+    static const double ns[] = {100, 50};
     const char *names[] = {"a", "b"};
     bool passed = false;
     for (long n = 1; n < 500 && !passed; n++) {
-        envlog_cuda_opts o = no_device();
+        envlog_cuda_opts o = tc_no_device(NULL);
         tc_env t;
         tc_open(&t, "cuda-nomem", ENVLOG_LEVEL_BASIC, &o);
-        envlog_cuda_stream *s;
-        ck_assert_ok(envlog_cuda_stream_open(t.c, ENVLOG_CUDA_STREAM_HOST, &s));
+        envlog_cuda_stream *s = tc_host_stream(&t);
         tc_clock clk;
         tc_clock_init(&clk);
-        clk.script[0] = a, clk.len[0] = 1;
-        clk.script[1] = b, clk.len[1] = 1;
-        envlog_cuda_tune_req r = {.key = "nomem", .candidates = names, .n_candidates = 2,
-                                  .run = tc_clock_run, .ctx = &clk, .stream = s,
-                                  .timer = &clk.timer};
+        tc_clock_fixed(&clk, ns, 2);
+        envlog_cuda_tune_req r = tc_clock_req(&clk, s, "nomem", names, 2);
         envlog_cuda_tune_result res;
         envlog_alloc_fail_after(n);
         envlog_err e = envlog_cuda_tune(t.c, &r, &res);
@@ -329,45 +304,21 @@ START_TEST(test_tune_alloc_faults)
 }
 END_TEST
 
-typedef struct cpu_ctx {
-    size_t m, n, k, v;
-    float *a, *b, *c;
-} cpu_ctx;
-
-static void cpu_mm(void *arg)
-{
-    cpu_ctx *x = arg;
-    demo_cpu_matmul(x->v, x->m, x->n, x->k, x->a, x->b, x->c);
-}
-
-static envlog_err cpu_run(void *ctx, envlog_cuda_stream *s, size_t i)
-{
-    cpu_ctx *x = ctx;
-    x->v = i;
-    return envlog_cuda_host_launch(s, cpu_mm, x);
-}
-
 START_TEST(test_real_cpu_clock)
 {
-    envlog_cuda_opts o = no_device();
+    envlog_cuda_opts o = tc_no_device(NULL);
     tc_env t;
     tc_open(&t, "cuda-cpu", ENVLOG_LEVEL_BASIC, &o);
-    envlog_cuda_stream *s;
-    ck_assert_ok(envlog_cuda_stream_open(t.c, ENVLOG_CUDA_STREAM_HOST, &s));
-    size_t nv;
-    const demo_cpu_variant *v = demo_cpu_variants(&nv);
+    envlog_cuda_stream *s = tc_host_stream(&t);
     const char *names[8];
-    for (size_t i = 0; i < nv; i++)
-        names[i] = v[i].name;
-    cpu_ctx x = {48, 40, 56, 0, NULL, NULL, NULL};
-    x.a = calloc(x.m * x.k, 4);
-    x.b = calloc(x.k * x.n, 4);
-    x.c = calloc(x.m * x.n, 4);
+    size_t nv = demo_cpu_names(names, 8);
+    demo_cpu_job x;
+    ck_assert_ok(demo_cpu_job_init(&x, 48, 40, 56));
     envlog_cuda_policy pol;
     envlog_cuda_policy_init(&pol);
     pol.max_samples = 8;
     envlog_cuda_tune_req r = {.key = "matmul-cpu/test", .candidates = names,
-                              .n_candidates = nv, .run = cpu_run, .ctx = &x, .stream = s,
+                              .n_candidates = nv, .run = demo_cpu_candidate, .ctx = &x, .stream = s,
                               .policy = &pol};
     envlog_cuda_tune_result res;
     ck_assert_ok(envlog_cuda_tune(t.c, &r, &res));
@@ -410,8 +361,7 @@ START_TEST(test_real_cpu_clock)
 
     /* A second run, in a new session: a hit, nothing ran, nothing written. */
     tc_reopen(&t, ENVLOG_LEVEL_BASIC, &o);
-    ck_assert_ok(envlog_cuda_stream_open(t.c, ENVLOG_CUDA_STREAM_HOST, &s));
-    r.stream = s;
+    r.stream = s = tc_host_stream(&t);
     envlog_cuda_tune_result again;
     ck_assert_ok(envlog_cuda_tune(t.c, &r, &again));
     ck_assert(again.hit);
@@ -426,9 +376,7 @@ START_TEST(test_real_cpu_clock)
     envlog_cuda_stream_close(s);
     tc_end(&t);
     ck_assert_uint_eq(tc_sessions(&t), 1);
-    free(x.a);
-    free(x.b);
-    free(x.c);
+    demo_cpu_job_free(&x);
     tc_free(&t);
 }
 END_TEST
@@ -458,10 +406,9 @@ START_TEST(test_policy_functions)
 }
 END_TEST
 
-TCase *tc_cuda_tuner(void)
+void tc_cuda_tuner(Suite *s)
 {
-    TCase *tc = tcase_create("tuner");
-    tcase_set_timeout(tc, 120);
+    TCase *tc = tu_tcase(s, "tuner", 120);
     tcase_add_test(tc, test_policy_functions);
     tcase_add_test(tc, test_injected_winner);
     tcase_add_test(tc, test_injected_elimination_and_convergence);
@@ -471,5 +418,4 @@ TCase *tc_cuda_tuner(void)
     tcase_add_test(tc, test_bad_requests);
     tcase_add_test(tc, test_tune_alloc_faults);
     tcase_add_test(tc, test_real_cpu_clock);
-    return tc;
 }

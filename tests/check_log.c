@@ -882,12 +882,9 @@ END_TEST
 static envlog_id128 killed_writer(const char *dir, unsigned n, uint64_t segsize)
 {
     int p[2], go[2];
-    ck_assert_int_eq(pipe(p), 0);
     ck_assert_int_eq(pipe(go), 0);
-    pid_t pid = fork();
-    ck_assert_int_ge(pid, 0);
+    pid_t pid = tu_fork_pipe(p);
     if (pid == 0) {
-        close(p[0]);
         close(go[1]);
         envlog_env *env;
         envlog_session *s;
@@ -905,7 +902,6 @@ static envlog_id128 killed_writer(const char *dir, unsigned n, uint64_t segsize)
         (void)!read(go[0], &c, 1); /* wait to be killed */
         _exit(6);
     }
-    close(p[1]);
     close(go[0]);
     envlog_id128 id;
     ck_assert_int_eq(read(p[0], &id, sizeof id), (ssize_t)sizeof id);
@@ -1350,33 +1346,27 @@ END_TEST
 Suite *suite_log(void)
 {
     Suite *s = suite_create("log");
-    TCase *tc = tcase_create("framing");
-    tcase_set_timeout(tc, 60);
+    TCase *tc = tu_tcase(s, "framing", 60);
     tcase_add_test(tc, test_framing_sizes);
     tcase_add_test(tc, test_framing_sequence);
     tcase_add_test(tc, test_frame_reader_resync);
     tcase_add_test(tc, test_frame_reader_alloc_faults);
     tcase_add_test(tc, test_big_records);
-    suite_add_tcase(s, tc);
 
-    tc = tcase_create("damage");
-    tcase_set_timeout(tc, 1200);
+    tc = tu_tcase(s, "damage", 1200);
     tcase_add_test(tc, test_truncate_every_offset);
     tcase_add_test(tc, test_truncate_inner_segment);
     tcase_add_test(tc, test_flip_every_bit);
     tcase_add_test(tc, test_flip_multiblock);
     tcase_add_test(tc, test_segment_chain);
     tcase_add_test(tc, test_corrupt_then_append);
-    suite_add_tcase(s, tc);
 
-    tc = tcase_create("reader");
-    tcase_set_timeout(tc, 120);
+    tc = tu_tcase(s, "reader", 120);
     tcase_add_test(tc, test_killed_writer);
     tcase_add_test(tc, test_torn_tail);
     tcase_add_test(tc, test_live_reader);
     tcase_add_test(tc, test_reader_errors);
     tcase_add_test(tc, test_reader_io_faults);
     tcase_add_test(tc, test_reader_alloc_faults_multiblock);
-    suite_add_tcase(s, tc);
     return s;
 }

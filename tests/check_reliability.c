@@ -557,15 +557,11 @@ static size_t pl_trial(const char *root, uint64_t seed, long crash_at, long cras
     snprintf(dir, sizeof dir, "%s/%llu", root, (unsigned long long)seed);
     envlog_env_close(tu_env(dir));
     int p[2];
-    ck_assert_int_eq(pipe(p), 0);
-    pid_t pid = fork();
-    ck_assert_int_ge(pid, 0);
+    pid_t pid = tu_fork_pipe(p);
     if (pid == 0) {
-        close(p[0]);
         pl_child(dir, seed, crash_at, crash_after, p[1]);
         _exit(7);
     }
-    close(p[1]);
     pl_promise *prom = NULL;
     size_t np = 0, cap = 0;
     for (;;) {
@@ -868,9 +864,7 @@ static envlog_id128 torn_session(const char *dir, char seg[128])
 {
     envlog_env *env = tu_env(dir);
     int p[2];
-    ck_assert_int_eq(pipe(p), 0);
-    pid_t pid = fork();
-    ck_assert_int_ge(pid, 0);
+    pid_t pid = tu_fork_pipe(p);
     if (pid == 0) {
         envlog_session_opts o = tu_opts("torn", 4 * ENVLOG_BLOCK);
         o.sync = ENVLOG_SYNC_NONE;
@@ -889,7 +883,6 @@ static envlog_id128 torn_session(const char *dir, char seg[128])
             _exit(2);
         _exit(0); /* no seal: the writer is gone */
     }
-    close(p[1]);
     envlog_id128 id;
     ck_assert_int_eq(read(p[0], &id, sizeof id), sizeof id);
     close(p[0]);
@@ -1200,11 +1193,8 @@ static void free_quota(const char *dir)
 static char *full_disk_child(const char *dir, bool tmpfs, uint64_t segsize)
 {
     int p[2];
-    ck_assert_int_eq(pipe(p), 0);
-    pid_t pid = fork();
-    ck_assert_int_ge(pid, 0);
+    pid_t pid = tu_fork_pipe(p);
     if (pid == 0) {
-        close(p[0]);
         const char *why;
         char msg[700];
         if (tmpfs) {
@@ -1237,7 +1227,6 @@ static char *full_disk_child(const char *dir, bool tmpfs, uint64_t segsize)
             _exit(4);
         _exit(0);
     }
-    close(p[1]);
     char buf[800];
     ssize_t got = 0, r;
     while ((r = read(p[0], buf + got, sizeof buf - 1 - (size_t)got)) > 0)
@@ -1705,26 +1694,18 @@ END_TEST
 Suite *suite_reliability(void)
 {
     Suite *s = suite_create("reliability");
-    TCase *tc = tcase_create("power");
-    tcase_set_timeout(tc, 120);
+    TCase *tc = tu_tcase(s, "power", 120);
     tcase_add_loop_test(tc, test_power_loss, 0, 4);
-    suite_add_tcase(s, tc);
-    tc = tcase_create("faults");
-    tcase_set_timeout(tc, 300);
+    tc = tu_tcase(s, "faults", 300);
     tcase_add_loop_test(tc, test_compact_alloc_faults, 0, 2);
     tcase_add_loop_test(tc, test_import_all_or_nothing, 0, 2);
     tcase_add_test(tc, test_repair_faults);
-    suite_add_tcase(s, tc);
-    tc = tcase_create("fulldisk");
-    tcase_set_timeout(tc, 120);
+    tc = tu_tcase(s, "fulldisk", 120);
     tcase_add_loop_test(tc, test_full_disk, 0, 4);
-    suite_add_tcase(s, tc);
-    tc = tcase_create("security");
-    tcase_set_timeout(tc, 120);
+    tc = tu_tcase(s, "security", 120);
     tcase_add_loop_test(tc, test_file_modes, 0, 2);
     tcase_add_test(tc, test_symlinks_planted);
     tcase_add_test(tc, test_cloexec);
     tcase_add_test(tc, test_bundle_touches_nothing_outside);
-    suite_add_tcase(s, tc);
     return s;
 }

@@ -1606,11 +1606,8 @@ START_TEST(test_fork_child_session)
         ck_assert_ok(envlog_span_open(s, "parent-span", &sp));
         envlog_id128 before = envlog_session_id(s);
         int p[2];
-        ck_assert_int_eq(pipe(p), 0);
-        pid_t pid = fork();
-        ck_assert_int_ge(pid, 0);
+        pid_t pid = tu_fork_pipe(p);
         if (pid == 0) {
-            close(p[0]);
             /* The parent's span is not the child's to close. */
             if (envlog_span_close(&sp, NULL, 0, NULL) != ENVLOG_WRONG_STATE)
                 _exit(20);
@@ -1628,7 +1625,6 @@ START_TEST(test_fork_child_session)
                 _exit(25);
             _exit(0);
         }
-        close(p[1]);
         envlog_id128 cid;
         ck_assert_int_eq(read(p[0], &cid, sizeof cid), (ssize_t)sizeof cid);
         close(p[0]);
@@ -1761,13 +1757,11 @@ END_TEST
 Suite *suite_session(void)
 {
     Suite *s = suite_create("session");
-    TCase *tc = tcase_create("env");
+    TCase *tc = tu_tcase(s, "env", 0);
     tcase_add_test(tc, test_env_open);
     tcase_add_test(tc, test_env_default_path);
-    suite_add_tcase(s, tc);
 
-    tc = tcase_create("recorder");
-    tcase_set_timeout(tc, 120);
+    tc = tu_tcase(s, "recorder", 120);
     tcase_add_test(tc, test_observe_only_leaves_nothing);
     tcase_add_test(tc, test_first_change_flushes_held);
     tcase_add_test(tc, test_pending_budget);
@@ -1780,24 +1774,19 @@ Suite *suite_session(void)
     tcase_add_test(tc, test_rotation);
     tcase_add_test(tc, test_sync_policies);
     tcase_add_test(tc, test_warm_path_allocates_nothing);
-    suite_add_tcase(s, tc);
 
-    tc = tcase_create("faults");
-    tcase_set_timeout(tc, 600);
+    tc = tu_tcase(s, "faults", 600);
     tcase_add_loop_test(tc, test_fault_each_call, 0, (int)(2 * N_FAULTS));
     tcase_add_test(tc, test_nospace_names_file);
     tcase_add_test(tc, test_writeback_hint);
     tcase_add_test(tc, test_alloc_fail_recording);
     tcase_add_test(tc, test_alloc_fail_reading);
-    suite_add_tcase(s, tc);
 
-    tc = tcase_create("concurrency");
-    tcase_set_timeout(tc, 300);
+    tc = tu_tcase(s, "concurrency", 300);
     tcase_add_test(tc, test_processes);
     tcase_add_test(tc, test_threads);
     tcase_add_test(tc, test_fork_child_session);
     tcase_add_test(tc, test_lock_held_by_writer);
     tcase_add_test(tc, test_begin_while_readers_look);
-    suite_add_tcase(s, tc);
     return s;
 }

@@ -21,6 +21,26 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+/* ------------------------------------------------------------ test cases */
+
+TCase *tu_tcase(Suite *s, const char *name, double seconds)
+{
+    TCase *tc = tcase_create(name);
+    if (seconds > 0)
+        tcase_set_timeout(tc, seconds);
+    suite_add_tcase(s, tc);
+    return tc;
+}
+
+pid_t tu_fork_pipe(int p[2])
+{
+    ck_assert_int_eq(pipe(p), 0);
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    close(p[pid == 0 ? 0 : 1]);
+    return pid;
+}
+
 /* ------------------------------------------------------------ directories */
 
 const char *tu_root(void)

@@ -15,6 +15,17 @@
 #include <check.h>
 #include <stdio.h>
 
+/* ------------------------------------------------------------ test cases */
+
+/* A test case of suite `s`, added to it, that times out after `seconds`
+ * (0: Check's default). */
+TCase *tu_tcase(Suite *s, const char *name, double seconds);
+
+/* fork() with a pipe from the child to the parent: the child gets 0 and
+ * writes to p[1], the parent gets the child's pid and reads p[0]; each
+ * side's other end is closed. */
+pid_t tu_fork_pipe(int p[2]);
+
 /* ------------------------------------------------------------ directories */
 
 /* The runner's temporary root (made once, removed at the end). */

@@ -85,24 +85,6 @@ static double median(double *v, int n)
 
 /* ------------------------------------------------------------ the workload */
 
-typedef struct cpu_job {
-    size_t m, n, k, v;
-    float *a, *b, *c;
-} cpu_job;
-
-static void cpu_run(void *arg)
-{
-    cpu_job *j = arg;
-    demo_cpu_matmul(j->v, j->m, j->n, j->k, j->a, j->b, j->c);
-}
-
-static envlog_err cpu_candidate(void *ctx, envlog_cuda_stream *s, size_t i)
-{
-    cpu_job *j = ctx;
-    j->v = i;
-    return envlog_cuda_host_launch(s, cpu_run, j);
-}
-
 /* What one run of the workload did. */
 typedef struct work {
     double secs, batch_secs;
@@ -158,32 +140,23 @@ static work workload(const char *dir, envlog_level level, unsigned threads, bool
 
     if (tunes) {
         static const size_t shapes[][3] = {{64, 64, 64}, {128, 128, 128}, {96, 384, 200}};
-        size_t nv;
-        const demo_cpu_variant *v = demo_cpu_variants(&nv);
         const char *names[16];
-        for (size_t i = 0; i < nv; i++)
-            names[i] = v[i].name;
+        size_t nv = demo_cpu_names(names, 16);
         envlog_cuda_policy pol;
         envlog_cuda_policy_init(&pol);
         pol.max_samples = 15;
         pol.rel_tol = 0.02;
         for (size_t i = 0; i < o.shapes && i < 3; i++) {
-            cpu_job j = {shapes[i][0], shapes[i][1], shapes[i][2], 0, NULL, NULL, NULL};
-            j.a = calloc(j.m * j.k, 4);
-            j.b = calloc(j.k * j.n, 4);
-            j.c = calloc(j.m * j.n, 4);
-            if (!j.a || !j.b || !j.c)
-                die(ENVLOG_NOMEM, "matrices");
+            demo_cpu_job j;
+            CHECK(demo_cpu_job_init(&j, shapes[i][0], shapes[i][1], shapes[i][2]), "matrices");
             char key[96];
             snprintf(key, sizeof key, "matmul-cpu/m=%zu,n=%zu,k=%zu", j.m, j.n, j.k);
             envlog_cuda_tune_req r = {.key = key, .candidates = names, .n_candidates = nv,
-                                      .run = cpu_candidate, .ctx = &j, .stream = st,
+                                      .run = demo_cpu_candidate, .ctx = &j, .stream = st,
                                       .policy = &pol};
             envlog_cuda_tune_result res;
             CHECK(envlog_cuda_tune(c, &r, &res), "tuning");
-            free(j.a);
-            free(j.b);
-            free(j.c);
+            demo_cpu_job_free(&j);
         }
     }
     envlog_cuda_stream_close(st);

@@ -175,6 +175,23 @@ static void check_replay(int iter, int torn)
     free(err);
 }
 
+/* One read of the writer's acknowledgements from `fd`, a whole one added
+ * to `acks` (counted in *got) once its last byte is in: false at the
+ * pipe's end. */
+static bool read_acks(int fd, crash_ack *a, size_t *part, crash_acks *acks, uint64_t *got)
+{
+    ssize_t r = read(fd, (char *)a + *part, sizeof *a - *part);
+    if (r <= 0)
+        return false;
+    *part += (size_t)r;
+    if (*part == sizeof *a) {
+        crash_acks_add(acks, a);
+        *part = 0;
+        (*got)++;
+    }
+    return true;
+}
+
 static void check_records(int iter, crash_acks *acks, const char *when, uint64_t *records)
 {
     crash_verdict v = {0};
@@ -283,34 +300,15 @@ int main(int argc, char **argv)
             int pr = poll(&pf, 1, (int)(left / 1000) + 1);
             if (pr <= 0)
                 continue;
-            ssize_t r = read(p[0], (char *)&a + part, sizeof a - part);
-            if (r <= 0) {
-                eof = true;
-                break;
-            }
-            part += (size_t)r;
-            if (part == sizeof a) {
-                crash_acks_add(&acks, &a);
-                part = 0;
-                got++;
-            }
+            eof = !read_acks(p[0], &a, &part, &acks, &got);
         }
         kill(pid, SIGKILL);
         int st;
         while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
             ;
         /* What was written before the kill is still in the pipe. */
-        for (;;) {
-            ssize_t r = read(p[0], (char *)&a + part, sizeof a - part);
-            if (r <= 0)
-                break;
-            part += (size_t)r;
-            if (part == sizeof a) {
-                crash_acks_add(&acks, &a);
-                part = 0;
-                got++;
-            }
-        }
+        while (read_acks(p[0], &a, &part, &acks, &got))
+            ;
         close(p[0]);
         total_acks += got;
         if (WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL) {

@@ -70,22 +70,29 @@ static void seg_frame(seg *s, const uint8_t *rec, size_t n)
     envlog_frame_write(s->p, &s->pos, s->seed, rec, n, &s->chain);
 }
 
-static void seg_begin(seg *s)
+/* A segment of HOSTILE_ID (its checksum seed) whose HEADER names session
+ * `named` and says format `version`. */
+static void seg_open(seg *s, const envlog_id128 *named, uint64_t version)
 {
     memset(s, 0, sizeof *s);
     if (envlog_id_parse(HOSTILE_ID, &s->id))
         die("id");
     s->seed = envlog_seg_seed(&s->id, 0);
-    envlog_seg_header h = {ENVLOG_KIND_HEADER, ENVLOG_MAGIC, ENVLOG_LOG_VERSION, s->id, 0, 0,
-                           0, "session"};
+    envlog_seg_header h = {ENVLOG_KIND_HEADER, ENVLOG_MAGIC, version, named ? *named : s->id,
+                           0, 0, 0, "session"};
     envlog_buf b = {0};
     if (envlog_struct_encode(&b, &envlog_seg_header_schema, &h, ENVLOG_LEVEL_BASIC))
         die("header");
     /* The HEADER does not enter the chain. */
-    uint64_t chain = s->chain;
     seg_frame(s, b.p, b.len);
-    s->chain = chain;
+    s->chain = 0;
     envlog_buf_free(&b);
+}
+
+static void seg_begin(seg *s)
+{
+    seg_open(s, NULL, ENVLOG_LOG_VERSION);
+    envlog_buf b = {0};
     /* seq 0: a proper session record. */
     envlog_session_rec r = {.id = s->id, .start_unix_ns = 1700000000000000000ull,
                             .envlog_version = "0.1.0", .label = "hostile", .host = "h",
@@ -153,6 +160,16 @@ static void text(envlog_buf *b, const char *s)
     raw(b, s, strlen(s));
 }
 
+/* A tune's envelope and namespace, then the key's label (5): the caller
+ * appends the key and the rest. */
+static void tune_head(envlog_buf *b, uint64_t seq, size_t pairs)
+{
+    env_head(b, ENVLOG_KIND_TUNE, seq, pairs);
+    envlog_enc_uint(b, 4);
+    text(b, "autotune/x/1/d");
+    envlog_enc_uint(b, 5);
+}
+
 /* One segment per hostile record: session record, the record at seq 1,
  * a good tune at seq 2. */
 static void one(const char *name, const envlog_buf *rec)
@@ -170,10 +187,7 @@ static void segments(void)
     static const uint8_t len64[] = {0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff};
 
     /* A tune key of 2^64-1 bytes (and none there). */
-    env_head(&b, ENVLOG_KIND_TUNE, 1, 6);
-    envlog_enc_uint(&b, 4);
-    text(&b, "autotune/x/1/d");
-    envlog_enc_uint(&b, 5);
+    tune_head(&b, 1, 6);
     raw(&b, "\x7b", 1);
     raw(&b, len64, 8);
     one("seg-text-len-2e64.log", &b);
@@ -189,10 +203,7 @@ static void segments(void)
     one("seg-map-count-2e64.log", &b);
 
     /* A candidates array of 2^64-1 names, three of them there. */
-    env_head(&b, ENVLOG_KIND_TUNE, 1, 7);
-    envlog_enc_uint(&b, 4);
-    text(&b, "autotune/x/1/d");
-    envlog_enc_uint(&b, 5);
+    tune_head(&b, 1, 7);
     text(&b, "k");
     envlog_enc_uint(&b, 7);
     raw(&b, "\x9b", 1);
@@ -204,10 +215,7 @@ static void segments(void)
 
     /* A trials array of 2^32 maps (a count that fits 32 bits but not the
      * record). */
-    env_head(&b, ENVLOG_KIND_TUNE, 1, 7);
-    envlog_enc_uint(&b, 4);
-    text(&b, "autotune/x/1/d");
-    envlog_enc_uint(&b, 5);
+    tune_head(&b, 1, 7);
     text(&b, "k");
     envlog_enc_uint(&b, 8);
     raw(&b, "\x9a\xff\xff\xff\xff", 5);
@@ -258,10 +266,7 @@ static void segments(void)
         seg_begin(&s);
         uint64_t seq = 1;
         /* key as an integer */
-        env_head(&b, ENVLOG_KIND_TUNE, seq++, 6);
-        envlog_enc_uint(&b, 4);
-        text(&b, "autotune/x/1/d");
-        envlog_enc_uint(&b, 5);
+        tune_head(&b, seq++, 6);
         envlog_enc_uint(&b, 42);
         seg_frame(&s, b.p, b.len);
         /* seq as text */
@@ -278,10 +283,7 @@ static void segments(void)
         seg_frame(&s, b.p, b.len);
         seq++;
         /* winner as text, checksum negative */
-        env_head(&b, ENVLOG_KIND_TUNE, seq++, 8);
-        envlog_enc_uint(&b, 4);
-        text(&b, "autotune/x/1/d");
-        envlog_enc_uint(&b, 5);
+        tune_head(&b, seq++, 8);
         text(&b, "k");
         envlog_enc_uint(&b, 6);
         raw(&b, "\x20", 1);
@@ -308,10 +310,7 @@ static void segments(void)
         text(&b, "from the future");
         seg_frame(&s, b.p, b.len);
         /* trials holding integers instead of maps */
-        env_head(&b, ENVLOG_KIND_TUNE, seq++, 7);
-        envlog_enc_uint(&b, 4);
-        text(&b, "autotune/x/1/d");
-        envlog_enc_uint(&b, 5);
+        tune_head(&b, seq++, 7);
         text(&b, "k2");
         envlog_enc_uint(&b, 8);
         raw(&b, "\x82\x01\x02", 3);
@@ -334,10 +333,7 @@ static void segments(void)
             {"seg-utf8-nul.log", "a\0b", 3},
         };
         for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-            env_head(&b, ENVLOG_KIND_TUNE, 1, 6);
-            envlog_enc_uint(&b, 4);
-            text(&b, "autotune/x/1/d");
-            envlog_enc_uint(&b, 5);
+            tune_head(&b, 1, 6);
             uint8_t h = (uint8_t)(0x60 + bad[i].n);
             raw(&b, &h, 1);
             raw(&b, bad[i].bytes, bad[i].n);
@@ -345,16 +341,7 @@ static void segments(void)
         }
         /* In the session record itself: its label. */
         seg s;
-        memset(&s, 0, sizeof s);
-        envlog_id_parse(HOSTILE_ID, &s.id);
-        s.seed = envlog_seg_seed(&s.id, 0);
-        envlog_seg_header hd = {ENVLOG_KIND_HEADER, ENVLOG_MAGIC, ENVLOG_LOG_VERSION, s.id, 0,
-                                0, 0, "session"};
-        envlog_buf hb = {0};
-        envlog_struct_encode(&hb, &envlog_seg_header_schema, &hd, ENVLOG_LEVEL_BASIC);
-        seg_frame(&s, hb.p, hb.len);
-        s.chain = 0;
-        envlog_buf_free(&hb);
+        seg_open(&s, NULL, ENVLOG_LOG_VERSION);
         env_head(&b, ENVLOG_KIND_SESSION, 0, 6);
         envlog_enc_uint(&b, 5);
         envlog_enc_uint(&b, 1700000000000000000ull);
@@ -386,19 +373,12 @@ static void segments(void)
 
     /* A header that names another session (checksums seeded right). */
     {
-        seg s;
-        memset(&s, 0, sizeof s);
-        envlog_id_parse(HOSTILE_ID, &s.id);
-        s.seed = envlog_seg_seed(&s.id, 0);
-        envlog_id128 other = s.id;
+        envlog_id128 other;
+        if (envlog_id_parse(HOSTILE_ID, &other))
+            die("id");
         other.b[15] ^= 0x55;
-        envlog_seg_header hd = {ENVLOG_KIND_HEADER, ENVLOG_MAGIC, ENVLOG_LOG_VERSION, other, 0,
-                                0, 0, "session"};
-        envlog_buf hb = {0};
-        envlog_struct_encode(&hb, &envlog_seg_header_schema, &hd, ENVLOG_LEVEL_BASIC);
-        seg_frame(&s, hb.p, hb.len);
-        s.chain = 0;
-        envlog_buf_free(&hb);
+        seg s;
+        seg_open(&s, &other, ENVLOG_LOG_VERSION);
         seg_good_tune(&s, 0);
         seg_put(&s, "seg-header-other-session.log");
     }
@@ -406,15 +386,7 @@ static void segments(void)
     /* A header from a format version of the future. */
     {
         seg s;
-        memset(&s, 0, sizeof s);
-        envlog_id_parse(HOSTILE_ID, &s.id);
-        s.seed = envlog_seg_seed(&s.id, 0);
-        envlog_seg_header hd = {ENVLOG_KIND_HEADER, ENVLOG_MAGIC, 99, s.id, 0, 0, 0, "session"};
-        envlog_buf hb = {0};
-        envlog_struct_encode(&hb, &envlog_seg_header_schema, &hd, ENVLOG_LEVEL_BASIC);
-        seg_frame(&s, hb.p, hb.len);
-        s.chain = 0;
-        envlog_buf_free(&hb);
+        seg_open(&s, NULL, 99);
         seg_good_tune(&s, 0);
         seg_put(&s, "seg-header-version-99.log");
     }
@@ -550,6 +522,18 @@ static void ok(envlog_err e, const char *what)
         die(what);
 }
 
+/* The first half of the file at `path` (at most 1 MiB) as `name`. */
+static void put_half(const char *path, const char *name)
+{
+    static uint8_t p[1 << 20];
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        die(path);
+    size_t n = fread(p, 1, sizeof p, f);
+    fclose(f);
+    put(name, p, n / 2);
+}
+
 static void names_bundle(void)
 {
     char dir[4096];
@@ -607,23 +591,11 @@ static void names_bundle(void)
     envlog_env_close(env);
     char cur[4400];
     snprintf(cur, sizeof cur, "%s/snapshot/current", env_dir);
-    FILE *f = fopen(cur, "rb");
-    if (!f)
-        die("snapshot");
-    static uint8_t snap[1 << 20];
-    size_t n = fread(snap, 1, sizeof snap, f);
-    fclose(f);
-    put("snapshot-truncated.bin", snap, n / 2);
-    /* The bundle cut in half. */
-    f = fopen(bpath, "rb");
-    n = fread(snap, 1, sizeof snap, f);
-    fclose(f);
-    put("bundle-truncated.bundle", snap, n / 2);
-    f = fopen(b2path, "rb");
-    n = fread(snap, 1, sizeof snap, f);
-    fclose(f);
+    put_half(cur, "snapshot-truncated.bin");
+    /* The bundles cut in half. */
+    put_half(bpath, "bundle-truncated.bundle");
+    put_half(b2path, "bundle2-truncated.bundle");
     unlink(b2path);
-    put("bundle2-truncated.bundle", snap, n / 2);
     char cmd[4400];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     if (system(cmd))

@@ -105,22 +105,23 @@ static envlog_err on_record(void *ctx, const envlog_replay_rec *r)
     return ENVLOG_OK;
 }
 
+/* Records and acknowledgements sort by session, then seq. */
+static int stamp_cmp(const uint8_t *sa, uint64_t qa, const uint8_t *sb, uint64_t qb)
+{
+    int k = memcmp(sa, sb, 16);
+    return k ? k : qa < qb ? -1 : qa > qb;
+}
+
 static int seen_cmp(const void *x, const void *y)
 {
     const seen *a = x, *b = y;
-    int k = memcmp(a->session, b->session, 16);
-    if (k)
-        return k;
-    return a->seq < b->seq ? -1 : a->seq > b->seq;
+    return stamp_cmp(a->session, a->seq, b->session, b->seq);
 }
 
 static int ack_cmp(const void *x, const void *y)
 {
     const crash_ack *a = x, *b = y;
-    int k = memcmp(a->session, b->session, 16);
-    if (k)
-        return k;
-    return a->seq < b->seq ? -1 : a->seq > b->seq;
+    return stamp_cmp(a->session, a->seq, b->session, b->seq);
 }
 
 int crash_verify_env(const char *dir, crash_acks *acks, bool big, crash_verdict *v)

@@ -54,24 +54,6 @@ static const char fill_src[] =
     "extern \"C\" __global__ void tc_fill(float *x, float v, int n)\n"
     "{ int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) x[i] = v; }\n";
 
-typedef struct mm {
-    size_t v;
-    float *a, *b, *c;
-} mm;
-
-static void mm_run(void *arg)
-{
-    mm *x = arg;
-    demo_cpu_matmul(x->v, 48, 40, 56, x->a, x->b, x->c);
-}
-
-static envlog_err candidate(void *ctx, envlog_cuda_stream *s, size_t i)
-{
-    mm *x = ctx;
-    x->v = i;
-    return envlog_cuda_host_launch(s, mm_run, x);
-}
-
 static int batch(envlog_env *env)
 {
     char v[32];
@@ -106,17 +88,15 @@ static int batch(envlog_env *env)
     TRY("override end", envlog_cuda_override_end(&ov));
     /* The tune compiles the queue before it measures: the batch is drawn
      * inside the tune, its workers beside it. */
-    size_t nv;
-    const demo_cpu_variant *var = demo_cpu_variants(&nv);
     const char *names[16];
-    for (size_t i = 0; i < nv && i < 16; i++)
-        names[i] = var[i].name;
-    mm x = {0, calloc(48 * 56, 4), calloc(56 * 40, 4), calloc(48 * 40, 4)};
+    size_t nv = demo_cpu_names(names, 16);
+    demo_cpu_job x;
+    TRY("matrices", demo_cpu_job_init(&x, 48, 40, 56));
     envlog_cuda_policy pol;
     envlog_cuda_policy_init(&pol);
     pol.max_samples = 8;
     envlog_cuda_tune_req r = {.key = "matmul-cpu/48x40x56", .candidates = names,
-                              .n_candidates = nv < 16 ? nv : 16, .run = candidate,
+                              .n_candidates = nv, .run = demo_cpu_candidate,
                               .ctx = &x, .stream = st, .policy = &pol};
     envlog_cuda_tune_result res;
     TRY("tune", envlog_cuda_tune(c, &r, &res));
@@ -125,9 +105,7 @@ static int batch(envlog_env *env)
     envlog_cuda_stream_close(st);
     envlog_cuda_close(c);
     TRY("session end", envlog_session_end(s));
-    free(x.a);
-    free(x.b);
-    free(x.c);
+    demo_cpu_job_free(&x);
     return 0;
 }
 
