@@ -75,6 +75,24 @@ envlog_err envlog_open_regular(int dirfd, const char *name, int flags, mode_t mo
     return ENVLOG_OK;
 }
 
+int envlog_pread_full(int fd, void *buf, size_t n, off_t off)
+{
+    const envlog_io *io = envlog_io_get();
+    size_t got = 0;
+    while (got < n) {
+        ssize_t r = io->pread(fd, (uint8_t *)buf + got, n - got, off + (off_t)got);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0) {
+            if (!r)
+                errno = EIO; /* the file is shorter than it was */
+            return -1;
+        }
+        got += (size_t)r;
+    }
+    return 0;
+}
+
 envlog_err envlog_read_file(int dirfd, const char *name, uint64_t max,
                             envlog_buf *out)
 {

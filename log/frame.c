@@ -189,10 +189,16 @@ void envlog_frame_reader_free(envlog_frame_reader *fr)
 
 int envlog_frag_peek(const uint8_t *p, size_t n, size_t at, size_t *len)
 {
+    if (at > n || n - at < ENVLOG_FRAG_HDR)
+        return 0;
+    return envlog_frag_head(p + at, at, n, len);
+}
+
+int envlog_frag_head(const uint8_t *h, size_t at, size_t n, size_t *len)
+{
     size_t left = ENVLOG_BLOCK - at % ENVLOG_BLOCK;
     if (at > n || left < ENVLOG_FRAG_HDR || n - at < ENVLOG_FRAG_HDR)
         return 0;
-    const uint8_t *h = p + at;
     size_t l = envlog_get_le16(h + 4);
     uint8_t type = h[6];
     if (type < ENVLOG_FRAG_FULL || type > ENVLOG_FRAG_LAST)

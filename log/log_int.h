@@ -163,6 +163,10 @@ int envlog_frag_check(const envlog_frame_reader *fr, size_t at, size_t *len);
  * whole inside its block and the file; 0 otherwise.  For readers that
  * check checksums elsewhere or later (a snapshot's index in place). */
 int envlog_frag_peek(const uint8_t *p, size_t n, size_t at, size_t *len);
+/* The same from the fragment's header alone (its ENVLOG_FRAG_HDR bytes at
+ * `h`), for a reader that reads headers by pread: `at` is the header's
+ * offset in a file of `n` bytes. */
+int envlog_frag_head(const uint8_t *h, size_t at, size_t n, size_t *len);
 /* `chain` advanced over the checksums of the fragments from `from` (a
  * fragment's start) whose headers lie before `to`, walking block by block
  * as envlog_frag_peek() reads them, checksums not checked; the walk stops
@@ -213,6 +217,10 @@ envlog_err envlog_open_dir(int dirfd, const char *name, int *fd);
 /* Syncs a directory (unless policy is NONE). */
 envlog_err envlog_dir_sync(int fd, const char *what);
 /* ------------------------------------------------ files (log/files.c) */
+
+/* Reads exactly `n` bytes at `off` through the I/O table: 0, or -1 with
+ * errno (EIO when the file ends first). */
+int envlog_pread_full(int fd, void *buf, size_t n, off_t off);
 
 /* Opens `name` under `dirfd` with `flags` (and `mode`, for O_CREAT) only
  * when it is a regular file: never through a symbolic link (then

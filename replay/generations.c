@@ -55,13 +55,15 @@ envlog_err envlog_snap_map_file(envlog_env *env, const char *name, bool check_al
     /* Snapshots are replaced by rename, never rewritten in place, so the
      * mapping stays whole for as long as it is held. */
     void *map = io->mmap(len, PROT_READ, fd);
-    io->close(fd);
-    if (map == MAP_FAILED)
-        return envlog__fail_errno(errno, "mapping snapshot/%s", name);
+    if (map == MAP_FAILED) {
+        int err = errno;
+        io->close(fd);
+        return envlog__fail_errno(err, "mapping snapshot/%s", name);
+    }
     envlog_snap *s;
-    if ((e = envlog_snap_load(map, len, check_all, &s))) {
+    if ((e = envlog_snap_load_fd(map, len, fd, check_all, &s))) {
         io->munmap(map, len);
-        if (e == ENVLOG_NOMEM)
+        if (e == ENVLOG_NOMEM || e == ENVLOG_IO)
             return e; /* not the file's fault */
         return envlog__fail(ENVLOG_CORRUPT, "snapshot/%s: %s", name, envlog_errmsg());
     }

@@ -406,6 +406,11 @@ void envlog_snapw_free(envlog_snapw *w);
  * otherwise only HEADER, MANIFEST and INDEX are. */
 envlog_err envlog_snap_load(const uint8_t *p, size_t n, bool check_all,
                             envlog_snap **out);
+/* The same for a file mapped at [p, p+n) and open as `fd` (or -1), which
+ * the snapshot takes (closed by envlog_snap_free(), at once with
+ * `check_all`): lookups read by pread, walks the mapping. */
+envlog_err envlog_snap_load_fd(const uint8_t *p, size_t n, int fd, bool check_all,
+                               envlog_snap **out);
 void envlog_snap_free(envlog_snap *s);
 const envlog_snap_manifest *envlog_snap_manifest_get(const envlog_snap *s);
 /* The snapshot's size in bytes. */

@@ -7,6 +7,13 @@
  * decode only the ENTRY records with that hash, checking the fragments they
  * read.  The full check (bundles, verify, compaction) reads every record
  * and counts what it cannot read; envlog(5) says what each damage costs.
+ *
+ * A snapshot opened from its file for lookups reads what they need (its
+ * head, its tail, an index block, an entry) by pread, block by block, into
+ * a few buffers of its own; walks read the mapping.  A first touch of a
+ * mapped page costs a page fault, and unmapping what was touched costs
+ * more: on a virtual machine tens of microseconds each, most of a cold
+ * lookup when the four places it reads are mapped.
  */
 #include "replay_int.h"
 
@@ -18,6 +25,10 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+/* Blocks read by pread held at once: an index pair straddling two blocks
+ * and the entry it names. */
+#define SNAP_SLOTS 4
 
 struct envlog_snap {
     const uint8_t *p;
@@ -67,6 +78,16 @@ struct envlog_snap {
     uint64_t walk_tunes, walk_kernels, walk_users, walk_evidence;
     void *map;                 /* when mapped from a file */
     size_t map_len;
+    /* Lookups' reads (blk): by pread from fd when >= 0, else from p. */
+    int fd;
+    int io_err;                /* the errno of a pread that failed */
+    struct snap_slot {
+        uint8_t *b;
+        size_t no, len;        /* which block, how many bytes it has */
+    } slot[SNAP_SLOTS];
+    unsigned slot_next;
+    envlog_buf rec;            /* a record read from several blocks */
+    uint8_t *near;             /* a record read from its page (frag_near) */
 };
 
 static void note_first(envlog_snap *s, size_t off, size_t bytes, const char *why)
@@ -105,17 +126,142 @@ size_t envlog_snap_damages(const envlog_snap *s, const envlog_damage **v)
     return s->n_dmg;
 }
 
+/* Block `b` of the file (its `*len` bytes): in the mapping, or read by
+ * pread into one of the slots (kept until SNAP_SLOTS other blocks are
+ * read).  NULL past the end, or when the read fails (io_err says why). */
+static const uint8_t *blk(envlog_snap *s, size_t b, size_t *len)
+{
+    size_t off = b * ENVLOG_BLOCK;
+    if (off >= s->n)
+        return NULL;
+    *len = s->n - off < ENVLOG_BLOCK ? s->n - off : ENVLOG_BLOCK;
+    if (s->fd < 0)
+        return s->p + off;
+    for (unsigned i = 0; i < SNAP_SLOTS; i++)
+        if (s->slot[i].b && s->slot[i].no == b && s->slot[i].len == *len)
+            return s->slot[i].b;
+    struct snap_slot *sl = &s->slot[s->slot_next++ % SNAP_SLOTS];
+    if (!sl->b && !(sl->b = envlog_malloc(ENVLOG_BLOCK))) {
+        s->io_err = ENOMEM;
+        return NULL;
+    }
+    sl->len = 0;
+    if (envlog_pread_full(s->fd, sl->b, *len, (off_t)off)) {
+        s->io_err = errno ? errno : EIO;
+        return NULL;
+    }
+    sl->no = b;
+    sl->len = *len;
+    return sl->b;
+}
+
+/* The fragment at file offset `at` when it is whole and passes its
+ * checksum: its type, payload length and payload; 0 otherwise. */
+static int frag_at(envlog_snap *s, size_t at, size_t *len, const uint8_t **payload)
+{
+    size_t bl;
+    const uint8_t *bp = blk(s, at / ENVLOG_BLOCK, &bl);
+    if (!bp)
+        return 0;
+    envlog_frame_reader fr;
+    envlog_frame_reader_init(&fr, bp, bl, s->seed, 0);
+    int type = envlog_frag_check(&fr, at % ENVLOG_BLOCK, len);
+    if (type)
+        *payload = bp + at % ENVLOG_BLOCK + ENVLOG_FRAG_HDR;
+    return type;
+}
+
+/* The fragment at `at` (as frag_at()) read by pread with what follows it
+ * to the end of its page and the next (at most its block's end): 0 when it
+ * does not end there. */
+static int frag_near(envlog_snap *s, size_t at, size_t *len, const uint8_t **payload)
+{
+    size_t end = (at / 4096 + 2) * 4096, bend = (at / ENVLOG_BLOCK + 1) * ENVLOG_BLOCK;
+    if (end > bend)
+        end = bend;
+    if (end > s->n)
+        end = s->n;
+    if (at >= end || (!s->near && !(s->near = envlog_malloc(8192))))
+        return 0;
+    if (envlog_pread_full(s->fd, s->near, end - at, (off_t)at))
+        return 0; /* frag_at() reads it again, and says why */
+    envlog_frame_reader fr;
+    envlog_frame_reader_init(&fr, s->near, end - at, s->seed, 0);
+    int type = envlog_frag_check(&fr, 0, len);
+    if (type)
+        *payload = s->near + ENVLOG_FRAG_HDR;
+    return type;
+}
+
+/* The shape of the fragment at `at` from its header alone (envlog_frag_peek). */
+static int peek_at(envlog_snap *s, size_t at, size_t *len)
+{
+    if (s->fd < 0)
+        return envlog_frag_peek(s->p, s->n, at, len);
+    uint8_t h[ENVLOG_FRAG_HDR];
+    if (at > s->n || s->n - at < sizeof h)
+        return 0;
+    if (envlog_pread_full(s->fd, h, sizeof h, (off_t)at)) {
+        s->io_err = errno ? errno : EIO;
+        return 0;
+    }
+    return envlog_frag_head(h, at, s->n, len);
+}
+
+/* The failure of a lookup's read: the pread's, else the damage `what`. */
+static envlog_err read_fail(envlog_snap *s, const char *what)
+{
+    int err = s->io_err;
+    s->io_err = 0;
+    if (err == ENOMEM)
+        return envlog__fail(ENVLOG_NOMEM, "reading a snapshot");
+    if (err) { /* the disk's failure, never the data's */
+        envlog__fail_errno(err, "reading the snapshot");
+        return ENVLOG_IO;
+    }
+    return envlog__fail(ENVLOG_CORRUPT, "%s", what);
+}
+
+/* The record that starts at `at`, its fragments checked: in place when it
+ * is one fragment, else gathered from its blocks into s->rec. */
 static envlog_err read_record(envlog_snap *s, size_t at, const uint8_t **p, size_t *n)
 {
-    s->fr.pos = at;
-    envlog_fr_status st = envlog_frame_reader_next(&s->fr);
-    if (st == ENVLOG_FR_NOMEM)
-        return envlog__fail(ENVLOG_NOMEM, "reading a snapshot record");
-    if (st != ENVLOG_FR_RECORD)
-        return envlog__fail(ENVLOG_CORRUPT, "snapshot record at offset %zu is damaged", at);
-    *p = s->fr.out;
-    *n = s->fr.out_len;
-    return ENVLOG_OK;
+    size_t len, from = at;
+    const uint8_t *pl;
+    int type;
+    /* By pread, a record of one fragment (an entry, most of all) is read
+     * from its page on, without the rest of its block. */
+    if (s->fd >= 0 && (type = frag_near(s, at, &len, &pl)) == ENVLOG_FRAG_FULL) {
+        *p = pl;
+        *n = len;
+        return ENVLOG_OK;
+    }
+    type = frag_at(s, at, &len, &pl);
+    if (type == ENVLOG_FRAG_FULL) {
+        *p = pl;
+        *n = len;
+        return ENVLOG_OK;
+    }
+    s->rec.len = 0;
+    /* A FIRST and every MIDDLE fill their blocks to the end. */
+    for (int want = ENVLOG_FRAG_FIRST;
+         type == want && at % ENVLOG_BLOCK + ENVLOG_FRAG_HDR + len == ENVLOG_BLOCK;
+         want = ENVLOG_FRAG_MIDDLE) {
+        if (envlog_buf_append(&s->rec, pl, len))
+            return envlog__fail(ENVLOG_NOMEM, "reading a snapshot record");
+        at = (at / ENVLOG_BLOCK + 1) * ENVLOG_BLOCK;
+        type = frag_at(s, at, &len, &pl);
+        if (type == ENVLOG_FRAG_LAST) {
+            if (envlog_buf_append(&s->rec, pl, len))
+                return envlog__fail(ENVLOG_NOMEM, "reading a snapshot record");
+            *p = s->rec.p;
+            *n = s->rec.len;
+            return ENVLOG_OK;
+        }
+    }
+    char what[80];
+    snprintf(what, sizeof what, "snapshot record at offset %zu is damaged", from);
+    return read_fail(s, what);
 }
 
 static envlog_err decode_as(const uint8_t *p, size_t n, const envlog_schema *sc,
@@ -201,6 +347,12 @@ void envlog_snap_free(envlog_snap *s)
     envlog_free(s->wm_sorted);
     envlog_frame_reader_free(&s->fr);
     envlog_h128_free(&s->walk_hash);
+    for (unsigned i = 0; i < SNAP_SLOTS; i++)
+        envlog_free(s->slot[i].b);
+    envlog_buf_free(&s->rec);
+    envlog_free(s->near);
+    if (s->fd >= 0)
+        envlog_io_get()->close(s->fd);
     envlog_free(s);
 }
 
@@ -259,7 +411,8 @@ static bool idx_block_ok(envlog_snap *s, size_t off)
     if (s->idx_ok[b])
         return true;
     size_t at = b ? (s->idx_pos / ENVLOG_BLOCK + b) * ENVLOG_BLOCK : s->idx_pos;
-    int type = envlog_frag_check(&s->fr, at, &len);
+    const uint8_t *pl;
+    int type = frag_at(s, at, &len, &pl);
     bool ok = b ? type == ENVLOG_FRAG_MIDDLE || type == ENVLOG_FRAG_LAST
                 : type == ENVLOG_FRAG_FIRST || type == ENVLOG_FRAG_FULL;
     if (ok && off >= at + ENVLOG_FRAG_HDR && off < at + ENVLOG_FRAG_HDR + len)
@@ -282,11 +435,19 @@ static bool pair_at(envlog_snap *s, uint64_t i, uint64_t *hash, uint64_t *off)
     size_t f0 = idx_file_off(s, at), f15 = idx_file_off(s, at + 15);
     if (!idx_block_ok(s, f0) || !idx_block_ok(s, f15))
         return false;
+    size_t bl;
+    const uint8_t *bp;
     if (f15 == f0 + 15) {
-        memcpy(b, s->p + f0, 16);
+        if (!(bp = blk(s, f0 / ENVLOG_BLOCK, &bl)))
+            return false;
+        memcpy(b, bp + f0 % ENVLOG_BLOCK, 16);
     } else {
-        for (int k = 0; k < 16; k++)
-            b[k] = s->p[idx_file_off(s, at + (uint64_t)k)];
+        for (int k = 0; k < 16; k++) {
+            size_t f = idx_file_off(s, at + (uint64_t)k);
+            if (!(bp = blk(s, f / ENVLOG_BLOCK, &bl)))
+                return false;
+            b[k] = bp[f % ENVLOG_BLOCK];
+        }
     }
     *hash = envlog_get_be64(b);
     *off = envlog_get_be64(b + 8);
@@ -298,10 +459,10 @@ static bool pair_at(envlog_snap *s, uint64_t i, uint64_t *hash, uint64_t *off)
  * count, given the writer's fixed framing (idx_file_off): true, with its
  * length, end and blocks, when the byte string holds exactly the pairs and
  * the last block's header says what the framing implies. */
-static bool index_extent(const envlog_snap *s, size_t pos, size_t len, size_t head,
-                         uint64_t count, uint64_t *total, size_t *end, size_t *blocks)
+static bool index_extent(envlog_snap *s, size_t pos, const uint8_t *r, size_t len,
+                         size_t head, uint64_t count, uint64_t *total, size_t *end,
+                         size_t *blocks)
 {
-    const uint8_t *r = s->p + pos + ENVLOG_FRAG_HDR;
     size_t at = head + 1; /* past key 5 */
     if (at >= len || r[at] >> 5 != 2 || (r[at] & 31) > 27 || count > s->n / 16)
         return false;
@@ -321,7 +482,7 @@ static bool index_extent(const envlog_snap *s, size_t pos, size_t len, size_t he
     size_t last_len = (size_t)(rest - (more - 1) * per);
     size_t last = (size_t)((pos / ENVLOG_BLOCK + more) * ENVLOG_BLOCK);
     size_t ll = 0;
-    if (envlog_frag_peek(s->p, s->n, last, &ll) != ENVLOG_FRAG_LAST || ll != last_len)
+    if (peek_at(s, last, &ll) != ENVLOG_FRAG_LAST || ll != last_len)
         return false;
     *total = all;
     *end = last + ENVLOG_FRAG_HDR + last_len;
@@ -338,16 +499,28 @@ static envlog_err map_index(envlog_snap *s)
 {
     size_t pos = s->fr.pos, len;
     /* A file cut short would lose the entries past the cut unseen. */
-    if (!envlog_frames_end_in_seal(s->p, s->n, s->seed))
+    uint8_t tail[2 * ENVLOG_SEAL_TAIL];
+    size_t tl = s->n < sizeof tail ? s->n : sizeof tail;
+    bool sealed;
+    if (s->fd < 0) {
+        sealed = envlog_frames_end_in_seal(s->p, s->n, s->seed);
+    } else if (envlog_pread_full(s->fd, tail, tl, (off_t)(s->n - tl))) {
+        s->io_err = errno ? errno : EIO;
+        return read_fail(s, "");
+    } else {
+        sealed = envlog_tail_is_seal(tail, tl, s->n, s->seed);
+    }
+    if (!sealed)
         return envlog__fail(ENVLOG_BAD_DATA, "snapshot is cut short: no seal at its end");
     if (ENVLOG_BLOCK - pos % ENVLOG_BLOCK < ENVLOG_FRAG_HDR)
         pos += ENVLOG_BLOCK - pos % ENVLOG_BLOCK; /* the block's zero tail */
-    int type = envlog_frag_check(&s->fr, pos, &len);
+    const uint8_t *r = NULL;
+    int type = frag_at(s, pos, &len, &r);
     if (type != ENVLOG_FRAG_FULL && type != ENVLOG_FRAG_FIRST)
-        return envlog__fail(ENVLOG_BAD_DATA, "snapshot index is damaged");
+        return s->io_err ? read_fail(s, "") : envlog__fail(ENVLOG_BAD_DATA, "snapshot index is damaged");
     /* The head of the record: {0: kind, 4: count, 5: pairs}, the pairs a
      * byte string that ends the record. */
-    envlog_pull pl = {s->p + pos + ENVLOG_FRAG_HDR, len, 0};
+    envlog_pull pl = {r, len, 0};
     envlog_tok t, k, v;
     uint64_t count = 0;
     envlog_err e = envlog_pull_next(&pl, &t);
@@ -378,11 +551,11 @@ static envlog_err map_index(envlog_snap *s)
     size_t end = pos + ENVLOG_FRAG_HDR + len;
     size_t blocks = 1;
     if (!e && !none && type == ENVLOG_FRAG_FIRST &&
-        index_extent(s, pos, len, pl.pos, count, &total, &end, &blocks))
+        index_extent(s, pos, r, len, pl.pos, count, &total, &end, &blocks))
         type = ENVLOG_FRAG_LAST;
     while (!e && type != ENVLOG_FRAG_FULL && type != ENVLOG_FRAG_LAST) {
         size_t at = (pos / ENVLOG_BLOCK + blocks) * ENVLOG_BLOCK, l = 0;
-        type = envlog_frag_peek(s->p, s->n, at, &l);
+        type = peek_at(s, at, &l);
         if ((type != ENVLOG_FRAG_MIDDLE && type != ENVLOG_FRAG_LAST) ||
             (type == ENVLOG_FRAG_MIDDLE && ENVLOG_FRAG_HDR + l != ENVLOG_BLOCK)) {
             e = ENVLOG_BAD_DATA;
@@ -399,6 +572,8 @@ static envlog_err map_index(envlog_snap *s)
         e = ENVLOG_BAD_DATA;
     if (e == ENVLOG_NOMEM)
         return e;
+    if (s->io_err)
+        return read_fail(s, "");
     if (e)
         return envlog__fail(ENVLOG_BAD_DATA, "snapshot index is damaged");
     if (!(s->idx_ok = envlog_calloc(blocks, 1)))
@@ -411,24 +586,53 @@ static envlog_err map_index(envlog_snap *s)
     return ENVLOG_OK;
 }
 
+/* The HEADER and the MANIFEST through `fr`: their statuses. */
+static envlog_fr_status read_head(envlog_frame_reader *fr, envlog_fr_status *manifest)
+{
+    envlog_fr_status st = envlog_frame_reader_next(fr);
+    *manifest = st == ENVLOG_FR_RECORD ? envlog_frame_reader_next(fr) : st;
+    return st;
+}
+
 envlog_err envlog_snap_load(const uint8_t *p, size_t n, bool check_all,
                             envlog_snap **out)
 {
+    return envlog_snap_load_fd(p, n, -1, check_all, out);
+}
+
+envlog_err envlog_snap_load_fd(const uint8_t *p, size_t n, int fd, bool check_all,
+                               envlog_snap **out)
+{
     *out = NULL;
-    if (n < ENVLOG_FRAG_HDR)
-        return envlog__fail(ENVLOG_FORMAT, "too short to be a snapshot (%zu bytes)", n);
+    if (fd >= 0 && check_all) {
+        envlog_io_get()->close(fd); /* a full check reads the mapping */
+        fd = -1;
+    }
     envlog_snap *s = envlog_calloc(1, sizeof *s);
-    if (!s)
+    if (!s) {
+        if (fd >= 0)
+            envlog_io_get()->close(fd);
         return envlog__fail(ENVLOG_NOMEM, "reading a snapshot");
+    }
     s->p = p;
     s->n = n;
+    s->fd = fd;
     envlog_err e = ENVLOG_OK;
+    if (n < ENVLOG_FRAG_HDR) {
+        e = envlog__fail(ENVLOG_FORMAT, "too short to be a snapshot (%zu bytes)", n);
+        goto fail;
+    }
     /* The seed comes from the id in the HEADER, so the header's fragment is
      * decoded first and its checksum checked with the seed it names. */
-    size_t hl = 0;
+    size_t hl = 0, b0l = 0;
     envlog_seg_header h;
-    if (envlog_frag_peek(p, n, 0, &hl) != ENVLOG_FRAG_FULL ||
-        (e = decode_as(p + ENVLOG_FRAG_HDR, hl, &envlog_seg_header_schema, &h, &s->marena,
+    const uint8_t *b0 = blk(s, 0, &b0l);
+    if (!b0) {
+        e = read_fail(s, "");
+        goto fail;
+    }
+    if (envlog_frag_peek(b0, b0l, 0, &hl) != ENVLOG_FRAG_FULL ||
+        (e = decode_as(b0 + ENVLOG_FRAG_HDR, hl, &envlog_seg_header_schema, &h, &s->marena,
                        ENVLOG_KIND_HEADER)) ||
         !h.magic || strcmp(h.magic, ENVLOG_MAGIC)) {
         if (e != ENVLOG_NOMEM) /* out of memory is not the data's fault */
@@ -445,25 +649,42 @@ envlog_err envlog_snap_load(const uint8_t *p, size_t n, bool check_all,
     envlog_frame_reader_init(&s->fr, p, n, s->seed, 0);
     const uint8_t *rp;
     size_t rn;
-    if (envlog_frame_reader_next(&s->fr) != ENVLOG_FR_RECORD) {
+    /* Read by pread, the head is read from the first block when the
+     * MANIFEST ends in it (as it does but for thousands of sessions); else,
+     * and from a mapping, from the file. */
+    envlog_frame_reader fr0, *fr = &s->fr;
+    envlog_frame_reader_init(&fr0, b0, b0l, s->seed, 0);
+    envlog_fr_status st, hs = ENVLOG_FR_END;
+    if (s->fd >= 0 && (hs = read_head(&fr0, &st)) == ENVLOG_FR_RECORD &&
+        st == ENVLOG_FR_RECORD) {
+        fr = &fr0;
+        s->fr.pos = fr0.pos;
+        s->fr.chain = fr0.chain;
+        s->fr.chain_start = fr0.chain_start;
+    } else {
+        hs = read_head(&s->fr, &st);
+    }
+    if (hs != ENVLOG_FR_RECORD) {
+        envlog_frame_reader_free(&fr0);
         e = envlog__fail(ENVLOG_FORMAT, "snapshot header fails its checksum");
         goto fail;
     }
-    envlog_fr_status st = envlog_frame_reader_next(&s->fr);
     if (st != ENVLOG_FR_RECORD) {
         e = st == ENVLOG_FR_NOMEM ? envlog__fail(ENVLOG_NOMEM, "reading a snapshot manifest")
                                   : envlog__fail(ENVLOG_BAD_DATA, "snapshot manifest is damaged");
         goto fail;
     }
-    rp = s->fr.out;
-    rn = s->fr.out_len;
+    rp = fr->out;
+    rn = fr->out_len;
     /* The manifest's strings outlive the frame buffer: copied by decode. */
     uint8_t *mcopy = envlog_arena_alloc(&s->marena, rn);
+    if (mcopy)
+        memcpy(mcopy, rp, rn);
+    envlog_frame_reader_free(&fr0);
     if (!mcopy) {
         e = envlog__fail(ENVLOG_NOMEM, "reading a snapshot");
         goto fail;
     }
-    memcpy(mcopy, rp, rn);
     s->mraw.data = mcopy;
     s->mraw.size = rn;
     if ((e = decode_as(mcopy, rn, &envlog_snap_manifest_schema, &s->m, &s->marena, ENVLOG_KIND_MANIFEST))) {
@@ -660,10 +881,10 @@ envlog_err envlog_snap_find(envlog_snap *s, envlog_table table, const char *ns,
                      : envlog_entry_key_hash(table, ns, kkey->b, 16, 0);
     uint64_t lo, ph, po;
     if (!index_lower_bound(s, h, &lo))
-        return envlog__fail(ENVLOG_CORRUPT, "snapshot index is damaged");
+        return read_fail(s, "snapshot index is damaged");
     for (; lo < s->n_index; lo++) {
         if (!pair_at(s, lo, &ph, &po))
-            return envlog__fail(ENVLOG_CORRUPT, "snapshot index is damaged");
+            return read_fail(s, "snapshot index is damaged");
         if (ph != h)
             break;
         const uint8_t *p = NULL;
@@ -673,7 +894,7 @@ envlog_err envlog_snap_find(envlog_snap *s, envlog_table table, const char *ns,
                            : read_record(s, (size_t)po, &p, &n);
         if (!e)
             e = decode_item(s, p, n, item, rec);
-        if (e == ENVLOG_NOMEM)
+        if (e == ENVLOG_NOMEM || e == ENVLOG_IO)
             return e;
         if (e) {
             char why[96];

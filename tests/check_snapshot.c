@@ -297,6 +297,76 @@ START_TEST(test_index_in_place)
 }
 END_TEST
 
+/* A lookup reads the snapshot by pread: each pread of an open and of its
+ * lookups (an index block, a tune's entry, a kernel's entry of four
+ * blocks) fails in turn.  Each failure is ENVLOG_IO, never damage and never
+ * a miss, and the same lookup asked again answers rightly. */
+START_TEST(test_lookup_read_faults)
+{
+    char *dir = tu_mkdtemp("lkfault");
+    envlog_env *env = tu_env(dir);
+    many_tunes(env);
+    envlog_session *bs = begin(env, "big");
+    size_t big = 3 * ENVLOG_BLOCK + 100;
+    uint8_t *bin = malloc(big);
+    ck_assert_ptr_nonnull(bin);
+    for (size_t k = 0; k < big; k++)
+        bin[k] = (uint8_t)(k * 13);
+    envlog_compile c = {.ns = KNS, .name = "big", .outcome = ENVLOG_COMPILED,
+                        .binary_hash = envlog_hash128_bytes(bin, big),
+                        .binary_size = big, .binary = {bin, big}};
+    c.kernel_key = envlog_hash128_bytes("big", 3);
+    ck_assert_ok(envlog_record_compile(bs, &c, NULL));
+    ck_assert_ok(envlog_session_end(bs));
+    ck_assert_ok(envlog_compact(env, ENVLOG_EVIDENCE_NONE, NULL));
+    envlog_env_close(env);
+    uint64_t sum = envlog_tune_checksum(CANDS, 3);
+    int in_open = 0, in_lookup = 0;
+    long n;
+    for (n = 1; n < 200; n++) {
+        envlog_state *st = NULL;
+        envlog_tune_entry te;
+        envlog_kernel_entry ke;
+        envlog_err lk[2];
+        ck_assert_ok(envlog_env_open(dir, ENVLOG_OPEN_READONLY, &env));
+        tu_fault_arm(TU_PREAD, n, EIO);
+        envlog_err e = envlog_state_open(env, NULL, &st);
+        if (!e) {
+            lk[0] = envlog_state_winner(st, NS1, "many-7", sum, &te);
+            lk[1] = envlog_state_kernel(st, KNS, &c.kernel_key, &ke);
+        }
+        bool hit = tu_fault_disarm();
+        if (e) {
+            ck_assert_msg(hit && e == ENVLOG_IO, "pread %ld: the open says %s (%s)", n,
+                          envlog_strerror(e), envlog_errmsg());
+            in_open++;
+        } else {
+            for (int k = 0; k < 2; k++) {
+                ck_assert_msg(lk[k] == ENVLOG_OK || (hit && lk[k] == ENVLOG_IO),
+                              "pread %ld: lookup %d says %s (%s)", n, k,
+                              envlog_strerror(lk[k]), envlog_errmsg());
+                in_lookup += lk[k] == ENVLOG_IO;
+            }
+            /* Asked again, each answers. */
+            ck_assert_ok(envlog_state_winner(st, NS1, "many-7", sum, &te));
+            ck_assert_str_eq(te.winner, CANDS[7 % 3]);
+            ck_assert_ok(envlog_state_kernel(st, KNS, &c.kernel_key, &ke));
+            ck_assert_uint_eq(ke.binary.size, big);
+            ck_assert_mem_eq(ke.binary.data, bin, big);
+            envlog_state_close(st);
+        }
+        envlog_env_close(env);
+        if (!hit)
+            break;
+    }
+    ck_assert_int_lt(n, 200);
+    ck_assert_int_ge(in_open, 3); /* the head, the tail, the index's end */
+    ck_assert_int_ge(in_lookup, 3);
+    free(bin);
+    free(dir);
+}
+END_TEST
+
 /* Every allocation of reading a snapshot whose INDEX and one ENTRY take
  * several blocks each fails in turn, every record checked (check_all) and
  * then walked: each failure is ENVLOG_NOMEM, never damage, and nothing is
@@ -1439,6 +1509,7 @@ Suite *suite_snapshot(void)
     tcase_add_test(tc, test_index_in_place);
     tcase_add_test(tc, test_index_damage);
     tcase_add_test(tc, test_snapshot_alloc_faults);
+    tcase_add_test(tc, test_lookup_read_faults);
     tcase_add_test(tc, test_compact_beside_live_writer);
     tcase_add_test(tc, test_compact_fault_every_call);
     tcase_add_test(tc, test_compact_crash_every_step);
