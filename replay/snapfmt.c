@@ -2,8 +2,9 @@
 /*
  * snapfmt.c - what a snapshot's records are (envlog(5), SNAPSHOTS): the
  * schemas of the MANIFEST, ENTRY/EVIDENCE and INDEX records and the key
- * hash the INDEX sorts by.  The writer (snapwrite.c) and the reader
- * (snapshot.c) both take them from here, so they cannot disagree.
+ * hash the INDEX sorts by.  The writer (snapwrite.c) and the readers
+ * (snapshot.c, snapindex.c, snapread.c) take them from here, so they
+ * cannot disagree.
  */
 #include "replay_int.h"
 

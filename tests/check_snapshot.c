@@ -297,6 +297,24 @@ START_TEST(test_index_in_place)
 }
 END_TEST
 
+/* Records kernel "big" in a session of its own: a binary of `size` bytes,
+ * byte k being k * mult; returns the binary (the caller frees it). */
+static uint8_t *big_kernel(envlog_env *env, size_t size, unsigned mult)
+{
+    envlog_session *bs = begin(env, "big");
+    uint8_t *bin = malloc(size);
+    ck_assert_ptr_nonnull(bin);
+    for (size_t k = 0; k < size; k++)
+        bin[k] = (uint8_t)(k * mult);
+    envlog_compile c = {.ns = KNS, .name = "big", .outcome = ENVLOG_COMPILED,
+                        .binary_hash = envlog_hash128_bytes(bin, size),
+                        .binary_size = size, .binary = {bin, size}};
+    c.kernel_key = envlog_hash128_bytes("big", 3);
+    ck_assert_ok(envlog_record_compile(bs, &c, NULL));
+    ck_assert_ok(envlog_session_end(bs));
+    return bin;
+}
+
 /* A lookup reads the snapshot by pread: each pread of an open and of its
  * lookups (an index block, a tune's entry, a kernel's entry of four
  * blocks) fails in turn.  Each failure is ENVLOG_IO, never damage and never
@@ -306,18 +324,9 @@ START_TEST(test_lookup_read_faults)
     char *dir = tu_mkdtemp("lkfault");
     envlog_env *env = tu_env(dir);
     many_tunes(env);
-    envlog_session *bs = begin(env, "big");
     size_t big = 3 * ENVLOG_BLOCK + 100;
-    uint8_t *bin = malloc(big);
-    ck_assert_ptr_nonnull(bin);
-    for (size_t k = 0; k < big; k++)
-        bin[k] = (uint8_t)(k * 13);
-    envlog_compile c = {.ns = KNS, .name = "big", .outcome = ENVLOG_COMPILED,
-                        .binary_hash = envlog_hash128_bytes(bin, big),
-                        .binary_size = big, .binary = {bin, big}};
-    c.kernel_key = envlog_hash128_bytes("big", 3);
-    ck_assert_ok(envlog_record_compile(bs, &c, NULL));
-    ck_assert_ok(envlog_session_end(bs));
+    uint8_t *bin = big_kernel(env, big, 13);
+    envlog_hash128 kkey = envlog_hash128_bytes("big", 3);
     ck_assert_ok(envlog_compact(env, ENVLOG_EVIDENCE_NONE, NULL));
     envlog_env_close(env);
     uint64_t sum = envlog_tune_checksum(CANDS, 3);
@@ -333,7 +342,7 @@ START_TEST(test_lookup_read_faults)
         envlog_err e = envlog_state_open(env, NULL, &st);
         if (!e) {
             lk[0] = envlog_state_winner(st, NS1, "many-7", sum, &te);
-            lk[1] = envlog_state_kernel(st, KNS, &c.kernel_key, &ke);
+            lk[1] = envlog_state_kernel(st, KNS, &kkey, &ke);
         }
         bool hit = tu_fault_disarm();
         if (e) {
@@ -350,7 +359,7 @@ START_TEST(test_lookup_read_faults)
             /* Asked again, each answers. */
             ck_assert_ok(envlog_state_winner(st, NS1, "many-7", sum, &te));
             ck_assert_str_eq(te.winner, CANDS[7 % 3]);
-            ck_assert_ok(envlog_state_kernel(st, KNS, &c.kernel_key, &ke));
+            ck_assert_ok(envlog_state_kernel(st, KNS, &kkey, &ke));
             ck_assert_uint_eq(ke.binary.size, big);
             ck_assert_mem_eq(ke.binary.data, bin, big);
             envlog_state_close(st);
@@ -376,18 +385,8 @@ START_TEST(test_snapshot_alloc_faults)
     char *dir = tu_mkdtemp("salloc");
     envlog_env *env = tu_env(dir);
     many_tunes(env);
-    envlog_session *bs = begin(env, "big");
     size_t big = 3 * ENVLOG_BLOCK + 100;
-    uint8_t *bin = malloc(big);
-    ck_assert_ptr_nonnull(bin);
-    for (size_t k = 0; k < big; k++)
-        bin[k] = (uint8_t)(k * 17);
-    envlog_compile c = {.ns = KNS, .name = "big", .outcome = ENVLOG_COMPILED,
-                        .binary_hash = envlog_hash128_bytes(bin, big),
-                        .binary_size = big, .binary = {bin, big}};
-    c.kernel_key = envlog_hash128_bytes("big", 3);
-    ck_assert_ok(envlog_record_compile(bs, &c, NULL));
-    ck_assert_ok(envlog_session_end(bs));
+    uint8_t *bin = big_kernel(env, big, 17);
     envlog_compact_report r;
     ck_assert_ok(envlog_compact(env, ENVLOG_EVIDENCE_NONE, &r));
     ck_assert_uint_eq(r.entries, MANY + 1);

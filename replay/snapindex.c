@@ -1,0 +1,399 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * snapindex.c - a snapshot's INDEX and the lookups through it.
+ *
+ * The INDEX holds (key hash, offset) pairs sorted by hash (the hash is the
+ * format's, snapfmt.c).  Read whole and checked for the full check, or
+ * found in place for lookups: its extent worked out from its count and the
+ * writer's fixed framing, each block's fragment checked the first time a
+ * lookup reads from it.  A lookup guesses its pair's place from the key's
+ * hash, searches around the guess, and decodes only the ENTRY records
+ * with that hash.
+ */
+#include "snap_int.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+/* The INDEX read whole, through the frame reader, and checked: sorted,
+ * every offset inside the file (check_all). */
+envlog_err envlog_snap_index_load(envlog_snap *s)
+{
+    size_t n = s->n;
+    envlog_fr_status st = envlog_frame_reader_next(&s->fr);
+    if (st == ENVLOG_FR_NOMEM)
+        return envlog__fail(ENVLOG_NOMEM, "reading a snapshot index");
+    if (st != ENVLOG_FR_RECORD)
+        return envlog__fail(ENVLOG_BAD_DATA, "snapshot index is damaged");
+    envlog_snap_index ir;
+    envlog_arena tmp = {0};
+    envlog_err e = envlog_snap_decode_as(s->fr.out, s->fr.out_len, &envlog_snap_index_schema, &ir, &tmp, ENVLOG_KIND_INDEX);
+    if (!e && (ir.count > n / 16 || ir.pairs.size != ir.count * 16))
+        e = envlog__fail(ENVLOG_BAD_DATA, "snapshot index claims %llu entries",
+                         (unsigned long long)ir.count);
+    if (!e && ir.count)
+        e = envlog_buf_append(&s->index, ir.pairs.data, ir.pairs.size);
+    envlog_arena_free(&tmp);
+    if (e)
+        return e;
+    s->n_index = ir.count;
+    for (uint64_t i = 0; i < s->n_index; i++)
+        if (envlog_get_be64(s->index.p + 16 * i + 8) >= n ||
+            (i && memcmp(s->index.p + 16 * (i - 1), s->index.p + 16 * i, 16) > 0))
+            return envlog__fail(ENVLOG_BAD_DATA,
+                                "snapshot index is not sorted or points outside");
+    return ENVLOG_OK;
+}
+
+/* File offset of byte `at` of the INDEX record's payload.  The writer's
+ * framing is fixed (envlog(5)): the first fragment fills what is left of
+ * its block, every later one a block from its start. */
+static size_t idx_file_off(const envlog_snap *s, uint64_t at)
+{
+    uint64_t room0 = ENVLOG_BLOCK - s->idx_pos % ENVLOG_BLOCK - ENVLOG_FRAG_HDR;
+    if (at < room0)
+        return s->idx_pos + ENVLOG_FRAG_HDR + (size_t)at;
+    at -= room0;
+    uint64_t per = ENVLOG_BLOCK - ENVLOG_FRAG_HDR;
+    uint64_t block = s->idx_pos / ENVLOG_BLOCK + 1 + at / per;
+    return (size_t)(block * ENVLOG_BLOCK + ENVLOG_FRAG_HDR + at % per);
+}
+
+/* Checks, once, the INDEX fragment holding file offset `off`. */
+static bool idx_block_ok(envlog_snap *s, size_t off)
+{
+    size_t b = off / ENVLOG_BLOCK - s->idx_pos / ENVLOG_BLOCK, len;
+    if (b >= s->idx_blocks)
+        return false;
+    if (s->idx_ok[b])
+        return true;
+    size_t at = b ? (s->idx_pos / ENVLOG_BLOCK + b) * ENVLOG_BLOCK : s->idx_pos;
+    const uint8_t *pl;
+    int type = envlog_snap_frag(s, at, &len, &pl);
+    bool ok = b ? type == ENVLOG_FRAG_MIDDLE || type == ENVLOG_FRAG_LAST
+                : type == ENVLOG_FRAG_FIRST || type == ENVLOG_FRAG_FULL;
+    if (ok && off >= at + ENVLOG_FRAG_HDR && off < at + ENVLOG_FRAG_HDR + len)
+        s->idx_ok[b] = 1;
+    return s->idx_ok[b];
+}
+
+/* Pair `i` of the index: its key hash and record offset.  False when the
+ * fragment it is in fails its check. */
+static bool pair_at(envlog_snap *s, uint64_t i, uint64_t *hash, uint64_t *off)
+{
+    if (!s->idx_ok) { /* reassembled by load_index or index_item */
+        *hash = envlog_get_be64(s->index.p + 16 * i);
+        *off = envlog_get_be64(s->index.p + 16 * i + 8);
+        return true;
+    }
+    uint8_t b[16];
+    uint64_t at = s->idx_base + 16 * i;
+    /* A pair may straddle a block boundary: gathered byte by byte then. */
+    size_t f0 = idx_file_off(s, at), f15 = idx_file_off(s, at + 15);
+    if (!idx_block_ok(s, f0) || !idx_block_ok(s, f15))
+        return false;
+    size_t bl;
+    const uint8_t *bp;
+    if (f15 == f0 + 15) {
+        if (!(bp = envlog_snap_block(s, f0 / ENVLOG_BLOCK, &bl)))
+            return false;
+        memcpy(b, bp + f0 % ENVLOG_BLOCK, 16);
+    } else {
+        for (int k = 0; k < 16; k++) {
+            size_t f = idx_file_off(s, at + (uint64_t)k);
+            if (!(bp = envlog_snap_block(s, f / ENVLOG_BLOCK, &bl)))
+                return false;
+            b[k] = bp[f % ENVLOG_BLOCK];
+        }
+    }
+    *hash = envlog_get_be64(b);
+    *off = envlog_get_be64(b + 8);
+    return true;
+}
+
+/* The INDEX record's extent from its first fragment (at `pos`, `len`
+ * payload bytes, the pairs' byte string head at `head` of it) and its
+ * count, given the writer's fixed framing (idx_file_off): true, with its
+ * length, end and blocks, when the byte string holds exactly the pairs and
+ * the last block's header says what the framing implies. */
+static bool index_extent(envlog_snap *s, size_t pos, const uint8_t *r, size_t len,
+                         size_t head, uint64_t count, uint64_t *total, size_t *end,
+                         size_t *blocks)
+{
+    size_t at = head + 1; /* past key 5 */
+    if (at >= len || r[at] >> 5 != 2 || (r[at] & 31) > 27 || count > s->n / 16)
+        return false;
+    unsigned ai = r[at] & 31;
+    size_t hb = ai < 24 ? 1 : 1 + ((size_t)1 << (ai - 24));
+    if (at + hb > len)
+        return false;
+    uint64_t l = ai < 24 ? ai : 0;
+    for (size_t i = 1; i < hb; i++)
+        l = l << 8 | r[at + i];
+    if (l != count * 16)
+        return false;
+    uint64_t all = at + hb + l, per = ENVLOG_BLOCK - ENVLOG_FRAG_HDR;
+    if (all <= len)
+        return false;
+    uint64_t rest = all - len, more = (rest + per - 1) / per;
+    size_t last_len = (size_t)(rest - (more - 1) * per);
+    size_t last = (size_t)((pos / ENVLOG_BLOCK + more) * ENVLOG_BLOCK);
+    size_t ll = 0;
+    if (envlog_snap_peek(s, last, &ll) != ENVLOG_FRAG_LAST || ll != last_len)
+        return false;
+    *total = all;
+    *end = last + ENVLOG_FRAG_HDR + last_len;
+    *blocks = (size_t)more + 1;
+    return true;
+}
+
+/* The INDEX found in place: its first fragment is checked and gives the
+ * count; the block headers after it give its length, so where the entries
+ * start is known without reading the pairs.  Each lookup then reads the few
+ * pairs a binary search needs, checking their fragments as it goes: opening
+ * costs the same at a thousand entries as at a million. */
+envlog_err envlog_snap_index_map(envlog_snap *s)
+{
+    size_t pos = s->fr.pos, len;
+    /* A file cut short would lose the entries past the cut unseen. */
+    uint8_t tail[2 * ENVLOG_SEAL_TAIL];
+    size_t tl = s->n < sizeof tail ? s->n : sizeof tail;
+    bool sealed;
+    if (s->fd < 0) {
+        sealed = envlog_frames_end_in_seal(s->p, s->n, s->seed);
+    } else if (envlog_pread_full(s->fd, tail, tl, (off_t)(s->n - tl))) {
+        s->io_err = errno ? errno : EIO;
+        return envlog_snap_read_fail(s, "");
+    } else {
+        sealed = envlog_tail_is_seal(tail, tl, s->n, s->seed);
+    }
+    if (!sealed)
+        return envlog__fail(ENVLOG_BAD_DATA, "snapshot is cut short: no seal at its end");
+    if (ENVLOG_BLOCK - pos % ENVLOG_BLOCK < ENVLOG_FRAG_HDR)
+        pos += ENVLOG_BLOCK - pos % ENVLOG_BLOCK; /* the block's zero tail */
+    const uint8_t *r = NULL;
+    int type = envlog_snap_frag(s, pos, &len, &r);
+    if (type != ENVLOG_FRAG_FULL && type != ENVLOG_FRAG_FIRST)
+        return s->io_err ? envlog_snap_read_fail(s, "") : envlog__fail(ENVLOG_BAD_DATA, "snapshot index is damaged");
+    /* The head of the record: {0: kind, 4: count, 5: pairs}, the pairs a
+     * byte string that ends the record. */
+    envlog_pull pl = {r, len, 0};
+    envlog_tok t, k, v;
+    uint64_t count = 0;
+    envlog_err e = envlog_pull_next(&pl, &t);
+    if (!e && (t.type != ENVLOG_TOK_MAP || t.u < 2 || t.u > 3))
+        e = ENVLOG_BAD_DATA;
+    for (int i = 0; !e && i < 2; i++) {
+        if (!(e = envlog_pull_next(&pl, &k)) && !(e = envlog_pull_next(&pl, &v)) &&
+            (k.type != ENVLOG_TOK_UINT || v.type != ENVLOG_TOK_UINT ||
+             k.u != (i ? 4u : 0u) || (!i && v.u != ENVLOG_KIND_INDEX)))
+            e = ENVLOG_BAD_DATA;
+        count = v.u;
+    }
+    /* No pairs at all: the byte string is left out (count 0). */
+    bool none = !e && t.u == 2;
+    if (none && (count || type != ENVLOG_FRAG_FULL || pl.pos != len))
+        e = ENVLOG_BAD_DATA;
+    if (!e && !none && (pl.pos >= len || pl.p[pl.pos] != 5 || count > s->n / 16 ||
+               (pl.pos + 1 < len && pl.p[pl.pos + 1] >> 5 != 2) ||
+               (type == ENVLOG_FRAG_FIRST &&
+                len != ENVLOG_BLOCK - pos % ENVLOG_BLOCK - ENVLOG_FRAG_HDR)))
+        e = ENVLOG_BAD_DATA;
+    /* The record's length: its fragments' lengths, from their headers;
+     * worked out from the count when the pairs' head is in the first
+     * fragment, with only the last header read (the others are checked by
+     * the lookups that read their blocks).  Reading every header touched a
+     * page per 32 KiB of index: most of what an open cost at 100k entries. */
+    uint64_t total = len;
+    size_t end = pos + ENVLOG_FRAG_HDR + len;
+    size_t blocks = 1;
+    if (!e && !none && type == ENVLOG_FRAG_FIRST &&
+        index_extent(s, pos, r, len, pl.pos, count, &total, &end, &blocks))
+        type = ENVLOG_FRAG_LAST;
+    while (!e && type != ENVLOG_FRAG_FULL && type != ENVLOG_FRAG_LAST) {
+        size_t at = (pos / ENVLOG_BLOCK + blocks) * ENVLOG_BLOCK, l = 0;
+        type = envlog_snap_peek(s, at, &l);
+        if ((type != ENVLOG_FRAG_MIDDLE && type != ENVLOG_FRAG_LAST) ||
+            (type == ENVLOG_FRAG_MIDDLE && ENVLOG_FRAG_HDR + l != ENVLOG_BLOCK)) {
+            e = ENVLOG_BAD_DATA;
+            break;
+        }
+        total += l;
+        end = at + ENVLOG_FRAG_HDR + l;
+        blocks++;
+    }
+    /* The pairs end the record; what is before them is the head read above
+     * and the byte string's own head (1 to 9 bytes). */
+    if (!e && !none &&
+        (total < count * 16 + pl.pos + 2 || total - count * 16 - pl.pos - 1 > 9))
+        e = ENVLOG_BAD_DATA;
+    if (e == ENVLOG_NOMEM)
+        return e;
+    if (s->io_err)
+        return envlog_snap_read_fail(s, "");
+    if (e)
+        return envlog__fail(ENVLOG_BAD_DATA, "snapshot index is damaged");
+    if (!(s->idx_ok = envlog_calloc(blocks, 1)))
+        return envlog__fail(ENVLOG_NOMEM, "reading a snapshot");
+    s->idx_pos = pos;
+    s->idx_base = total - count * 16;
+    s->idx_blocks = blocks;
+    s->n_index = count;
+    s->fr.pos = end;
+    return ENVLOG_OK;
+}
+
+static bool key_matches(const envlog_record *rec, envlog_table table, const char *ns,
+                        const char *key, const envlog_hash128 *kkey, uint64_t checksum)
+{
+    if (table == ENVLOG_TABLE_TUNE)
+        return rec->kind == ENVLOG_KIND_TUNE && rec->u.tune.ns && rec->u.tune.key &&
+               rec->u.tune.checksum == checksum && !strcmp(rec->u.tune.ns, ns) &&
+               !strcmp(rec->u.tune.key, key);
+    return rec->kind == ENVLOG_KIND_COMPILE && rec->u.compile.ns &&
+           !memcmp(rec->u.compile.kernel_key.b, kkey->b, 16) &&
+           !strcmp(rec->u.compile.ns, ns);
+}
+
+/* The first pair whose hash is not below `h` (n_index when none is), into
+ * *at.  Key hashes are uniform, so the pair's place is guessed from `h`
+ * itself and the guess's neighbourhood searched, widening: at a million
+ * entries a lookup reads one or two index blocks, where a binary search
+ * from the middle reads about ten, each checked before it is trusted.
+ * False when a block it reads fails its check. */
+static bool index_lower_bound(envlog_snap *s, uint64_t h, uint64_t *at)
+{
+    uint64_t n = s->n_index, lo = 0, hi = n, ph, po;
+    if (!n) {
+        *at = 0;
+        return true;
+    }
+    double g = (double)h / 18446744073709551616.0 * (double)n;
+    uint64_t guess = g < (double)(n - 1) ? (uint64_t)g : n - 1;
+    if (!pair_at(s, guess, &ph, &po))
+        return false;
+    if (ph < h) {
+        /* Past the guess: widen until a pair is not below h. */
+        lo = guess + 1;
+        for (uint64_t step = 64; lo < hi; step *= 2) {
+            uint64_t probe = hi - lo > step ? lo + step : hi - 1;
+            if (!pair_at(s, probe, &ph, &po))
+                return false;
+            if (ph >= h) {
+                hi = probe;
+                break;
+            }
+            lo = probe + 1;
+        }
+    } else {
+        hi = guess;
+        for (uint64_t step = 64; lo < hi; step *= 2) {
+            uint64_t probe = hi - lo > step ? hi - step : lo;
+            if (!pair_at(s, probe, &ph, &po))
+                return false;
+            if (ph < h) {
+                lo = probe + 1;
+                break;
+            }
+            hi = probe;
+        }
+    }
+    while (lo < hi) {
+        uint64_t mid = lo + (hi - lo) / 2;
+        if (!pair_at(s, mid, &ph, &po))
+            return false;
+        if (ph < h)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    *at = lo;
+    return true;
+}
+
+envlog_err envlog_snap_find(envlog_snap *s, envlog_table table, const char *ns,
+                            const char *key, const envlog_hash128 *kkey,
+                            uint64_t checksum, envlog_snap_item *item,
+                            envlog_record *rec)
+{
+    uint64_t h = table == ENVLOG_TABLE_TUNE
+                     ? envlog_entry_key_hash(table, ns, key, strlen(key), checksum)
+                     : envlog_entry_key_hash(table, ns, kkey->b, 16, 0);
+    uint64_t lo, ph, po;
+    if (!index_lower_bound(s, h, &lo))
+        return envlog_snap_read_fail(s, "snapshot index is damaged");
+    for (; lo < s->n_index; lo++) {
+        if (!pair_at(s, lo, &ph, &po))
+            return envlog_snap_read_fail(s, "snapshot index is damaged");
+        if (ph != h)
+            break;
+        const uint8_t *p = NULL;
+        size_t n = 0;
+        envlog_err e = po < s->items_start || po >= s->n
+                           ? envlog__fail(ENVLOG_CORRUPT, "snapshot index points outside")
+                           : envlog_snap_record(s, (size_t)po, &p, &n);
+        if (!e)
+            e = envlog_snap_decode_item(s, p, n, item, rec);
+        if (e == ENVLOG_NOMEM || e == ENVLOG_IO)
+            return e;
+        if (e) {
+            char why[96];
+            snprintf(why, sizeof why, "%s", envlog_errmsg());
+            envlog_snap_note_first(s, (size_t)po, n, why);
+            s->lookup_bad++;
+            return envlog__fail(ENVLOG_CORRUPT, "snapshot entry at offset %llu: %s",
+                                (unsigned long long)po, why);
+        }
+        if (item->kind == ENVLOG_KIND_ENTRY && (int)table == item->table &&
+            key_matches(rec, table, ns, key, kkey, checksum))
+            return ENVLOG_OK;
+    }
+    return ENVLOG_NOT_FOUND;
+}
+
+/* A bundle's INDEX is empty (its pairs are random bytes that do not
+ * compress): the pairs of its entries are made here, as they are read. */
+envlog_err envlog_snap_index_item(envlog_snap *s, const envlog_snap_item *it,
+                                  const envlog_record *rec, size_t off)
+{
+    uint64_t h;
+    if (it->table == ENVLOG_TABLE_TUNE)
+        h = envlog_entry_key_hash(ENVLOG_TABLE_TUNE, rec->u.tune.ns, rec->u.tune.key,
+                                  strlen(rec->u.tune.key), rec->u.tune.checksum);
+    else if (it->table == ENVLOG_TABLE_KERNEL)
+        h = envlog_entry_key_hash(ENVLOG_TABLE_KERNEL, rec->u.compile.ns,
+                                  rec->u.compile.kernel_key.b, 16, 0);
+    else
+        return ENVLOG_OK;
+    uint8_t pair[16];
+    envlog_put_be64(pair, h);
+    envlog_put_be64(pair + 8, off);
+    envlog_err e = envlog_buf_append(&s->index, pair, 16);
+    if (!e)
+        s->n_index++;
+    return e;
+}
+
+/* Where a record that an INDEX pair points at begins: a pair may point at
+ * the zero bytes that end the block before its first fragment. */
+static uint64_t record_start(uint64_t off)
+{
+    uint64_t left = ENVLOG_BLOCK - off % ENVLOG_BLOCK;
+    return left < ENVLOG_FRAG_HDR ? off + left : off;
+}
+
+/* The stored pairs name exactly the entries read, in the same order. */
+bool envlog_snap_index_agrees(const envlog_buf *stored, uint64_t n_stored,
+                              const envlog_buf *read, uint64_t n_read)
+{
+    if (n_stored != n_read)
+        return false;
+    for (uint64_t i = 0; i < n_read; i++) {
+        const uint8_t *a = stored->p + 16 * i, *b = read->p + 16 * i;
+        if (memcmp(a, b, 8) ||
+            record_start(envlog_get_be64(a + 8)) != envlog_get_be64(b + 8))
+            return false;
+    }
+    return true;
+}
