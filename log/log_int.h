@@ -336,8 +336,8 @@ typedef struct envlog_frag_loc {
  * fragments of a segment whose bytes go to the keeper: true and *loc. */
 bool envlog_reader_loc(const envlog_reader *r, envlog_frag_loc *loc);
 
-/* Ends `s` (what envlog_session_end() does before it looks at the
- * environment's upkeep, in replay/maintain.c). */
+/* Ends `s` (what envlog_session_end() does before the remotes' push and
+ * the environment's upkeep: replay/sessend.c, replay/maintain.c). */
 envlog_err envlog_session_close(envlog_session *s);
 /* The session's auto_compact and auto_push options, and the process that
  * began it. */

@@ -108,7 +108,8 @@ static void damaged(void *ctx, const envlog_damage *d, bool torn)
     o->on_damage(o->ctx, d, torn);
 }
 
-envlog_err envlog_build_track_seq(build_ctx *b, const envlog_stamp *st)
+/* Notes that the session of `st` is folded up to its seq (watermarks). */
+static envlog_err track_seq(build_ctx *b, const envlog_stamp *st)
 {
     if (b->n_ss && !memcmp(b->ss[b->last_ss].id.b, st->session.b, 16)) {
         if (st->seq > b->ss[b->last_ss].last_seq)
@@ -167,7 +168,7 @@ static envlog_err build_visit(void *ctx, const envlog_merge_rec *m)
     envlog_fold_opts fo = {.slices = m->slices, .item = m->item,
                            .kept = !m->item && m->kept, .loc = m->item ? NULL : m->loc};
     if ((e = envlog_state_fold_x(b->st, rec, r->unix_ns, &fo)) ||
-        (e = envlog_build_track_seq(b, &rec->stamp)))
+        (e = track_seq(b, &rec->stamp)))
         return e;
     bool session = rec->kind == ENVLOG_KIND_SESSION;
     if (b->sources) {
@@ -395,7 +396,7 @@ static envlog_err carry_watermarks(build_ctx *b, const envlog_snap *snap)
     const envlog_snap_manifest *m = envlog_snap_manifest_get(snap);
     for (size_t i = 0; i < m->n_wms; i++) {
         envlog_stamp st = {m->wms[i].session, m->wms[i].last_seq, 0};
-        envlog_err e = envlog_build_track_seq(b, &st);
+        envlog_err e = track_seq(b, &st);
         if (e)
             return e;
         /* (of several environments' snapshots, one that reached its end
@@ -430,6 +431,26 @@ static void mark_complete(build_ctx *b, const envlog_build_opts *o)
             if (!memcmp(b->ss[i].id.b, o->sealed[k].id.b, 16) &&
                 b->ss[i].last_seq == o->sealed[k].last_seq)
                 b->ss[i].complete = true;
+}
+
+/* The size bound (retention.c); the evict session it writes, if any, is
+ * folded whole: its watermark is complete. */
+static envlog_err keep_under(envlog_env *env, const envlog_build_opts *o, build_ctx *b,
+                             envlog_build_result *res, history_cut *cut)
+{
+    envlog_evict_result ev;
+    envlog_err e = envlog_keep_under(env, o, b, cut, &ev);
+    if (e)
+        return e;
+    res->evicted = ev.evicted;
+    res->evicted_bytes = ev.bytes;
+    if (!ev.wrote)
+        return ENVLOG_OK;
+    envlog_stamp st = {ev.session, ev.last_seq, 0};
+    if ((e = track_seq(b, &st)))
+        return e;
+    b->ss[b->last_ss].complete = true;
+    return ENVLOG_OK;
 }
 
 void envlog_build_result_free(envlog_build_result *r)
@@ -503,7 +524,7 @@ envlog_err envlog_snapshot_build(envlog_env *env, const envlog_build_opts *o,
         mark_complete(&b, o);
     history_cut cut = {0};
     if (!e && o->max_size)
-        e = envlog_keep_under(env, o, &b, res, &cut);
+        e = keep_under(env, o, &b, res, &cut);
     if (!e && !o->n_prefixes && !o->no_digest)
         e = envlog_state_digest(b.st, &res->digest);
 

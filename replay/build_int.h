@@ -35,9 +35,6 @@ typedef struct build_ctx {
     envlog_snap_source *sources;   /* per environment read (list_sources) */
 } build_ctx;
 
-/* Notes that the session of `st` is folded up to its seq (watermarks). */
-envlog_err envlog_build_track_seq(build_ctx *b, const envlog_stamp *st);
-
 /* Which sessions keep their history: the newest history_sessions of those
  * the snapshot knows, younger than history_age_ns (each when set); and the
  * sessions that set a standing entry keep their own session record. */
@@ -70,8 +67,9 @@ envlog_err envlog_retention_begin(retention *rt, const build_ctx *b, const envlo
 bool envlog_retention_keeps(const retention *rt, const hist_rec *h);
 bool envlog_retention_keeps_watermark(const retention *rt, const envlog_id128 *id);
 /* The size bound (o->max_size): what goes of the history, into `cut`, and
- * the entries evicted when the history alone is not enough. */
-envlog_err envlog_keep_under(envlog_env *env, const envlog_build_opts *o, build_ctx *b,
-                             envlog_build_result *res, history_cut *cut);
+ * the entries evicted when the history alone is not enough, into *ev (its
+ * session, when one was written, for the build to take as folded). */
+envlog_err envlog_keep_under(envlog_env *env, const envlog_build_opts *o, const build_ctx *b,
+                             history_cut *cut, envlog_evict_result *ev);
 
 #endif

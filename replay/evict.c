@@ -168,7 +168,9 @@ envlog_err envlog_evict(envlog_env *env, envlog_state *st, uint64_t budget, uint
     }
 out:
     if (s) {
-        envlog_err end = envlog_session_end(s);
+        /* (its auto_compact is -1: no upkeep is asked of it) */
+        int want;
+        envlog_err end = envlog_session_finish(s, &want);
         if (!e)
             e = end;
     }

@@ -196,28 +196,14 @@ void envlog_run_detached(envlog_env *env, void (*fn)(const char *path, void *arg
         ;
 }
 
-void (*envlog_session_end_hook)(envlog_env *env, const envlog_id128 *session,
-                                int auto_push);
-
 envlog_err envlog_session_end(envlog_session *s)
 {
     if (!s)
         return ENVLOG_OK;
     envlog_env *env = envlog_session_env(s);
-    envlog_session_stats st;
-    envlog_session_stats_get(s, &st);
-    int want = envlog_session_auto_compact(s);
-    int push = envlog_session_auto_push(s);
-    envlog_id128 id = envlog_session_id(s);
-    bool own = getpid() == envlog_session_pid(s);
-    envlog_err e = envlog_session_close(s);
-    /* Only a session that wrote, in the process that began it, looks at
-     * the environment's upkeep: observing costs nothing. */
-    if (st.on_disk && own) {
-        /* The remotes' automatic push (remote/auto.c), then upkeep. */
-        if (envlog_session_end_hook && !env->readonly && !env->no_upkeep)
-            envlog_session_end_hook(env, &id, push);
-        (void)maybe_compact(env, want);
-    }
+    /* The remotes' automatic push (sessend.c), then upkeep. */
+    int want;
+    envlog_err e = envlog_session_finish(s, &want);
+    (void)maybe_compact(env, want);
     return e;
 }

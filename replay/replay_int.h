@@ -217,6 +217,11 @@ void envlog_run_detached(envlog_env *env, void (*fn)(const char *path, void *arg
  * automatic push). */
 extern void (*envlog_session_end_hook)(envlog_env *env, const envlog_id128 *session,
                                        int auto_push);
+/* envlog_session_end() short of upkeep (sessend.c): closes `s` (NULL is
+ * fine) and calls envlog_session_end_hook when it wrote in the process that
+ * began it.  *want is then the upkeep the session asks for (its
+ * auto_compact), -1 for none.  @return envlog_session_close()'s code. */
+envlog_err envlog_session_finish(envlog_session *s, int *want);
 /* Called by compaction with the sealed sessions it may retire: sets
  * keep[i] for those that must stay (set by remote/: sessions automatic push
  * has not delivered yet). */

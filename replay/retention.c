@@ -157,9 +157,10 @@ static envlog_err cut_history(const build_ctx *b, uint64_t fixed, uint64_t budge
  * kept).  Sizes are estimated from above: each entry and record of history
  * as its payload and a wrapper, the head as 8 KiB and a watermark per
  * session; the session records of every session are counted as kept. */
-envlog_err envlog_keep_under(envlog_env *env, const envlog_build_opts *o, build_ctx *b,
-                             envlog_build_result *res, history_cut *cut)
+envlog_err envlog_keep_under(envlog_env *env, const envlog_build_opts *o, const build_ctx *b,
+                             history_cut *cut, envlog_evict_result *ev)
 {
+    memset(ev, 0, sizeof *ev);
     uint64_t budget = o->max_size / 2;
     uint64_t head = 8192 + 48 * (uint64_t)b->n_ss, sessions = 0;
     for (size_t i = 0; i < b->n_h; i++)
@@ -169,17 +170,5 @@ envlog_err envlog_keep_under(envlog_env *env, const envlog_build_opts *o, build_
     envlog_err e = cut_history(b, entries + head, budget, cut);
     if (e || !cut->all || entries + head + sessions <= budget)
         return e;
-    envlog_evict_result r;
-    if ((e = envlog_evict(env, b->st, budget, head + sessions, o, &r)))
-        return e;
-    res->evicted = r.evicted;
-    res->evicted_bytes = r.bytes;
-    if (r.wrote) {
-        /* The evict session is folded whole: its watermark is complete. */
-        envlog_stamp st = {r.session, r.last_seq, 0};
-        if ((e = envlog_build_track_seq(b, &st)))
-            return e;
-        b->ss[b->last_ss].complete = true;
-    }
-    return ENVLOG_OK;
+    return envlog_evict(env, b->st, budget, head + sessions, o, ev);
 }
