@@ -9,6 +9,7 @@
  * export and import) are added to the table below.
  */
 #include "bench.h"
+#include "envlog_remote.h"
 
 #include <sqlite3.h>
 #include <stdio.h>
@@ -108,6 +109,10 @@ int main(int argc, char **argv)
 {
     int reps = 0;
     bench_out = stdout;
+    /* Linked with the static library: the remote module's hooks (the warm
+     * start's pull at open among them) are on as in the shared library that
+     * runtimes load. */
+    envlog_remote_enable_auto();
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "--quick"))

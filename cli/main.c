@@ -7,6 +7,7 @@
  * 3 invalid input.
  */
 #include "cli.h"
+#include "envlog_remote.h"
 
 #include <string.h>
 
@@ -56,6 +57,10 @@ static int main_usage(FILE *to, int code)
 int main(int argc, char **argv)
 {
     cli c = {0};
+    /* Linked with the static library: the remote module's hooks (the
+     * config's automatic pull and push, compaction keeping what a remote
+     * still lacks) are there only when asked for. */
+    envlog_remote_enable_auto();
     cli_progress_start();
     int i = 1;
     for (; i < argc; i++) {

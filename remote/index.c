@@ -1,12 +1,14 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * index.c - what push and pull share: the remote's key names, the
- * connection to the remote a call names, and the remote's session index
- * (the hash PREFIX:sessions, session id -> manifest hash), read with a bound
- * and every field checked, since a remote is never trusted.
+ * index.c - what push, pull and the remote's snapshot share: the remote's
+ * key names, the connection to the remote a call names, the remote's
+ * session index (the hash PREFIX:sessions, session id -> manifest hash),
+ * and its objects and manifests read back, each with a bound and every
+ * field checked, since a remote is never trusted.
  */
 #include "remote_int.h"
 
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -187,5 +189,78 @@ bool envlog_rsync_has(const envlog_rsync *s, const envlog_id128 *id)
 
 bool envlog_rsync_retired(const envlog_rsync *s, const envlog_id128 *id)
 {
-    return s->n_retired && bsearch(id, s->retired, s->n_retired, sizeof *s->retired, ent_cmp);
+    return envlog_id_in(s->retired, s->n_retired, id);
+}
+
+envlog_err envlog_rsync_get(envlog_rsync *s, const char *key, uint64_t size, size_t max,
+                             const envlog_hash128 *hash, envlog_buf *out)
+{
+    const char *argv[2] = {"GET", key};
+    envlog_rreply *r;
+    envlog_err e = envlog_rconn_call(s->c, size ? (size_t)size : max, &r, 2, argv, NULL);
+    if (e == ENVLOG_TOO_BIG)
+        return e;
+    if (e)
+        return e;
+    if (r->type == ENVLOG_R_ERROR)
+        e = envlog_rreply_fail(s->c, r, "reading an object");
+    else if (r->type == ENVLOG_R_NIL)
+        e = envlog__fail(ENVLOG_BAD_DATA, "object %s is missing", key);
+    else if (r->type != ENVLOG_R_STRING)
+        e = envlog__fail(ENVLOG_BAD_DATA, "object %s is not a string", key);
+    else if ((size && r->len != size) || r->len > max)
+        e = envlog__fail(ENVLOG_BAD_DATA, "object %s has %zu bytes, not the %" PRIu64
+                         " its manifest gives", key, r->len, size);
+    else {
+        envlog_hash128 got = envlog_hash128_bytes(r->str, r->len);
+        if (memcmp(got.b, hash->b, 16))
+            e = envlog__fail(ENVLOG_BAD_DATA, "object %s does not hash to its name (altered "
+                             "on the remote)", key);
+        else if (!(e = envlog_buf_reserve(out, r->len ? r->len : 1)))
+            e = envlog_buf_append(out, r->str, r->len);
+    }
+    envlog_rreply_free(r);
+    return e;
+}
+
+envlog_err envlog_rsync_strlen(envlog_rsync *s, const char *key, long long *out)
+{
+    const char *argv[2] = {"STRLEN", key};
+    envlog_rreply *r;
+    envlog_err e = envlog_rconn_call(s->c, 4096, &r, 2, argv, NULL);
+    if (e)
+        return e;
+    if (r->type == ENVLOG_R_ERROR)
+        e = envlog_rreply_fail(s->c, r, "sizing an object");
+    else if (r->type != ENVLOG_R_INTEGER)
+        e = envlog__fail(ENVLOG_BAD_DATA, "%s answered STRLEN with something else than a "
+                         "number", envlog_rconn_label(s->c));
+    else
+        *out = r->integer;
+    envlog_rreply_free(r);
+    return e;
+}
+
+envlog_err envlog_rsync_manifest(envlog_rsync *s, const envlog_rentry *ent,
+                                 envlog_rmanifest *m)
+{
+    char key[160];
+    envlog_rkey_obj(s->cfg, &ent->manifest, key, sizeof key);
+    long long len = 0;
+    envlog_err e = envlog_rsync_strlen(s, key, &len);
+    if (e)
+        return e;
+    if (len <= 0 || (uint64_t)len > ENVLOG_REMOTE_MANIFEST_MAX)
+        return envlog__fail(ENVLOG_BAD_DATA, "its manifest %s is %s", key,
+                            len <= 0 ? "missing" : "larger than 1 MiB");
+    envlog_buf mb = {0};
+    e = envlog_rsync_get(s, key, (uint64_t)len, ENVLOG_REMOTE_MANIFEST_MAX, &ent->manifest, &mb);
+    if (!e)
+        e = envlog_rmanifest_decode(mb.p, mb.len, m);
+    envlog_buf_free(&mb);
+    if (!e && memcmp(m->session.b, ent->id.b, 16))
+        e = envlog__fail(ENVLOG_BAD_DATA, "its manifest is another session's");
+    if (e)
+        envlog_rmanifest_free(m);
+    return e;
 }

@@ -194,7 +194,7 @@ envlog_err envlog_remote_push(envlog_env *env, const envlog_remote_opts *o,
         if (envlog_rsync_has(&s, &ids[i]) || envlog_rsync_retired(&s, &ids[i])) {
             rep->present++;
             if (!(o && o->dry_run))
-                envlog_ledger_note(env, &s, &ids[i]);
+                envlog_ledger_note(env, s.cfg->name, s.ledger, s.n_ledger, &ids[i]);
             say(o, ENVLOG_REMOTE_PRESENT, &ids[i], 0, NULL);
             continue;
         }
@@ -226,7 +226,7 @@ envlog_err envlog_remote_push(envlog_env *env, const envlog_remote_opts *o,
         } else {
             bool sent;
             if (!(e = push_one(&s, &ls, &sent))) {
-                envlog_ledger_note(env, &s, &ids[i]);
+                envlog_ledger_note(env, s.cfg->name, s.ledger, s.n_ledger, &ids[i]);
                 if (sent) {
                     rep->sessions++;
                     rep->bytes += session_bytes(&ls);

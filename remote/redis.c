@@ -379,3 +379,8 @@ envlog_err envlog_rreply_fail(const envlog_rconn *c, const envlog_rreply *r, con
                             "envlog's?): %.*s", envlog_rconn_label(c), what, n, s);
     return envlog__fail(ENVLOG_IO, "%s failed %s: %.*s", envlog_rconn_label(c), what, n, s);
 }
+
+envlog_err envlog_remote_available(void)
+{
+    return envlog_redis_load();
+}

@@ -1,7 +1,14 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * remote_int.h - the remote module: remotes in the config, the hiredis glue,
- * the objects a remote holds, push, pull and automatic sharing.
+ * remote_int.h - the remote module: what it keeps in the environment, remotes
+ * in the config, the hiredis glue, the objects a remote holds, push, pull
+ * and automatic sharing.
+ *
+ * Its files call one way, in the order of the sections below: ledger.c and
+ * objects.c call no other file of it; remotecfg.c calls ledger.c, redis.c
+ * remotecfg.c; index.c (what push, pull and the remote's snapshot share)
+ * calls those; snapshots.c calls index.c, pull.c and push.c call both; and
+ * auto.c, automatic sharing, is on top.  None calls back up.
  *
  * It sits above replay (it reads sessions, snapshots and the config) and
  * hooks into what lies below only through the pointers log and replay call
@@ -23,6 +30,33 @@
 #define ENVLOG_REMOTE_DEFAULT_TIMEOUT_NS 2000000000ull /* automatic sharing */
 #define ENVLOG_REMOTE_CALL_TIMEOUT_NS 10000000000ull   /* push, pull */
 #define ENVLOG_REMOTE_RETIRED_NS_MAX 4000  /* a retired session's namespaces */
+
+/* ---------------------------- what is kept in ENV/remotes/ (ledger.c) */
+
+/* The sessions a remote is known to hold, ENV/remotes/NAME.sent (one id a
+ * line): what a push sent or found there, what a pull took.  Compaction
+ * keeps a sealed session it does not list while automatic push is on. */
+envlog_err envlog_ledger_read(envlog_env *env, const char *name, envlog_id128 **ids,
+                              size_t *n);
+/* Notes that remote `name` holds `id`, unless `known` (its ledger as read,
+ * sorted) lists it already. */
+void envlog_ledger_note(envlog_env *env, const char *name, const envlog_id128 *known,
+                        size_t n_known, const envlog_id128 *id);
+/* The sessions whose auto_push option asked for a push to every remote
+ * (ENV/remotes/asked), sorted; and noting one more. */
+envlog_err envlog_asked_read(envlog_env *env, envlog_id128 **ids, size_t *n);
+void envlog_asked_note(envlog_env *env, const envlog_id128 *id);
+/* The result of the last automatic `kind` ("push" or "pull") with remote
+ * `name` (ENV/remotes/NAME.KIND); returns whether it differs from the one
+ * before (so a failure is said once). */
+bool envlog_remote_status_set(envlog_env *env, const char *name, const char *kind,
+                              const char *text);
+void envlog_remote_status_get(envlog_env *env, const char *name, const char *kind, char *out,
+                              size_t size);
+/* Whether `id` is in the sorted array `sorted` of `n` ids. */
+bool envlog_id_in(const envlog_id128 *sorted, size_t n, const envlog_id128 *id);
+/* Opens ENV/remotes (made first if `make`).  ENVLOG_NOT_FOUND without it. */
+envlog_err envlog_remotes_dir(envlog_env *env, bool make, int *fd);
 
 /* ------------------------------------------------ remotes (remotecfg.c) */
 
@@ -206,7 +240,7 @@ bool envlog_rsync_retired(const envlog_rsync *s, const envlog_id128 *id);
 bool envlog_hex_hash(const char *p, size_t n, envlog_hash128 *out);
 
 /* GETs object `key` of `size` bytes (0: at most `max`) checked against
- * `hash` (pull.c).  ENVLOG_BAD_DATA (refused: why) or a link error. */
+ * `hash`.  ENVLOG_BAD_DATA (refused: why) or a link error. */
 envlog_err envlog_rsync_get(envlog_rsync *s, const char *key, uint64_t size, size_t max,
                             const envlog_hash128 *hash, envlog_buf *out);
 /* STRLEN of `key`, so nothing larger than allowed is asked for. */
@@ -234,23 +268,5 @@ envlog_err envlog_rsnap_push(envlog_env *env, envlog_rsync *s, const envlog_remo
  * refused (rep->refused) and ENVLOG_OK returned. */
 envlog_err envlog_rsnap_pull(envlog_env *env, envlog_rsync *s, const envlog_remote_opts *o,
                              envlog_snap *mine, envlog_snap *prev, envlog_remote_report *rep);
-
-/* ------------------------------------------------------- ledger (auto.c) */
-
-/* The sessions a remote is known to hold, ENV/remotes/NAME.sent (one id a
- * line): what a push sent or found there, what a pull took.  Compaction
- * keeps a sealed session it does not list while automatic push is on. */
-envlog_err envlog_ledger_read(envlog_env *env, const char *name, envlog_id128 **ids,
-                              size_t *n);
-/* Notes that the remote of `s` holds `id` (once: s->ledger). */
-void envlog_ledger_note(envlog_env *env, envlog_rsync *s, const envlog_id128 *id);
-/* The result of the last automatic `kind` ("push" or "pull") with remote
- * `name` (ENV/remotes/NAME.KIND); returns whether it differs from the one
- * before (so a failure is said once). */
-bool envlog_remote_status_set(envlog_env *env, const char *name, const char *kind,
-                              const char *text);
-void envlog_remote_status_get(envlog_env *env, const char *name, const char *kind, char *out,
-                              size_t size);
-bool envlog_id_in(const envlog_id128 *sorted, size_t n, const envlog_id128 *id);
 
 #endif /* ENVLOG_REMOTE_INT_H */

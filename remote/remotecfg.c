@@ -481,8 +481,3 @@ void envlog_remote_list_free(envlog_remote_info *v)
 {
     envlog_free(v);
 }
-
-envlog_err envlog_remote_available(void)
-{
-    return envlog_redis_load();
-}
