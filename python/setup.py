@@ -70,7 +70,8 @@ WARN = ["-std=c11", "-Wall", "-Wextra", "-Wshadow", "-Wstrict-prototypes",
 ext = Extension(
     "envlog._envlog",
     sources=[os.path.join("src", f) for f in
-             ("module.c", "convert.c", "env.c", "py_state.c", "py_session.c", "py_tuner.c")],
+             ("module.c", "convert.c", "env.c", "py_state.c", "py_session.c", "py_record.c",
+              "py_tuner.c")],
     depends=[os.path.join("src", "envlog_py.h"), HEADER,
              os.path.join(ROOT, "include", "envlog_cuda.h")],
     include_dirs=[os.path.join(ROOT, "include")],

@@ -356,6 +356,22 @@ int envpy_stamp_in(PyObject *o, const char *what, envlog_stamp *out)
 
 /* ---------------------------------------------------------------- builders */
 
+int envpy_choice(const char *s, const char *what, const char *const *names, int n, int *out)
+{
+    for (int i = 0; i < n; i++)
+        if (!strcmp(s, names[i])) {
+            *out = i;
+            return 0;
+        }
+    char list[256];
+    size_t len = 0;
+    for (int i = 0; i < n; i++)
+        len += (size_t)snprintf(list + len, len < sizeof list ? sizeof list - len : 0, "%s'%s'",
+                                !i ? "" : i == n - 1 ? " or " : ", ", names[i]);
+    PyErr_Format(PyExc_ValueError, "%s: %s, not '%s'", what, list, s);
+    return -1;
+}
+
 PyObject *envpy_hex(const uint8_t *b, size_t n)
 {
     static const char digits[] = "0123456789abcdef";
@@ -378,6 +394,13 @@ PyObject *envpy_stamp(const envlog_stamp *st)
                                 (unsigned long long)st->seq, "offset_ns",
                                 (unsigned long long)st->offset_ns);
     return d;
+}
+
+PyObject *envpy_stamp_or_raise(envlog_err e, const envlog_stamp *st, const char *what)
+{
+    if (e)
+        return envpy_raise(e, what);
+    return envpy_stamp(st);
 }
 
 PyObject *envpy_str_or_none(const char *s)

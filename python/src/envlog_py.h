@@ -88,6 +88,9 @@ int envpy_seq(PyObject *o, const char *what, const char *want, size_t size,
 int envpy_id(PyObject *o, const char *what, envlog_id128 *out);
 int envpy_checksum(PyObject *o, const char *what, uint64_t *out, envpy_arena *a);
 int envpy_stamp_in(PyObject *o, const char *what, envlog_stamp *out);
+/* The index in names[0..n) of `s` in *out; else a ValueError naming `what`
+ * and the names ("what: 'a', 'b' or 'c', not 's'"). */
+int envpy_choice(const char *s, const char *what, const char *const *names, int n, int *out);
 /* A path (str, bytes or os.PathLike) as a new bytes object in *out; returns 1,
  * or 0 with a TypeError naming `what` (the convention of PyArg converters). */
 int envpy_path(PyObject *o, const char *what, PyObject **out);
@@ -97,6 +100,8 @@ PyObject *envpy_get(PyObject *d, const char *key);
 /* Builders: new references, NULL with an exception set. */
 PyObject *envpy_hex(const uint8_t *b, size_t n);
 PyObject *envpy_stamp(const envlog_stamp *st);
+/* A record call's outcome: its stamp, or with `e` the error, saying `what`. */
+PyObject *envpy_stamp_or_raise(envlog_err e, const envlog_stamp *st, const char *what);
 PyObject *envpy_str_or_none(const char *s);
 PyObject *envpy_strlist(const char *const *v, size_t n);
 PyObject *envpy_record(const envlog_record *rec); /* (json, payload, kind) */
@@ -118,6 +123,16 @@ int envpy_env_ok(EnvObject *e);
  * until_seq, check_snapshot). */
 int envpy_replay_opts(PyObject *until_ns, PyObject *until_session, PyObject *until_seq,
                       int check, envlog_replay_opts *o);
+
+/* Whether the session has not ended: 0, or -1 with a ValueError set. */
+int envpy_session_ok(SessionObject *self);
+
+/* The record kinds: Session.tune(), compile(), mark(), user(), forget(). */
+PyObject *envpy_record_tune(SessionObject *self, PyObject *args, PyObject *kw);
+PyObject *envpy_record_compile(SessionObject *self, PyObject *args, PyObject *kw);
+PyObject *envpy_record_mark(SessionObject *self, PyObject *arg);
+PyObject *envpy_record_user(SessionObject *self, PyObject *args, PyObject *kw);
+PyObject *envpy_record_forget(SessionObject *self, PyObject *args, PyObject *kw);
 
 /* The tuner: Session._tune(). */
 PyObject *envpy_session_tune(SessionObject *self, PyObject *args, PyObject *kw);

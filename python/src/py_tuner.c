@@ -231,10 +231,8 @@ PyObject *envpy_session_tune_ns(SessionObject *self, PyObject *args, PyObject *k
     PyObject *rt = Py_None, *rv = Py_None;
     if (!PyArg_ParseTupleAndKeywords(args, kw, "|$OO:_tune_namespace", kwl, &rt, &rv))
         return NULL;
-    if (!self->s) {
-        PyErr_SetString(PyExc_ValueError, "the session has ended");
+    if (envpy_session_ok(self))
         return NULL;
-    }
     if (tuner_open(self, rt, rv))
         return NULL;
     char ns[512];
@@ -253,10 +251,8 @@ PyObject *envpy_session_tune(SessionObject *self, PyObject *args, PyObject *kw)
     if (!PyArg_ParseTupleAndKeywords(args, kw, "OOO|$OOOOO:_tune", kwl, &key, &cands, &run, &ns,
                                      &timer, &policy, &rt, &rv))
         return NULL;
-    if (!self->s) {
-        PyErr_SetString(PyExc_ValueError, "the session has ended");
+    if (envpy_session_ok(self))
         return NULL;
-    }
     envpy_arena a = {0};
     envlog_cuda_tune_req r = {0};
     envlog_cuda_policy pol;
