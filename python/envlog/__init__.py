@@ -114,13 +114,30 @@ def _until(until):
 
 class Env(_envlog.Env):
     """An environment directory.  ``Env(path=None, *, create=True,
-    readonly=False, upkeep=True)``; a path of None is the default
-    environment, as for the C library and the command."""
+    readonly=False, upkeep=True, pull=False)``; a path of None is the
+    default environment, as for the C library and the command.
+
+    With ``pull=True`` the open ends with a pull from every remote of the
+    environment's config (``envlog remote add``; README, Fleet), even one
+    whose ``auto_pull`` is off, as ENVLOG_OPEN_PULL does: each bounded by
+    its remote's timeout (2 s by default).  A remote that is down, slow or
+    refuses never fails the open: it is said once on standard error and the
+    environment opens with what it holds.  Not with ``readonly=True``
+    (InvalidArgumentError).  A remote whose config has ``auto_pull`` on is
+    pulled from at every open that may write, ``pull`` or not."""
 
     def session(self, **opts):
         """A recording session: ``with env.session(label=..., runtime=...,
         runtime_version=..., devices=[...], level='basic') as s:``.
-        Nothing touches the disk until its first CHANGED record."""
+        Nothing touches the disk until its first CHANGED record.
+
+        ``auto_push`` decides the push when it ends, having written: None
+        (the default) as each remote's ``auto_push`` in the config says,
+        True to every remote of the config whatever it says, False none.
+        The push runs in a detached process, never waited for; a remote
+        that is down is said once and the next push catches up, and
+        compaction keeps the session until every remote has it.
+        ``auto_compact`` takes None, True or False the same way."""
         return Session(self, **opts)
 
     def records(self, session=None):
@@ -185,11 +202,12 @@ class Env(_envlog.Env):
         return _why(self, key, namespace, checksum, record)
 
 
-def open(path=None, *, create=True, readonly=False, upkeep=True):  # noqa: A001
+def open(path=None, *, create=True, readonly=False, upkeep=True, pull=False):  # noqa: A001
     """Opens the environment at ``path`` (None: $ENVLOG_DIR, else
     $XDG_CACHE_HOME/envlog/default, else ~/.cache/envlog/default), creating
-    it unless ``create`` is false or ``readonly`` is true."""
-    return Env(path, create=create, readonly=readonly, upkeep=upkeep)
+    it unless ``create`` is false or ``readonly`` is true; with ``pull``
+    true, pulling from every remote of its config as it opens (see Env)."""
+    return Env(path, create=create, readonly=readonly, upkeep=upkeep, pull=pull)
 
 
 class _SpanContext:

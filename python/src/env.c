@@ -24,11 +24,11 @@ int envpy_env_ok(EnvObject *e)
 
 static int env_init(EnvObject *self, PyObject *args, PyObject *kw)
 {
-    static char *kwl[] = {"path", "create", "readonly", "upkeep", NULL};
+    static char *kwl[] = {"path", "create", "readonly", "upkeep", "pull", NULL};
     PyObject *path = Py_None, *fs = NULL;
-    int create = 1, readonly = 0, upkeep = 1;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "|O$ppp:Env", kwl, &path, &create,
-                                     &readonly, &upkeep))
+    int create = 1, readonly = 0, upkeep = 1, pull = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "|O$pppp:Env", kwl, &path, &create,
+                                     &readonly, &upkeep, &pull))
         return -1;
     if (self->env) {
         PyErr_SetString(PyExc_ValueError, "Env is already open");
@@ -38,7 +38,7 @@ static int env_init(EnvObject *self, PyObject *args, PyObject *kw)
         return -1;
     unsigned flags = (create && !readonly ? ENVLOG_OPEN_CREATE : 0) |
                      (readonly ? ENVLOG_OPEN_READONLY : 0) |
-                     (upkeep ? 0 : ENVLOG_OPEN_NO_UPKEEP);
+                     (upkeep ? 0 : ENVLOG_OPEN_NO_UPKEEP) | (pull ? ENVLOG_OPEN_PULL : 0);
     envlog_env *env = NULL;
     envlog_err e = envlog_env_open(fs ? PyBytes_AS_STRING(fs) : NULL, flags, &env);
     Py_XDECREF(fs);
@@ -674,7 +674,8 @@ PyTypeObject Env_Type = {
     .tp_basicsize = sizeof(EnvObject),
     .tp_dealloc = (destructor)env_dealloc,
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
-    .tp_doc = "Env(path=None, *, create=True, readonly=False, upkeep=True): an environment.",
+    .tp_doc = "Env(path=None, *, create=True, readonly=False, upkeep=True, pull=False): an "
+              "environment.",
     .tp_methods = env_methods,
     .tp_getset = env_getset,
     .tp_init = (initproc)env_init,

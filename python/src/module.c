@@ -6,6 +6,7 @@
  */
 #include "envlog_py.h"
 
+#include <envlog_remote.h>
 #include <string.h>
 
 static PyObject *m_version(PyObject *self, PyObject *noargs)
@@ -171,6 +172,11 @@ PyMODINIT_FUNC PyInit__envlog(void)
             return NULL;
     if (envpy_errors_init())
         return NULL;
+    /* The library is linked in statically: automatic sharing (the config's
+     * auto_pull and auto_push, Env(pull=True), a session's auto_push, and
+     * compaction keeping what a remote still lacks) is there only when
+     * asked for, as envlog_remote.h says. */
+    envlog_remote_enable_auto();
     PyObject *m = PyModule_Create(&moduledef);
     if (!m)
         return NULL;

@@ -41,16 +41,30 @@ int envpy_session_ok(SessionObject *self)
 static const char *const level_names[] = {"off", "basic", "full"};
 static const char *const sync_names[] = {"none", "close", "record"};
 
+/* An option that is None, True or False as the library's 0, 1 or -1. */
+static int tristate(PyObject *o, const char *what, int *out)
+{
+    bool b;
+    if (o == Py_None)
+        return 0;
+    if (envpy_bool(o, what, &b))
+        return -1;
+    *out = b ? 1 : -1;
+    return 0;
+}
+
 static int session_init(SessionObject *self, PyObject *args, PyObject *kw)
 {
     static char *kwl[] = {"env",           "label",          "runtime", "runtime_version",
                           "devices",       "process_mode",   "level",   "sync",
-                          "pending_budget", "segment_size",  "auto_compact", NULL};
+                          "pending_budget", "segment_size",  "auto_compact", "auto_push",
+                          NULL};
     PyObject *env, *label = NULL, *rt = NULL, *rv = NULL, *dev = NULL, *pm = NULL,
-                   *level = NULL, *sync = NULL, *budget = NULL, *segsz = NULL, *ac = Py_None;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "O!|$OOOOOOOOOO:Session", kwl, &Env_Type, &env,
+                   *level = NULL, *sync = NULL, *budget = NULL, *segsz = NULL, *ac = Py_None,
+                   *ap = Py_None;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O!|$OOOOOOOOOOO:Session", kwl, &Env_Type, &env,
                                      &label, &rt, &rv, &dev, &pm, &level, &sync, &budget,
-                                     &segsz, &ac))
+                                     &segsz, &ac, &ap))
         return -1;
     if (self->s) {
         PyErr_SetString(PyExc_ValueError, "Session is already begun");
@@ -84,12 +98,10 @@ static int session_init(SessionObject *self, PyObject *args, PyObject *kw)
     }
     if (segsz && segsz != Py_None && envpy_u64(segsz, "segment_size", &o.segment_size))
         goto out;
-    if (ac != Py_None) {
-        bool b;
-        if (envpy_bool(ac, "auto_compact", &b))
-            goto out;
-        o.auto_compact = b ? 1 : -1;
-    }
+    /* None: as the config says (0); True: whatever it says (1); False:
+     * never (-1). */
+    if (tristate(ac, "auto_compact", &o.auto_compact) || tristate(ap, "auto_push", &o.auto_push))
+        goto out;
     envlog_err e = envlog_session_begin(eo->env, &o, &self->s);
     if (e) {
         envpy_raise(e, "beginning a session");

@@ -40,7 +40,7 @@ COMPILE = ["kernel_key", "source_hash", "options", "compiler_version", "arch", "
            "duration_ns", "binary", "binary_hash", "binary_size", "log", "source", "ir", "tune"]
 FORGET = ["table", "namespace", "key", "checksum", "reason", "under"]
 SESSION = ["label", "runtime", "runtime_version", "devices", "process_mode", "level", "sync",
-           "pending_budget", "segment_size", "auto_compact"]
+           "pending_budget", "segment_size", "auto_compact", "auto_push"]
 ALLOWED = (TypeError, ValueError, envlog.Error, OverflowError)
 
 
