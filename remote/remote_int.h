@@ -5,10 +5,10 @@
  * and automatic sharing.
  *
  * Its files call one way, in the order of the sections below: ledger.c and
- * objects.c call no other file of it; remotecfg.c calls ledger.c, redis.c
- * remotecfg.c; index.c (what push, pull and the remote's snapshot share)
- * calls those; snapshots.c calls index.c, pull.c and push.c call both; and
- * auto.c, automatic sharing, is on top.  None calls back up.
+ * objects.c call no other file of it; remotecfg.c and install.c call
+ * ledger.c, redis.c remotecfg.c; index.c (what push, pull and the remote's
+ * snapshot share) calls those; snapshots.c calls index.c, pull.c and push.c
+ * call both; and auto.c, automatic sharing, is on top.  None calls back up.
  *
  * It sits above replay (it reads sessions, snapshots and the config) and
  * hooks into what lies below only through the pointers log and replay call
@@ -189,18 +189,50 @@ envlog_err envlog_local_session_read(envlog_env *env, const envlog_id128 *id,
                                      envlog_local_session *out, const char **why);
 void envlog_local_session_free(envlog_local_session *s);
 
-/* Writes the segments of a downloaded session into a staging directory,
- * reads them back as a session (every checksum, the chain, the SEAL), and
- * renames it into sessions/.  @return ENVLOG_OK; ENVLOG_BAD_DATA (it does
- * not read as a whole sealed session: why); ENVLOG_NOT_FOUND (already
- * there); ENVLOG_IO, ENVLOG_NOSPACE, ENVLOG_NOMEM. */
-envlog_err envlog_session_install(envlog_env *env, const envlog_rmanifest *m,
-                                  envlog_buf *data);
+/* Lower-case hex of a 128-bit hash. */
+void envlog_hash_hex(const envlog_hash128 *h, char out[33]);
+
+/* ------------------------------------- downloaded sessions (install.c) */
+
+/* Sessions a pull puts in place at once, at the most. */
+#define ENVLOG_REMOTE_INSTALL_BATCH 256
+
+/* A session staged: checked, not yet in place. */
+typedef struct envlog_staged {
+    envlog_id128 id;
+    uint64_t bytes;
+} envlog_staged;
+
+/* A pull's sessions on their way in (ENV/remotes/incoming/PID.RANDOM/). */
+typedef struct envlog_install {
+    envlog_env *env;
+    int infd, stagefd;
+    char stage[48];
+    envlog_staged *v;
+    size_t n, cap;
+} envlog_install;
+
+void envlog_install_begin(envlog_env *env, envlog_install *in);
+/* Writes the segments of a downloaded session into the staging directory,
+ * unsynced, and reads them back as a session (every checksum, the chain,
+ * the SEAL).  @return ENVLOG_OK (staged: in->n grows); ENVLOG_BAD_DATA (it
+ * does not read as a whole sealed session: why; nothing of it is kept);
+ * ENVLOG_IO, ENVLOG_NOSPACE, ENVLOG_NOMEM. */
+envlog_err envlog_install_stage(envlog_install *in, const envlog_rmanifest *m,
+                                const envlog_buf *data);
+/* Called once for each staged session the commit put in place (`placed`)
+ * or found there already (another pull put it there meanwhile). */
+typedef void (*envlog_install_fn)(void *ctx, const envlog_staged *s, bool placed);
+/* Syncs every staged file, then every staged directory, renames each
+ * session into sessions/ and syncs that once; then calls `fn`.  Nothing is
+ * renamed unless all is synced.  @return ENVLOG_OK or the first error
+ * (ENVLOG_IO, ENVLOG_NOSPACE, ENVLOG_NOMEM); staging starts afresh after. */
+envlog_err envlog_install_commit(envlog_install *in, envlog_install_fn fn, void *ctx);
+/* Removes the staging directory with what was staged and not committed. */
+void envlog_install_end(envlog_install *in);
 /* Whether `env` holds session `id`: its directory, or a snapshot watermark. */
 bool envlog_session_known(envlog_env *env, envlog_snap *snap, envlog_snap *prev,
                           const envlog_id128 *id);
-/* Lower-case hex of a 128-bit hash. */
-void envlog_hash_hex(const envlog_hash128 *h, char out[33]);
 
 /* --------------------------------------- what push and pull share (index.c) */
 
