@@ -124,8 +124,17 @@ int envpy_env_ok(EnvObject *e);
 int envpy_replay_opts(PyObject *until_ns, PyObject *until_session, PyObject *until_seq,
                       int check, envlog_replay_opts *o);
 
-/* Whether the session has not ended: 0, or -1 with a ValueError set. */
-int envpy_session_ok(SessionObject *self);
+/* Whether the session has not ended: 0, or -1 with a ValueError set
+ * (inline: the session, its record kinds and the tuner all ask it, and
+ * none of them calls up into another for it). */
+static inline int envpy_session_ok(SessionObject *self)
+{
+    if (!self->s) {
+        PyErr_SetString(PyExc_ValueError, "the session has ended");
+        return -1;
+    }
+    return 0;
+}
 
 /* The record kinds: Session.tune(), compile(), mark(), user(), forget(). */
 PyObject *envpy_record_tune(SessionObject *self, PyObject *args, PyObject *kw);

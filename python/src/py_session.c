@@ -29,15 +29,6 @@ typedef struct SpanObject {
     int open;
 } SpanObject;
 
-int envpy_session_ok(SessionObject *self)
-{
-    if (!self->s) {
-        PyErr_SetString(PyExc_ValueError, "the session has ended");
-        return -1;
-    }
-    return 0;
-}
-
 static const char *const level_names[] = {"off", "basic", "full"};
 static const char *const sync_names[] = {"none", "close", "record"};
 
