@@ -723,9 +723,10 @@ typedef struct envlog_replay_opts {
      * snapshot is used as far as it reads (a damaged entry is a miss). */
     bool check_snapshot;
     /* How many threads read and check the sessions ahead of the fold: 0 as
-     * the machine allows (its CPUs less one, at most 8), 1 the calling
-     * thread alone, N the calling thread and N - 1 more.  The result is
-     * the same whatever it says. */
+     * the machine allows (its CPUs less one, at most 8, on 4 CPUs or more;
+     * the calling thread alone on fewer), 1 the calling thread alone, N the
+     * calling thread and N - 1 more.  The result is the same whatever it
+     * says. */
     int threads;
 } envlog_replay_opts;
 
