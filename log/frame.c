@@ -187,14 +187,10 @@ void envlog_frame_reader_free(envlog_frame_reader *fr)
     envlog_buf_free(&fr->rec);
 }
 
-int envlog_frag_peek(const uint8_t *p, size_t n, size_t at, size_t *len)
-{
-    if (at > n || n - at < ENVLOG_FRAG_HDR)
-        return 0;
-    return envlog_frag_head(p + at, at, n, len);
-}
-
-int envlog_frag_head(const uint8_t *h, size_t at, size_t n, size_t *len)
+/* The shape of the fragment whose header `h` lies at `at` of a file of
+ * `n` bytes (envlog_frag_peek()); inline so the reader's per-fragment path
+ * pays no call for it. */
+static inline int frag_shape(const uint8_t *h, size_t at, size_t n, size_t *len)
 {
     size_t left = ENVLOG_BLOCK - at % ENVLOG_BLOCK;
     if (at > n || left < ENVLOG_FRAG_HDR || n - at < ENVLOG_FRAG_HDR)
@@ -207,6 +203,16 @@ int envlog_frag_head(const uint8_t *h, size_t at, size_t n, size_t *len)
         return 0;
     *len = l;
     return type;
+}
+
+int envlog_frag_peek(const uint8_t *p, size_t n, size_t at, size_t *len)
+{
+    return at <= n && n - at >= ENVLOG_FRAG_HDR ? frag_shape(p + at, at, n, len) : 0;
+}
+
+int envlog_frag_head(const uint8_t *h, size_t at, size_t n, size_t *len)
+{
+    return frag_shape(h, at, n, len);
 }
 
 uint64_t envlog_frags_chain(const uint8_t *p, size_t n, size_t from, size_t to,

@@ -78,6 +78,15 @@ struct envlog_snap {
     uint8_t *near;             /* a record read from its page (frag_near) */
 };
 
+/* Where a record that an INDEX pair points at begins: a pair may point at
+ * the zero bytes that end the block before its first fragment (fewer than
+ * a fragment header's were left there). */
+static inline uint64_t envlog_snap_record_start(uint64_t off)
+{
+    uint64_t left = ENVLOG_BLOCK - off % ENVLOG_BLOCK;
+    return left < ENVLOG_FRAG_HDR ? off + left : off;
+}
+
 /* ------------------------------------------------- snapread.c */
 
 /* The first damage anyone found (kept once), and a damaged place a walk

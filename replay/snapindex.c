@@ -375,14 +375,6 @@ envlog_err envlog_snap_index_item(envlog_snap *s, const envlog_snap_item *it,
     return e;
 }
 
-/* Where a record that an INDEX pair points at begins: a pair may point at
- * the zero bytes that end the block before its first fragment. */
-static uint64_t record_start(uint64_t off)
-{
-    uint64_t left = ENVLOG_BLOCK - off % ENVLOG_BLOCK;
-    return left < ENVLOG_FRAG_HDR ? off + left : off;
-}
-
 /* The stored pairs name exactly the entries read, in the same order. */
 bool envlog_snap_index_agrees(const envlog_buf *stored, uint64_t n_stored,
                               const envlog_buf *read, uint64_t n_read)
@@ -392,7 +384,7 @@ bool envlog_snap_index_agrees(const envlog_buf *stored, uint64_t n_stored,
     for (uint64_t i = 0; i < n_read; i++) {
         const uint8_t *a = stored->p + 16 * i, *b = read->p + 16 * i;
         if (memcmp(a, b, 8) ||
-            record_start(envlog_get_be64(a + 8)) != envlog_get_be64(b + 8))
+            envlog_snap_record_start(envlog_get_be64(a + 8)) != envlog_get_be64(b + 8))
             return false;
     }
     return true;

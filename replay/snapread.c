@@ -150,10 +150,7 @@ envlog_err envlog_snap_record(envlog_snap *s, size_t at, const uint8_t **p, size
     size_t len, from = at;
     const uint8_t *pl;
     int type;
-    /* An INDEX pair may point at the zero bytes that end the block before
-     * the record's first fragment (fewer than a header's were left). */
-    if (ENVLOG_BLOCK - at % ENVLOG_BLOCK < ENVLOG_FRAG_HDR)
-        at += ENVLOG_BLOCK - at % ENVLOG_BLOCK;
+    at = (size_t)envlog_snap_record_start(at);
     /* By pread, a record of one fragment (an entry, most of all) is read
      * from its page on, without the rest of its block. */
     if (s->fd >= 0 && (type = frag_near(s, at, &len, &pl)) == ENVLOG_FRAG_FULL) {
