@@ -364,7 +364,7 @@ static int restore(cli *c, gather *g, bool *restored, size_t *n_restored)
     int rc = cli_open_state(c, CLI_WRITE, "reading the state", &env, &st);
     if (rc)
         return rc;
-    envlog_err e;
+    envlog_err e = ENVLOG_OK;
     envlog_session *s = NULL;
     for (size_t i = 0; i < g->n; i++) {
         item *it = &g->items[i];
