@@ -90,6 +90,9 @@ typedef struct envlog_io {
 envlog_err envlog_dir_each(int dirfd, const char *what,
                            envlog_err (*fn)(void *ctx, const char *name), void *ctx);
 
+/* The system's page size (sysconf, read once). */
+uint64_t envlog_page_size(void);
+
 /* The table in force (never NULL). */
 const envlog_io *envlog_io_get(void);
 /* Replaces the table; NULL restores the POSIX one.  Not thread-safe: set it

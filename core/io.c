@@ -153,6 +153,17 @@ static const envlog_io posix_io = {
 
 static const envlog_io *current = &posix_io;
 
+uint64_t envlog_page_size(void)
+{
+    static _Atomic uint64_t page;
+    uint64_t p = page;
+    if (!p) {
+        long v = sysconf(_SC_PAGESIZE);
+        page = p = v > 0 ? (uint64_t)v : 4096;
+    }
+    return p;
+}
+
 const envlog_io *envlog_io_get(void) { return current; }
 const envlog_io *envlog_io_posix(void) { return &posix_io; }
 void envlog_io_set(const envlog_io *io) { current = io ? io : &posix_io; }

@@ -80,6 +80,7 @@ typedef struct envlog_segw {
     uint64_t map_len;     /* mapped (rotation size, or more for a huge record) */
     uint64_t alloc_len;   /* preallocated so far (the file's size) */
     uint64_t wb_len;      /* writeback started up to here */
+    uint64_t unmapped;    /* map's first bytes unmapped, written back (sync=close) */
     uint64_t pos;         /* next byte to write */
     uint64_t seed;
     uint64_t chain;
@@ -106,6 +107,9 @@ envlog_err envlog_segw_append(envlog_segw *w, const uint8_t *p, size_t n,
 envlog_err envlog_segw_sync(envlog_segw *w);
 /* Writes the SEAL, syncs (unless NONE), trims the preallocation, closes. */
 envlog_err envlog_segw_seal(envlog_segw *w);
+/* Unmaps what of the segment is still mapped, by `unmap` (munmap itself in
+ * a forked child, the I/O table's otherwise). */
+void envlog_segw_unmap(envlog_segw *w, int (*unmap)(void *, size_t));
 /* Forgets the segment without writing (a forked child's copy). */
 void envlog_segw_abandon(envlog_segw *w);
 /* The mapping size for a segment that must hold a record of `n` bytes. */

@@ -51,9 +51,16 @@ static envlog_err prealloc(envlog_segw *w, uint64_t upto)
         return envlog__fail_errno(rc, "preallocating %s", w->name);
     /* At sync=close the disk writes what is done while recording goes on,
      * so the fdatasync at rotation and at the end finds little left: the
-     * whole pages before pos, at each preallocation step. */
-    uint64_t done = w->pos / 4096 * 4096;
+     * whole pages before pos, at each preallocation step.  Those pages are
+     * never written again, so they are unmapped first: writeback of a page
+     * still mapped writable write-protects it and flushes the TLB page by
+     * page (on a VM, an interrupt to every CPU each time), one munmap
+     * flushes once for the whole range. */
+    uint64_t page = envlog_page_size();
+    uint64_t done = w->pos / page * page;
     if (w->sync == ENVLOG_SYNC_CLOSE && io->writeback && done > w->wb_len) {
+        if (done > w->unmapped && !io->munmap(w->map + w->unmapped, (size_t)(done - w->unmapped)))
+            w->unmapped = done;
         (void)io->writeback(w->fd, (off_t)w->wb_len, (off_t)(done - w->wb_len));
         w->wb_len = done;
     }
@@ -195,11 +202,18 @@ envlog_err envlog_segw_seal(envlog_segw *w)
     return e;
 }
 
+void envlog_segw_unmap(envlog_segw *w, int (*unmap)(void *, size_t))
+{
+    if (w->map && w->unmapped < w->map_len)
+        unmap(w->map + w->unmapped, (size_t)(w->map_len - w->unmapped));
+    w->map = NULL;
+    w->unmapped = 0;
+}
+
 void envlog_segw_abandon(envlog_segw *w)
 {
     const envlog_io *io = envlog_io_get();
-    if (w->map)
-        io->munmap(w->map, (size_t)w->map_len);
+    envlog_segw_unmap(w, io->munmap);
     if (w->fd >= 0)
         io->close(w->fd);
     w->map = NULL;

@@ -189,12 +189,10 @@ static void fork_child(void)
 {
     for (envlog_session *s = live_head; s; s = s->next_live) {
         if (s->on_disk) {
-            if (s->seg.map)
-                munmap(s->seg.map, (size_t)s->seg.map_len);
+            envlog_segw_unmap(&s->seg, munmap);
             if (s->seg.fd >= 0)
                 close(s->seg.fd);
             close(s->dirfd);
-            s->seg.map = NULL;
             s->seg.fd = -1;
             s->dirfd = -1;
             s->on_disk = false;

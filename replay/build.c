@@ -163,10 +163,14 @@ static envlog_err build_visit(void *ctx, const envlog_merge_rec *m)
     const envlog_record *rec = r->rec;
     size_t source = m->source;
     envlog_err e;
-    /* Snapshots' bytes go when the merge ends: their records are copied;
-     * sessions' stay with the state, which keeps their segments. */
+    /* Sessions' bytes stay with the state, which keeps their segments;
+     * snapshots stay mapped until the build ends: a record read in place
+     * is referred to, one reassembled from fragments copied. */
+    bool kept = m->item ? envlog_snap_holds(b->src[source].snap, rec->payload.data,
+                                            rec->payload.size)
+                        : m->kept;
     envlog_fold_opts fo = {.slices = m->slices, .item = m->item,
-                           .kept = !m->item && m->kept, .loc = m->item ? NULL : m->loc};
+                           .kept = kept, .loc = m->item ? NULL : m->loc};
     if ((e = envlog_state_fold_x(b->st, rec, r->unix_ns, &fo)) ||
         (e = track_seq(b, &rec->stamp)))
         return e;
@@ -230,7 +234,7 @@ typedef struct items_ctx {
     item_ref *v;
     size_t n, cap;
     const char **nss;
-    size_t n_nss, cap_nss;
+    size_t n_nss;
     uint64_t tunes, kernels, users;
 } items_ctx;
 
@@ -293,33 +297,76 @@ static envlog_err take_item(void *ctx, const envlog_state_item *it)
     else
         c->users++;
     c->n++;
-    if (it->table != ENVLOG_TABLE_USER &&
-        (!c->n_nss || strcmp(c->nss[c->n_nss - 1], it->ns))) {
-        bool seen = false;
-        for (size_t i = 0; i < c->n_nss && !seen; i++)
-            seen = !strcmp(c->nss[i], it->ns);
-        if (!seen) {
-            if ((e = grow((void **)&c->nss, &c->cap_nss, c->n_nss, sizeof *c->nss)))
-                return e;
-            c->nss[c->n_nss++] = it->ns;
-        }
-    }
     return ENVLOG_OK;
 }
 
-static int item_cmp(const void *a, const void *b)
+static int ptr_cmp(const void *a, const void *b)
 {
-    const item_ref *x = a, *y = b;
-    int c = envlog_order_cmp(x->item.unix_ns, &x->item.stamp.session, x->item.stamp.seq,
-                             y->item.unix_ns, &y->item.stamp.session, y->item.stamp.seq);
-    if (c)
-        return c;
-    return (x->item.kind > y->item.kind) - (x->item.kind < y->item.kind);
+    uintptr_t x = (uintptr_t)*(const char *const *)a, y = (uintptr_t)*(const char *const *)b;
+    return (x > y) - (x < y);
 }
 
 static int str_cmp(const void *a, const void *b)
 {
     return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* The namespaces of the tune and kernel entries taken, each once, sorted:
+ * the state interns them, so one namespace is one pointer. */
+static envlog_err items_namespaces(items_ctx *c)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < c->n; i++)
+        n += c->v[i].ns != NULL;
+    if (!n)
+        return ENVLOG_OK;
+    if (!(c->nss = envlog_malloc(n * sizeof *c->nss)))
+        return envlog__fail(ENVLOG_NOMEM, "building a snapshot");
+    for (size_t i = 0; i < c->n; i++)
+        if (c->v[i].ns)
+            c->nss[c->n_nss++] = c->v[i].ns;
+    qsort(c->nss, n, sizeof *c->nss, ptr_cmp);
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++)
+        if (!k || c->nss[k - 1] != c->nss[i])
+            c->nss[k++] = c->nss[i];
+    c->n_nss = k;
+    qsort(c->nss, k, sizeof *c->nss, str_cmp);
+    return ENVLOG_OK;
+}
+
+/* What the items are sorted by, apart from them: sorting the items
+ * themselves (over 100 bytes each) moved them several times over. */
+typedef struct item_key {
+    uint64_t unix_ns, seq;
+    envlog_id128 session;
+    uint32_t kind, at; /* the item's kind, its place in items_ctx.v */
+} item_key;
+
+static int item_cmp(const void *a, const void *b)
+{
+    const item_key *x = a, *y = b;
+    int c = envlog_order_cmp(x->unix_ns, &x->session, x->seq, y->unix_ns, &y->session, y->seq);
+    if (c)
+        return c;
+    if (x->kind != y->kind)
+        return x->kind < y->kind ? -1 : 1;
+    return (x->at > y->at) - (x->at < y->at);
+}
+
+/* The items' places in the total order (then by kind). */
+static item_key *items_order(const items_ctx *ic)
+{
+    item_key *k = ic->n ? envlog_malloc(ic->n * sizeof *k) : NULL;
+    if (!k)
+        return NULL;
+    for (size_t i = 0; i < ic->n; i++) {
+        const envlog_snap_item *it = &ic->v[i].item;
+        k[i] = (item_key){it->unix_ns, it->stamp.seq, it->stamp.session, (uint32_t)it->kind,
+                          (uint32_t)i};
+    }
+    qsort(k, ic->n, sizeof *k, item_cmp);
+    return k;
 }
 
 static int stamp_cmp(const void *a, const void *b)
@@ -470,6 +517,7 @@ envlog_err envlog_snapshot_build(envlog_env *env, const envlog_build_opts *o,
     items_ctx ic = {.b = &b};
     envlog_snapw w = {.hold = o->hold_encodings ? ENVLOG_SNAPW_HOLD : 0};
     envlog_stamp *entry_stamps = NULL;
+    item_key *order = NULL;
     retention rt = {0};
     envlog_err e = envlog_state_new(&b.st);
     if (e)
@@ -479,6 +527,7 @@ envlog_err envlog_snapshot_build(envlog_env *env, const envlog_build_opts *o,
      * under its shared lock, each read past its own snapshot. */
     size_t n_src = 1 + o->n_more;
     envlog_merge_src *src = envlog_calloc(n_src, sizeof *src);
+    b.src = src;
     int *lk = envlog_malloc(n_src * sizeof *lk);
     size_t n_locked = 0;
     if (!src || !lk)
@@ -512,11 +561,8 @@ envlog_err envlog_snapshot_build(envlog_env *env, const envlog_build_opts *o,
                                     .ctx = o->on_progress ? (void *)&watch : o->ctx},
                                 true, true, &(envlog_keeper){envlog_state_keep, b.st, false},
                                 build_visit, &b);
-    for (size_t i = 0; src && i < n_src; i++)
-        envlog_snap_unmap(src[i].snap);
     for (size_t i = 0; i < n_locked; i++)
         envlog_env_unlock(lk[i]);
-    envlog_free(src);
     envlog_free(lk);
     if (!e)
         e = b.err;
@@ -529,7 +575,9 @@ envlog_err envlog_snapshot_build(envlog_env *env, const envlog_build_opts *o,
         e = envlog_state_digest(b.st, &res->digest);
 
     if (!e)
-        e = envlog_state_items(b.st, take_item, &ic);
+        e = envlog_state_items_x(b.st, false, take_item, &ic); /* sorted below */
+    if (!e)
+        e = items_namespaces(&ic);
     if (e)
         goto out;
     /* History records that are an entry's own record are the entry. */
@@ -569,14 +617,19 @@ envlog_err envlog_snapshot_build(envlog_env *env, const envlog_build_opts *o,
         r->item = h->item;
         r->item.record.data = b.data.p + h->off;
     }
-    if (ic.n)
-        qsort(ic.v, ic.n, sizeof *ic.v, item_cmp);
-    for (size_t i = 0; i < ic.n; i++)
-        if ((e = envlog_snapw_add_ref(&w, &ic.v[i].item, ic.v[i].indexed && !o->no_index,
-                                      ic.v[i].hash)))
+    if (ic.n > UINT32_MAX) {
+        e = envlog__fail(ENVLOG_NOMEM, "building a snapshot: %zu records", ic.n);
+        goto out;
+    }
+    if (ic.n && !(order = items_order(&ic))) {
+        e = envlog__fail(ENVLOG_NOMEM, "building a snapshot");
+        goto out;
+    }
+    for (size_t i = 0; i < ic.n; i++) {
+        const item_ref *r = &ic.v[order[i].at];
+        if ((e = envlog_snapw_add_ref(&w, &r->item, r->indexed && !o->no_index, r->hash)))
             goto out;
-    if (ic.n_nss)
-        qsort(ic.nss, ic.n_nss, sizeof *ic.nss, str_cmp);
+    }
     /* The entries under each namespace (a bundle's description). */
     if (ic.n_nss && !(res->ns_entries = envlog_calloc(ic.n_nss, sizeof *res->ns_entries))) {
         e = envlog__fail(ENVLOG_NOMEM, "building a snapshot");
@@ -636,8 +689,12 @@ out:
     envlog_free(ic.v);
     envlog_free(ic.nss);
     envlog_free(entry_stamps);
+    envlog_free(order);
     envlog_snapw_free(&w);
     envlog_state_close(b.st);
+    for (size_t i = 0; src && i < n_src; i++)
+        envlog_snap_unmap(src[i].snap);
+    envlog_free(src);
     envlog_free(b.ss);
     envlog_free(b.h);
     envlog_buf_free(&b.data);

@@ -33,6 +33,7 @@ typedef struct build_ctx {
     envlog_snap_env *envs;
     size_t n_envs, cap_envs;
     envlog_snap_source *sources;   /* per environment read (list_sources) */
+    const envlog_merge_src *src;   /* what is folded; its snapshots stay mapped */
 } build_ctx;
 
 /* Which sessions keep their history: the newest history_sessions of those

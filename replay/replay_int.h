@@ -52,6 +52,11 @@ typedef struct envlog_state_item {
 envlog_err envlog_state_items(envlog_state *st,
                               envlog_err (*fn)(void *ctx, const envlog_state_item *it),
                               void *ctx);
+/* The same, the entries in no order but the table's when not `canonical`
+ * (a caller that sorts them its own way). */
+envlog_err envlog_state_items_x(envlog_state *st, bool canonical,
+                                envlog_err (*fn)(void *ctx, const envlog_state_item *it),
+                                void *ctx);
 
 /* envlog_state_open() standing on snapshot/`base` ("current" or
  * "previous", read whole and used as far as it reads: ENVLOG_CORRUPT when

@@ -36,8 +36,8 @@ static int entry_cmp(const void *a, const void *b)
     return x->k.checksum < y->k.checksum ? -1 : x->k.checksum > y->k.checksum;
 }
 
-/* The live entries sorted canonically (a lock held). */
-static envlog_err sorted(envlog_state *st, envlog_entry_x ***out, size_t *n)
+/* The live entries in the table's order (a lock held). */
+static envlog_err listed(envlog_state *st, envlog_entry_x ***out, size_t *n)
 {
     size_t total = st->tab.n_tunes + st->tab.n_kernels, k = 0;
     envlog_entry_x **v = envlog_malloc((total ? total : 1) * sizeof *v);
@@ -48,10 +48,18 @@ static envlog_err sorted(envlog_state *st, envlog_entry_x ***out, size_t *n)
         if (e && e->live && k < total)
             v[k++] = e;
     }
-    qsort(v, k, sizeof *v, entry_cmp);
     *out = v;
     *n = k;
     return ENVLOG_OK;
+}
+
+/* The live entries sorted canonically (a lock held). */
+static envlog_err sorted(envlog_state *st, envlog_entry_x ***out, size_t *n)
+{
+    envlog_err e = listed(st, out, n);
+    if (!e)
+        qsort(*out, *n, sizeof **out, entry_cmp);
+    return e;
 }
 
 envlog_err envlog_state_each(envlog_state *st,
@@ -183,16 +191,16 @@ envlog_err envlog_state_dump(envlog_state *st, envlog_write_fn fn, void *ctx)
 
 /* ------------------------------------------------------- for snapshots */
 
-envlog_err envlog_state_items(envlog_state *st,
-                              envlog_err (*fn)(void *ctx, const envlog_state_item *it),
-                              void *ctx)
+envlog_err envlog_state_items_x(envlog_state *st, bool canonical,
+                                envlog_err (*fn)(void *ctx, const envlog_state_item *it),
+                                void *ctx)
 {
     pthread_rwlock_wrlock(&st->lock);
     envlog_err e = envlog_state_load_all(st);
     envlog_entry_x **v = NULL;
     size_t n = 0;
     if (!e)
-        e = sorted(st, &v, &n);
+        e = canonical ? sorted(st, &v, &n) : listed(st, &v, &n);
     for (size_t i = 0; !e && i < n; i++) {
         envlog_entry_x *x = v[i];
         envlog_bytes b;
@@ -222,6 +230,13 @@ envlog_err envlog_state_items(envlog_state *st,
     envlog_free(v);
     pthread_rwlock_unlock(&st->lock);
     return e;
+}
+
+envlog_err envlog_state_items(envlog_state *st,
+                              envlog_err (*fn)(void *ctx, const envlog_state_item *it),
+                              void *ctx)
+{
+    return envlog_state_items_x(st, true, fn, ctx);
 }
 
 /* ------------------------------------------------------------- digest */

@@ -12,12 +12,14 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
 #include <sys/inotify.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -1589,6 +1591,77 @@ static char *names_of(envlog_env *env, const envlog_id128 *id, uint64_t *pid)
     return out;
 }
 
+/* Where this process maps a segment file of the environment at `real`
+ * (/proc/self/maps): false when it maps none. */
+static bool seg_mapping(const char *real, uintptr_t *lo, uintptr_t *hi)
+{
+    FILE *f = fopen("/proc/self/maps", "r");
+    ck_assert_ptr_nonnull(f);
+    char line[8192];
+    bool found = false;
+    while (!found && fgets(line, sizeof line, f)) {
+        const char *path = strchr(line, '/');
+        found = path && !strncmp(path, real, strlen(real)) && strstr(path, ".log\n") &&
+                sscanf(line, "%" SCNxPTR "-%" SCNxPTR, lo, hi) == 2;
+    }
+    fclose(f);
+    return found;
+}
+
+START_TEST(test_sync_close_unmaps_written)
+{
+    /* At sync=close the pages a session has written are unmapped as they
+     * go to writeback (a page written back while mapped writable costs a
+     * TLB flush of its own): the mapping shrinks from its front, and what
+     * the process maps in the hole later is its own: neither a forked
+     * child nor the session's end unmaps it.  Every record reads back. */
+    char *dir = tu_mkdtemp("unmapped");
+    char *real = realpath(dir, NULL);
+    ck_assert_ptr_nonnull(real);
+    envlog_env *env = tu_env(dir);
+    envlog_session *s;
+    envlog_session_opts o = tu_opts("unmapped", 64u << 20);
+    o.sync = ENVLOG_SYNC_CLOSE;
+    ck_assert_ok(envlog_session_begin(env, &o, &s));
+    ck_assert_ok(tu_record_tune(s, "t", 0, 0, NULL));
+    uintptr_t lo0, hi0, lo, hi;
+    ck_assert(seg_mapping(real, &lo0, &hi0));
+    enum { N = 800 }; /* 800 records of over 4 KiB: past three 1 MiB steps */
+    for (unsigned i = 1; i < N; i++)
+        ck_assert_ok(tu_record_tune(s, "t", i, 4096, NULL));
+    ck_assert(seg_mapping(real, &lo, &hi));
+    ck_assert(hi == hi0);
+    ck_assert_msg(lo >= lo0 + (2u << 20), "%zu bytes unmapped", (size_t)(lo - lo0));
+    size_t hole = (size_t)(lo - lo0);
+    uint8_t *mine = mmap((void *)lo0, hole, PROT_READ | PROT_WRITE,
+                         MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+    ck_assert_ptr_eq(mine, (void *)lo0);
+    memset(mine, 0x5a, hole);
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0)
+        _exit(mine[0] == 0x5a && mine[hole - 1] == 0x5a ? 0 : 1);
+    int status;
+    ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "child: %d", status);
+    envlog_id128 id = envlog_session_id(s);
+    ck_assert_ok(envlog_session_end(s));
+    ck_assert_uint_eq(mine[0], 0x5a);
+    ck_assert_uint_eq(mine[hole - 1], 0x5a);
+    munmap(mine, hole);
+    ck_assert(!seg_mapping(real, &lo, &hi));
+    tu_readback rb;
+    ck_assert_ok(tu_read_session(env, &id, &rb));
+    ck_assert_uint_eq(rb.n_corrupt + rb.n_truncated, 0);
+    ck_assert_uint_eq(rb.n, N + 1); /* and the SESSION record */
+    tu_readback_free(&rb);
+    envlog_env_close(env);
+    tu_rmrf(dir);
+    free(real);
+    free(dir);
+}
+END_TEST
+
 START_TEST(test_fork_child_session)
 {
     /* A forked child's records land in a session of its own: not the
@@ -1786,6 +1859,7 @@ Suite *suite_session(void)
     tcase_add_test(tc, test_processes);
     tcase_add_test(tc, test_threads);
     tcase_add_test(tc, test_fork_child_session);
+    tcase_add_test(tc, test_sync_close_unmaps_written);
     tcase_add_test(tc, test_lock_held_by_writer);
     tcase_add_test(tc, test_begin_while_readers_look);
     return s;
