@@ -48,14 +48,15 @@ static size_t log_bytes(double payload)
 }
 
 /* The limit runs: `n` records' log bytes copied into a new file as
- * envlog's writer would (1 MiB preallocation steps, a shared mapping),
- * then, for the sync=close bound, one fdatasync. */
+ * envlog's writer would (1 MiB preallocation steps, a shared mapping; for
+ * the sync=close bound, each finished step unmapped and its writeback
+ * started), then, for that bound, one fdatasync. */
 static void run_limit(const rec_ctx *c, uint64_t n, const char *dir, bench_run *out)
 {
     static uint8_t src[(1u << 20) + 4096];
     char path[4300];
     size_t per = log_bytes(c->payload), step = 1u << 20;
-    size_t len = per * n, map_len = (len + step - 1) / step * step, alloc = 0;
+    size_t len = per * n, map_len = (len + step - 1) / step * step, alloc = 0, unmapped = 0;
     if (per > sizeof src)
         bench_die("a %zu-byte record is over the limit runs' buffer", per);
     memset(src, 0x5a, per);
@@ -74,16 +75,21 @@ static void run_limit(const rec_ctx *c, uint64_t n, const char *dir, bench_run *
             int rc = posix_fallocate(fd, (off_t)alloc, (off_t)step);
             if (rc)
                 bench_die("preallocating %s: %s", path, strerror(rc));
-            /* As envlog's writer: the disk starts on each finished step. */
-            if (c->limit == 2 && alloc)
+            /* As envlog's writer: the disk starts on each finished step,
+             * unmapped first (it is never written again). */
+            if (c->limit == 2 && alloc) {
+                size_t done = at / 4096 * 4096;
+                munmap(m + unmapped, done - unmapped);
+                unmapped = done;
                 sync_file_range(fd, (off_t)(alloc - step), (off_t)step, SYNC_FILE_RANGE_WRITE);
+            }
             alloc += step;
         }
         memcpy(m + at, src, per);
     }
     if (c->limit == 2 && fdatasync(fd))
         bench_die("syncing %s: %s", path, strerror(errno));
-    munmap(m, map_len);
+    munmap(m + unmapped, map_len - unmapped);
     close(fd);
     uint64_t t1 = bench_now_ns();
     *out = (bench_run){(double)(t1 - t0) / 1e9, (double)n, (double)n * c->payload,
