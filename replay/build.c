@@ -12,29 +12,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static bool ns_taken(const envlog_build_opts *o, const char *ns)
-{
-    if (!o->n_prefixes)
-        return true;
-    for (size_t i = 0; i < o->n_prefixes; i++)
-        if (ns && envlog_ns_under(ns, o->prefixes[i]))
-            return true;
-    return false;
-}
-
-static envlog_err grow(void **v, size_t *cap, size_t n, size_t elem)
-{
-    if (n < *cap)
-        return ENVLOG_OK;
-    size_t c = *cap ? 2 * *cap : 16;
-    void *p = envlog_realloc(*v, c * elem);
-    if (!p)
-        return envlog__fail(ENVLOG_NOMEM, "building a snapshot");
-    *v = p;
-    *cap = c;
-    return ENVLOG_OK;
-}
-
 static const char *dup_str(build_ctx *b, const char *s)
 {
     if (!s)
@@ -56,7 +33,7 @@ static void note_session(build_ctx *b, const envlog_session_rec *s)
     bool seen = false;
     for (size_t i = 0; i < b->n_runtimes && !seen; i++)
         seen = !strcmp(b->runtimes[i], rt);
-    if (!seen && !grow((void **)&b->runtimes, &b->cap_runtimes, b->n_runtimes,
+    if (!seen && !envlog_build_grow((void **)&b->runtimes, &b->cap_runtimes, b->n_runtimes,
                        sizeof *b->runtimes))
         b->runtimes[b->n_runtimes++] = dup_str(b, rt);
     for (size_t i = 0; i < b->n_envs; i++) {
@@ -73,7 +50,7 @@ static void note_session(build_ctx *b, const envlog_session_rec *s)
                 return;
         }
     }
-    if (grow((void **)&b->envs, &b->cap_envs, b->n_envs, sizeof *b->envs)) {
+    if (envlog_build_grow((void **)&b->envs, &b->cap_envs, b->n_envs, sizeof *b->envs)) {
         b->err = ENVLOG_NOMEM;
         return;
     }
@@ -123,7 +100,7 @@ static envlog_err track_seq(build_ctx *b, const envlog_stamp *st)
                 b->ss[i].last_seq = st->seq;
             return ENVLOG_OK;
         }
-    envlog_err e = grow((void **)&b->ss, &b->cap_ss, b->n_ss, sizeof *b->ss);
+    envlog_err e = envlog_build_grow((void **)&b->ss, &b->cap_ss, b->n_ss, sizeof *b->ss);
     if (e)
         return e;
     b->ss[b->n_ss] = (envlog_build_session){st->session, st->seq, false};
@@ -190,11 +167,11 @@ static envlog_err build_visit(void *ctx, const envlog_merge_rec *m)
     const char *ns = record_ns(m, nsbuf, sizeof nsbuf);
     /* A tombstone explains an absence: it is history at every level. */
     bool keep = (session && !b->o->anonymous) ||
-                (rec->kind == ENVLOG_KIND_FORGET && (!ns || ns_taken(b->o, ns))) ||
-                (b->o->evidence == ENVLOG_EVIDENCE_ALL && (!ns || ns_taken(b->o, ns)));
+                (rec->kind == ENVLOG_KIND_FORGET && (!ns || envlog_build_ns_taken(b->o, ns))) ||
+                (b->o->evidence == ENVLOG_EVIDENCE_ALL && (!ns || envlog_build_ns_taken(b->o, ns)));
     if (!keep)
         return b->err;
-    if ((e = grow((void **)&b->h, &b->cap_h, b->n_h, sizeof *b->h)))
+    if ((e = envlog_build_grow((void **)&b->h, &b->cap_h, b->n_h, sizeof *b->h)))
         return e;
     hist_rec *h = &b->h[b->n_h];
     memset(h, 0, sizeof *h);
@@ -218,155 +195,6 @@ static const char *source_path(build_ctx *b, const envlog_env *env)
     const char *d = dup_str(b, abs ? abs : p);
     free(abs);
     return d ? d : "";
-}
-
-/* An item of the new snapshot: an entry or a piece of history. */
-typedef struct item_ref {
-    envlog_snap_item item;
-    bool indexed;
-    uint64_t hash;
-    uint8_t *owned; /* a re-encoded record, for --evidence none */
-    const char *ns; /* a tune or kernel entry's namespace */
-} item_ref;
-
-typedef struct items_ctx {
-    build_ctx *b;
-    item_ref *v;
-    size_t n, cap;
-    const char **nss;
-    size_t n_nss;
-    uint64_t tunes, kernels, users;
-} items_ctx;
-
-/* The tune record without its trials (--evidence none). */
-static envlog_err strip_trials(const envlog_bytes *in, uint8_t **out, size_t *n)
-{
-    envlog_record rec;
-    envlog_arena a = {0};
-    envlog_buf b = {0};
-    envlog_err e = envlog_event_decode(in->data, in->size, &rec, &a);
-    if (!e) {
-        rec.u.tune.n_trials = 0;
-        rec.u.tune.trials = NULL;
-        e = envlog_event_encode(&b, ENVLOG_KIND_TUNE, &rec.stamp, rec.effect,
-                                ENVLOG_LEVEL_FULL, &rec.u.tune);
-    }
-    envlog_arena_free(&a);
-    if (e) {
-        envlog_buf_free(&b);
-        return e;
-    }
-    *out = b.p;
-    *n = b.len;
-    return ENVLOG_OK;
-}
-
-static envlog_err take_item(void *ctx, const envlog_state_item *it)
-{
-    items_ctx *c = ctx;
-    envlog_err e;
-    if (it->table != ENVLOG_TABLE_USER && !ns_taken(c->b->o, it->ns))
-        return ENVLOG_OK;
-    if (!it->payload.size)
-        return ENVLOG_OK; /* no record kept: cannot happen with keep_payloads */
-    if ((e = grow((void **)&c->v, &c->cap, c->n, sizeof *c->v)))
-        return e;
-    item_ref *r = &c->v[c->n];
-    memset(r, 0, sizeof *r);
-    r->item.kind = ENVLOG_KIND_ENTRY;
-    r->item.table = it->table;
-    r->item.origin = it->origin;
-    r->item.rule = it->rule;
-    r->item.stamp = it->stamp;
-    r->item.unix_ns = it->unix_ns;
-    r->item.record = it->payload;
-    r->indexed = it->table != ENVLOG_TABLE_USER;
-    r->hash = it->key_hash;
-    r->ns = r->indexed ? it->ns : NULL;
-    if (it->table == ENVLOG_TABLE_TUNE && c->b->o->evidence == ENVLOG_EVIDENCE_NONE) {
-        size_t n;
-        if ((e = strip_trials(&it->payload, &r->owned, &n)))
-            return e;
-        r->item.record.data = r->owned;
-        r->item.record.size = n;
-    }
-    if (it->table == ENVLOG_TABLE_TUNE)
-        c->tunes++;
-    else if (it->table == ENVLOG_TABLE_KERNEL)
-        c->kernels++;
-    else
-        c->users++;
-    c->n++;
-    return ENVLOG_OK;
-}
-
-static int ptr_cmp(const void *a, const void *b)
-{
-    uintptr_t x = (uintptr_t)*(const char *const *)a, y = (uintptr_t)*(const char *const *)b;
-    return (x > y) - (x < y);
-}
-
-static int str_cmp(const void *a, const void *b)
-{
-    return strcmp(*(const char *const *)a, *(const char *const *)b);
-}
-
-/* The namespaces of the tune and kernel entries taken, each once, sorted:
- * the state interns them, so one namespace is one pointer. */
-static envlog_err items_namespaces(items_ctx *c)
-{
-    size_t n = 0;
-    for (size_t i = 0; i < c->n; i++)
-        n += c->v[i].ns != NULL;
-    if (!n)
-        return ENVLOG_OK;
-    if (!(c->nss = envlog_malloc(n * sizeof *c->nss)))
-        return envlog__fail(ENVLOG_NOMEM, "building a snapshot");
-    for (size_t i = 0; i < c->n; i++)
-        if (c->v[i].ns)
-            c->nss[c->n_nss++] = c->v[i].ns;
-    qsort(c->nss, n, sizeof *c->nss, ptr_cmp);
-    size_t k = 0;
-    for (size_t i = 0; i < n; i++)
-        if (!k || c->nss[k - 1] != c->nss[i])
-            c->nss[k++] = c->nss[i];
-    c->n_nss = k;
-    qsort(c->nss, k, sizeof *c->nss, str_cmp);
-    return ENVLOG_OK;
-}
-
-/* What the items are sorted by, apart from them: sorting the items
- * themselves (over 100 bytes each) moved them several times over. */
-typedef struct item_key {
-    uint64_t unix_ns, seq;
-    envlog_id128 session;
-    uint32_t kind, at; /* the item's kind, its place in items_ctx.v */
-} item_key;
-
-static int item_cmp(const void *a, const void *b)
-{
-    const item_key *x = a, *y = b;
-    int c = envlog_order_cmp(x->unix_ns, &x->session, x->seq, y->unix_ns, &y->session, y->seq);
-    if (c)
-        return c;
-    if (x->kind != y->kind)
-        return x->kind < y->kind ? -1 : 1;
-    return (x->at > y->at) - (x->at < y->at);
-}
-
-/* The items' places in the total order (then by kind). */
-static item_key *items_order(const items_ctx *ic)
-{
-    item_key *k = ic->n ? envlog_malloc(ic->n * sizeof *k) : NULL;
-    if (!k)
-        return NULL;
-    for (size_t i = 0; i < ic->n; i++) {
-        const envlog_snap_item *it = &ic->v[i].item;
-        k[i] = (item_key){it->unix_ns, it->stamp.seq, it->stamp.session, (uint32_t)it->kind,
-                          (uint32_t)i};
-    }
-    qsort(k, ic->n, sizeof *k, item_cmp);
-    return k;
 }
 
 static int stamp_cmp(const void *a, const void *b)
@@ -514,7 +342,7 @@ envlog_err envlog_snapshot_build(envlog_env *env, const envlog_build_opts *o,
 {
     memset(res, 0, sizeof *res);
     build_ctx b = {.o = o};
-    items_ctx ic = {.b = &b};
+    items_ctx ic = {0};
     envlog_snapw w = {.hold = o->hold_encodings ? ENVLOG_SNAPW_HOLD : 0};
     envlog_stamp *entry_stamps = NULL;
     item_key *order = NULL;
@@ -575,9 +403,7 @@ envlog_err envlog_snapshot_build(envlog_env *env, const envlog_build_opts *o,
         e = envlog_state_digest(b.st, &res->digest);
 
     if (!e)
-        e = envlog_state_items_x(b.st, false, take_item, &ic); /* sorted below */
-    if (!e)
-        e = items_namespaces(&ic);
+        e = envlog_build_items(&b, &ic);
     if (e)
         goto out;
     /* History records that are an entry's own record are the entry. */
@@ -610,7 +436,7 @@ envlog_err envlog_snapshot_build(envlog_env *env, const envlog_build_opts *o,
             }
             continue;
         }
-        if ((e = grow((void **)&ic.v, &ic.cap, ic.n, sizeof *ic.v)))
+        if ((e = envlog_build_grow((void **)&ic.v, &ic.cap, ic.n, sizeof *ic.v)))
             goto out;
         item_ref *r = &ic.v[ic.n++];
         memset(r, 0, sizeof *r);
@@ -621,7 +447,7 @@ envlog_err envlog_snapshot_build(envlog_env *env, const envlog_build_opts *o,
         e = envlog__fail(ENVLOG_NOMEM, "building a snapshot: %zu records", ic.n);
         goto out;
     }
-    if (ic.n && !(order = items_order(&ic))) {
+    if (ic.n && !(order = envlog_build_items_order(&ic))) {
         e = envlog__fail(ENVLOG_NOMEM, "building a snapshot");
         goto out;
     }
@@ -638,7 +464,7 @@ envlog_err envlog_snapshot_build(envlog_env *env, const envlog_build_opts *o,
     res->n_ns_entries = ic.n_nss;
     for (size_t i = 0; i < ic.n; i++) {
         const char **at = ic.v[i].ns ? bsearch(&ic.v[i].ns, ic.nss, ic.n_nss, sizeof *ic.nss,
-                                               str_cmp)
+                                               envlog_build_str_cmp)
                                      : NULL;
         if (at)
             res->ns_entries[at - ic.nss]++;

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * build_int.h - what building a snapshot (build.c) shares with the history
- * it keeps (retention.c); nothing else includes it.
+ * build_int.h - what building a snapshot (build.c) shares with the items it
+ * lays out (build_items.c) and the history it keeps (retention.c); nothing
+ * else includes it.
  */
 #ifndef ENVLOG_BUILD_INT_H
 #define ENVLOG_BUILD_INT_H
@@ -35,6 +36,42 @@ typedef struct build_ctx {
     envlog_snap_source *sources;   /* per environment read (list_sources) */
     const envlog_merge_src *src;   /* what is folded; its snapshots stay mapped */
 } build_ctx;
+
+/* An item of the new snapshot: an entry or a piece of history. */
+typedef struct item_ref {
+    envlog_snap_item item;
+    bool indexed;
+    uint64_t hash;
+    uint8_t *owned; /* a re-encoded record, for --evidence none */
+    const char *ns; /* a tune or kernel entry's namespace */
+} item_ref;
+
+typedef struct items_ctx {
+    build_ctx *b;
+    item_ref *v;
+    size_t n, cap;
+    const char **nss;
+    size_t n_nss;
+    uint64_t tunes, kernels, users;
+} items_ctx;
+
+/* What the items are sorted by, apart from them: sorting the items
+ * themselves (over 100 bytes each) moved them several times over. */
+typedef struct item_key {
+    uint64_t unix_ns, seq;
+    envlog_id128 session;
+    uint32_t kind, at; /* the item's kind, its place in items_ctx.v */
+} item_key;
+
+bool envlog_build_ns_taken(const envlog_build_opts *o, const char *ns);
+/* Grows *v (of *cap elements of `elem` bytes) to hold n + 1. */
+envlog_err envlog_build_grow(void **v, size_t *cap, size_t n, size_t elem);
+int envlog_build_str_cmp(const void *a, const void *b);
+/* The standing entries of b->st (and the user records) into `ic`, with
+ * their namespaces (ic->nss: each once, sorted). */
+envlog_err envlog_build_items(build_ctx *b, items_ctx *ic);
+/* The items' places in the total order (then by kind); NULL: no memory. */
+item_key *envlog_build_items_order(const items_ctx *ic);
 
 /* Which sessions keep their history: the newest history_sessions of those
  * the snapshot knows, younger than history_age_ns (each when set); and the

@@ -1,0 +1,166 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * build_items.c - what a snapshot build lays out of the folded state: the
+ * standing entries under the namespaces asked for (tune records without
+ * their trials at --evidence none), their namespaces, and their places in
+ * the total order.
+ */
+#include "build_int.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+bool envlog_build_ns_taken(const envlog_build_opts *o, const char *ns)
+{
+    if (!o->n_prefixes)
+        return true;
+    for (size_t i = 0; i < o->n_prefixes; i++)
+        if (ns && envlog_ns_under(ns, o->prefixes[i]))
+            return true;
+    return false;
+}
+
+envlog_err envlog_build_grow(void **v, size_t *cap, size_t n, size_t elem)
+{
+    if (n < *cap)
+        return ENVLOG_OK;
+    size_t c = *cap ? 2 * *cap : 16;
+    void *p = envlog_realloc(*v, c * elem);
+    if (!p)
+        return envlog__fail(ENVLOG_NOMEM, "building a snapshot");
+    *v = p;
+    *cap = c;
+    return ENVLOG_OK;
+}
+
+/* The tune record without its trials (--evidence none). */
+static envlog_err strip_trials(const envlog_bytes *in, uint8_t **out, size_t *n)
+{
+    envlog_record rec;
+    envlog_arena a = {0};
+    envlog_buf b = {0};
+    envlog_err e = envlog_event_decode(in->data, in->size, &rec, &a);
+    if (!e) {
+        rec.u.tune.n_trials = 0;
+        rec.u.tune.trials = NULL;
+        e = envlog_event_encode(&b, ENVLOG_KIND_TUNE, &rec.stamp, rec.effect,
+                                ENVLOG_LEVEL_FULL, &rec.u.tune);
+    }
+    envlog_arena_free(&a);
+    if (e) {
+        envlog_buf_free(&b);
+        return e;
+    }
+    *out = b.p;
+    *n = b.len;
+    return ENVLOG_OK;
+}
+
+static envlog_err take_item(void *ctx, const envlog_state_item *it)
+{
+    items_ctx *c = ctx;
+    envlog_err e;
+    if (it->table != ENVLOG_TABLE_USER && !envlog_build_ns_taken(c->b->o, it->ns))
+        return ENVLOG_OK;
+    if (!it->payload.size)
+        return ENVLOG_OK; /* no record kept: cannot happen with keep_payloads */
+    if ((e = envlog_build_grow((void **)&c->v, &c->cap, c->n, sizeof *c->v)))
+        return e;
+    item_ref *r = &c->v[c->n];
+    memset(r, 0, sizeof *r);
+    r->item.kind = ENVLOG_KIND_ENTRY;
+    r->item.table = it->table;
+    r->item.origin = it->origin;
+    r->item.rule = it->rule;
+    r->item.stamp = it->stamp;
+    r->item.unix_ns = it->unix_ns;
+    r->item.record = it->payload;
+    r->indexed = it->table != ENVLOG_TABLE_USER;
+    r->hash = it->key_hash;
+    r->ns = r->indexed ? it->ns : NULL;
+    if (it->table == ENVLOG_TABLE_TUNE && c->b->o->evidence == ENVLOG_EVIDENCE_NONE) {
+        size_t n;
+        if ((e = strip_trials(&it->payload, &r->owned, &n)))
+            return e;
+        r->item.record.data = r->owned;
+        r->item.record.size = n;
+    }
+    if (it->table == ENVLOG_TABLE_TUNE)
+        c->tunes++;
+    else if (it->table == ENVLOG_TABLE_KERNEL)
+        c->kernels++;
+    else
+        c->users++;
+    c->n++;
+    return ENVLOG_OK;
+}
+
+static int ptr_cmp(const void *a, const void *b)
+{
+    uintptr_t x = (uintptr_t)*(const char *const *)a, y = (uintptr_t)*(const char *const *)b;
+    return (x > y) - (x < y);
+}
+
+int envlog_build_str_cmp(const void *a, const void *b)
+{
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* The namespaces of the tune and kernel entries taken, each once, sorted:
+ * the state interns them, so one namespace is one pointer. */
+static envlog_err items_namespaces(items_ctx *c)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < c->n; i++)
+        n += c->v[i].ns != NULL;
+    if (!n)
+        return ENVLOG_OK;
+    if (!(c->nss = envlog_malloc(n * sizeof *c->nss)))
+        return envlog__fail(ENVLOG_NOMEM, "building a snapshot");
+    for (size_t i = 0; i < c->n; i++)
+        if (c->v[i].ns)
+            c->nss[c->n_nss++] = c->v[i].ns;
+    qsort(c->nss, n, sizeof *c->nss, ptr_cmp);
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++)
+        if (!k || c->nss[k - 1] != c->nss[i])
+            c->nss[k++] = c->nss[i];
+    c->n_nss = k;
+    qsort(c->nss, k, sizeof *c->nss, envlog_build_str_cmp);
+    return ENVLOG_OK;
+}
+
+static int item_cmp(const void *a, const void *b)
+{
+    const item_key *x = a, *y = b;
+    int c = envlog_order_cmp(x->unix_ns, &x->session, x->seq, y->unix_ns, &y->session, y->seq);
+    if (c)
+        return c;
+    if (x->kind != y->kind)
+        return x->kind < y->kind ? -1 : 1;
+    return (x->at > y->at) - (x->at < y->at);
+}
+
+/* The items' places in the total order (then by kind). */
+item_key *envlog_build_items_order(const items_ctx *ic)
+{
+    item_key *k = ic->n ? envlog_malloc(ic->n * sizeof *k) : NULL;
+    if (!k)
+        return NULL;
+    for (size_t i = 0; i < ic->n; i++) {
+        const envlog_snap_item *it = &ic->v[i].item;
+        k[i] = (item_key){it->unix_ns, it->stamp.seq, it->stamp.session, (uint32_t)it->kind,
+                          (uint32_t)i};
+    }
+    qsort(k, ic->n, sizeof *k, item_cmp);
+    return k;
+}
+
+
+envlog_err envlog_build_items(build_ctx *b, items_ctx *ic)
+{
+    ic->b = b;
+    /* In the table's order: the build sorts them by their places. */
+    envlog_err e = envlog_state_items_x(b->st, false, take_item, ic);
+    return e ? e : items_namespaces(ic);
+}
