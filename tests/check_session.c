@@ -1189,32 +1189,38 @@ START_TEST(test_fault_each_call)
 }
 END_TEST
 
-/* At sync=close the writer starts writeback of each finished MiB: a hint.
- * It is made (several times over 3 MiB), and when it fails nothing else
- * does: every record is recorded and reads back. */
+/* At sync=close the writer starts writeback of each finished MiB: a hint,
+ * after unmapping the pages written.  Both are made (several times over
+ * 3 MiB), and when either fails (the first call or the second), nothing
+ * else does: every record is recorded and reads back. */
 START_TEST(test_writeback_hint)
 {
-    char *root = tu_mkdtemp("wb");
-    envlog_env *env = tu_env(root);
-    envlog_session_opts o = tu_opts("wb", 0);
-    o.sync = ENVLOG_SYNC_CLOSE;
-    envlog_session *s;
-    ck_assert_ok(envlog_session_begin(env, &o, &s));
-    envlog_id128 id = envlog_session_id(s);
-    tu_fault_arm(TU_WRITEBACK, 1, EIO);
-    for (unsigned i = 0; i < 1500; i++)
-        ck_assert_ok(tu_record_tune(s, "wb", i, 2000, NULL));
-    ck_assert_ok(envlog_session_end(s));
-    long calls = tu_fault_calls(TU_WRITEBACK);
-    ck_assert(tu_fault_disarm());
-    ck_assert_int_ge(calls, 2);
-    tu_readback rb;
-    ck_assert_ok(tu_read_session(env, &id, &rb));
-    ck_assert_uint_eq(rb.n, 1501);
-    tu_readback_free(&rb);
-    envlog_env_close(env);
-    tu_rmrf(root);
-    free(root);
+    static const tu_call calls_of[] = {TU_WRITEBACK, TU_MUNMAP};
+    for (size_t c = 0; c < 2 * sizeof calls_of / sizeof *calls_of; c++) {
+        tu_call which = calls_of[c / 2];
+        char *root = tu_mkdtemp("wb");
+        envlog_env *env = tu_env(root);
+        envlog_session_opts o = tu_opts("wb", 0);
+        o.sync = ENVLOG_SYNC_CLOSE;
+        envlog_session *s;
+        ck_assert_ok(envlog_session_begin(env, &o, &s));
+        envlog_id128 id = envlog_session_id(s);
+        tu_fault_arm(which, 1 + (long)(c % 2), EIO);
+        for (unsigned i = 0; i < 1500; i++)
+            ck_assert_ok(tu_record_tune(s, "wb", i, 2000, NULL));
+        long calls = tu_fault_calls(which);
+        ck_assert_ok(envlog_session_end(s));
+        tu_fault_disarm();
+        ck_assert_msg(calls >= 2, "%s: %ld calls", tu_call_names[which], calls);
+        tu_readback rb;
+        ck_assert_ok(tu_read_session(env, &id, &rb));
+        ck_assert_uint_eq(rb.n_corrupt + rb.n_truncated, 0);
+        ck_assert_uint_eq(rb.n, 1501);
+        tu_readback_free(&rb);
+        envlog_env_close(env);
+        tu_rmrf(root);
+        free(root);
+    }
 }
 END_TEST
 
