@@ -216,6 +216,5 @@ void envlog_segw_abandon(envlog_segw *w)
     envlog_segw_unmap(w, io->munmap);
     if (w->fd >= 0)
         io->close(w->fd);
-    w->map = NULL;
     w->fd = -1;
 }

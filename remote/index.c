@@ -198,8 +198,6 @@ envlog_err envlog_rsync_get(envlog_rsync *s, const char *key, uint64_t size, siz
     const char *argv[2] = {"GET", key};
     envlog_rreply *r;
     envlog_err e = envlog_rconn_call(s->c, size ? (size_t)size : max, &r, 2, argv, NULL);
-    if (e == ENVLOG_TOO_BIG)
-        return e;
     if (e)
         return e;
     if (r->type == ENVLOG_R_ERROR)
