@@ -51,6 +51,10 @@ long envlog_alloc_fail_reset(void);
  * POSIX call it names: -1 and errno on failure. */
 typedef struct envlog_io {
     int (*open)(const char *path, int flags, mode_t mode);
+    /* Never follows a symbolic link: a relative name of several
+     * components under a directory (not AT_FDCWD) is resolved beneath it,
+     * none of them a link or "..": ELOOP, EXDEV (openat2's RESOLVE_BENEATH
+     * | RESOLVE_NO_SYMLINKS, or a walk of its components without it). */
     int (*openat)(int dirfd, const char *path, int flags, mode_t mode);
     int (*close)(int fd);
     ssize_t (*pread)(int fd, void *buf, size_t n, off_t off);
@@ -82,6 +86,10 @@ typedef struct envlog_io {
     int (*readdir)(void *dir, const char **name);
     void (*closedir)(void *dir);
 } envlog_io;
+
+/* The table's openat of a name of several components without openat2: a
+ * walk of its components (each opened O_NOFOLLOW; ".." refused, EXDEV). */
+int envlog_openat_walk(int dirfd, const char *path, int flags, mode_t mode);
 
 /* Calls fn(ctx, name) for each entry of the directory `dirfd` (but . and
  * ..), through the table, until fn returns other than ENVLOG_OK: ENVLOG_END

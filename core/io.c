@@ -16,15 +16,83 @@
 #include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
+#if __has_include(<linux/openat2.h>)
+#include <linux/openat2.h>
+#else
+#undef SYS_openat2
+#endif
 
 static int px_open(const char *path, int flags, mode_t mode)
 {
     return open(path, flags | O_CLOEXEC | O_NOFOLLOW, mode);
 }
+/* A name of several components ("snapshot/current") under a directory,
+ * one component at a time, none of them a symbolic link or "..": what
+ * openat2's RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS do where the kernel has
+ * no openat2 (before Linux 5.6) or a filter refuses it. */
+int envlog_openat_walk(int dirfd, const char *path, int flags, mode_t mode)
+{
+    char part[256];
+    int at = dirfd;
+    for (;;) {
+        const char *slash = strchr(path, '/');
+        size_t len = slash ? (size_t)(slash - path) : strlen(path);
+        if (len >= sizeof part || (len == 2 && !memcmp(path, "..", 2))) {
+            if (at != dirfd)
+                close(at);
+            errno = len >= sizeof part ? ENAMETOOLONG : EXDEV;
+            return -1;
+        }
+        memcpy(part, path, len);
+        part[len] = 0;
+        int fd = slash ? openat(at, part, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW)
+                       : openat(at, part, flags | O_CLOEXEC | O_NOFOLLOW, mode);
+        int err = errno;
+        struct stat st;
+        /* O_DIRECTORY | O_NOFOLLOW on a link says ENOTDIR; openat2, ELOOP. */
+        if (fd < 0 && slash && err == ENOTDIR && !fstatat(at, part, &st, AT_SYMLINK_NOFOLLOW) &&
+            S_ISLNK(st.st_mode))
+            err = ELOOP;
+        if (at != dirfd)
+            close(at);
+        if (fd < 0 || !slash) {
+            errno = err;
+            return fd;
+        }
+        at = fd;
+        path = slash + 1;
+    }
+}
+
+/* Whether a component of `path` is "..". */
+static bool up_a_level(const char *path)
+{
+    for (const char *c = path; (c = strstr(c, "..")); c += 2)
+        if ((c == path || c[-1] == '/') && (!c[2] || c[2] == '/'))
+            return true;
+    return false;
+}
+
 static int px_openat(int dirfd, const char *path, int flags, mode_t mode)
 {
-    return openat(dirfd, path, flags | O_CLOEXEC | O_NOFOLLOW, mode);
+    if (dirfd == AT_FDCWD || *path == '/' || !strchr(path, '/'))
+        return openat(dirfd, path, flags | O_CLOEXEC | O_NOFOLLOW, mode);
+    if (up_a_level(path)) /* as the walk does */
+        return errno = EXDEV, -1;
+#ifdef SYS_openat2
+    /* One call where a walk costs a call per component (and a close). */
+    struct open_how how = {
+        .flags = (uint64_t)(flags | O_CLOEXEC | O_NOFOLLOW),
+        .mode = flags & (O_CREAT | O_TMPFILE) ? mode : 0,
+        .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS,
+    };
+    int fd = (int)syscall(SYS_openat2, dirfd, path, &how, sizeof how);
+    if (fd >= 0 || (errno != ENOSYS && errno != EPERM && errno != E2BIG && errno != EINVAL))
+        return fd;
+#endif
+    return envlog_openat_walk(dirfd, path, flags, mode);
 }
 static int px_close(int fd) { return close(fd); }
 static ssize_t px_pread(int fd, void *buf, size_t n, off_t off)

@@ -22,29 +22,48 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+/* snapshot/NAME opened the way every file of an environment is (a regular
+ * file, no symbolic link on the way): the error names what was wrong. */
+static envlog_err open_generation(envlog_env *env, const char *name, int *fd, struct stat *st)
+{
+    const envlog_io *io = envlog_io_get();
+    /* The common cases in one call (a directory and a close fewer): the file
+     * there and regular, or nothing there. */
+    char path[64];
+    snprintf(path, sizeof path, "snapshot/%s", name);
+    *fd = io->openat(env->dirfd, path, O_RDONLY | O_NONBLOCK, 0);
+    if (*fd < 0 && errno == ENOENT)
+        return ENVLOG_NOT_FOUND;
+    if (*fd >= 0 && !io->fstat(*fd, st) && S_ISREG(st->st_mode))
+        return ENVLOG_OK;
+    if (*fd >= 0)
+        io->close(*fd);
+    /* Anything else, step by step, for an error that names its place. */
+    int dfd;
+    envlog_err e = envlog_open_dir(env->dirfd, "snapshot", &dfd);
+    if (e == ENVLOG_BAD_DATA)
+        return envlog__fail(ENVLOG_CORRUPT, "%s", envlog_errmsg());
+    if (e)
+        return e;
+    e = envlog_open_regular(dfd, name, O_RDONLY, 0, fd, st);
+    close(dfd);
+    if (e == ENVLOG_BAD_DATA)
+        return envlog__fail(ENVLOG_CORRUPT, "snapshot/%s", envlog_errmsg());
+    if (e == ENVLOG_PERMISSION)
+        return envlog__fail(ENVLOG_PERMISSION, "snapshot/%s", envlog_errmsg());
+    return e;
+}
+
 envlog_err envlog_snap_map_file(envlog_env *env, const char *name, bool check_all,
                                 envlog_snap **out)
 {
     const envlog_io *io = envlog_io_get();
     *out = NULL;
-    int dfd;
-    envlog_err e = envlog_open_dir(env->dirfd, "snapshot", &dfd);
-    if (e == ENVLOG_NOT_FOUND)
-        return ENVLOG_OK;
-    if (e == ENVLOG_BAD_DATA)
-        return envlog__fail(ENVLOG_CORRUPT, "%s", envlog_errmsg());
-    if (e)
-        return e;
     int fd;
     struct stat st;
-    e = envlog_open_regular(dfd, name, O_RDONLY, 0, &fd, &st);
-    close(dfd);
+    envlog_err e = open_generation(env, name, &fd, &st);
     if (e == ENVLOG_NOT_FOUND)
         return ENVLOG_OK;
-    if (e == ENVLOG_BAD_DATA)
-        return envlog__fail(ENVLOG_CORRUPT, "snapshot/%s", envlog_errmsg());
-    if (e == ENVLOG_PERMISSION)
-        return envlog__fail(ENVLOG_PERMISSION, "snapshot/%s", envlog_errmsg());
     if (e)
         return e;
     if (st.st_size == 0) {
@@ -52,22 +71,27 @@ envlog_err envlog_snap_map_file(envlog_env *env, const char *name, bool check_al
         return envlog__fail(ENVLOG_CORRUPT, "snapshot/%s is empty", name);
     }
     size_t len = (size_t)st.st_size;
-    /* Snapshots are replaced by rename, never rewritten in place, so the
-     * mapping stays whole for as long as it is held. */
-    void *map = io->mmap(len, PROT_READ, fd);
-    if (map == MAP_FAILED) {
+    /* Snapshots are replaced by rename, never rewritten in place, so a
+     * mapping stays whole for as long as it is held.  A full check reads
+     * the mapping; lookups read by pread, and the first walk maps the file
+     * (envlog_snap_next): mapping and unmapping a file cost a lookup as
+     * much as two of its reads. */
+    void *map = NULL;
+    if (check_all && (map = io->mmap(len, PROT_READ, fd)) == MAP_FAILED) {
         int err = errno;
         io->close(fd);
         return envlog__fail_errno(err, "mapping snapshot/%s", name);
     }
     envlog_snap *s;
     if ((e = envlog_snap_load_fd(map, len, fd, check_all, &s))) {
-        io->munmap(map, len);
+        if (map)
+            io->munmap(map, len);
         if (e == ENVLOG_NOMEM || e == ENVLOG_IO)
             return e; /* not the file's fault */
         return envlog__fail(ENVLOG_CORRUPT, "snapshot/%s: %s", name, envlog_errmsg());
     }
-    envlog_snap_own_map(s, map, len);
+    if (map)
+        envlog_snap_own_map(s, map, len);
     *out = s;
     return ENVLOG_OK;
 }

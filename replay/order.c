@@ -369,8 +369,9 @@ static envlog_err stamp_position(merge *m, uint64_t *ns)
         envlog_snap_item it;
         envlog_record rec;
         bool found = false;
+        envlog_err e;
         envlog_snap_rewind(snap);
-        while (!found && envlog_snap_next(snap, &it, &rec) == ENVLOG_OK)
+        while (!found && (e = envlog_snap_next(snap, &it, &rec)) == ENVLOG_OK)
             if (!memcmp(it.stamp.session.b, o->until_session.b, 16) &&
                 it.stamp.seq == o->until_seq) {
                 *ns = it.unix_ns;
@@ -379,6 +380,8 @@ static envlog_err stamp_position(merge *m, uint64_t *ns)
         envlog_snap_rewind(snap);
         if (found)
             return ENVLOG_OK;
+        if (e != ENVLOG_END)
+            return e; /* not read (out of memory, a failed mapping) */
     }
     char hex[33];
     envlog_id_format(&o->until_session, hex);

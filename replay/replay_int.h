@@ -477,6 +477,9 @@ size_t envlog_snap_damages(const envlog_snap *s, const envlog_damage **v);
 /* Hands the mapping [map, map+len) the snapshot was loaded from to it:
  * envlog_snap_unmap() unmaps it. */
 void envlog_snap_own_map(envlog_snap *s, void *map, size_t len);
+/* A snapshot opened for lookups (by pread, from its descriptor) mapped,
+ * once, for the walks that read it whole: ENVLOG_OK when it is. */
+envlog_err envlog_snap_mapped(envlog_snap *s);
 void envlog_snap_unmap(envlog_snap *s);
 /* Whether [p, p+n) lies in the bytes the snapshot was read from (which
  * stay until it is unmapped); false for a NULL snapshot. */

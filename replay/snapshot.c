@@ -124,6 +124,9 @@ envlog_err envlog_snap_load_fd(const uint8_t *p, size_t n, int fd, bool check_al
         s->fr.pos = fr0.pos;
         s->fr.chain = fr0.chain;
         s->fr.chain_start = fr0.chain_start;
+    } else if ((e = envlog_snap_mapped(s))) {
+        envlog_frame_reader_free(&fr0);
+        goto fail;
     } else {
         hs = read_head(&s->fr, &st);
     }
@@ -343,6 +346,9 @@ static void walk_end(envlog_snap *s, const uint8_t *seal, size_t seal_len, size_
 
 envlog_err envlog_snap_next(envlog_snap *s, envlog_snap_item *it, envlog_record *rec)
 {
+    envlog_err e0 = envlog_snap_mapped(s);
+    if (e0)
+        return e0;
     if (s->chain_pending)
         walk_chain(s);
     for (;;) {
@@ -458,10 +464,22 @@ void envlog_snap_own_map(envlog_snap *s, void *map, size_t len)
     s->map_len = len;
 }
 
+envlog_err envlog_snap_mapped(envlog_snap *s)
+{
+    if (s->p)
+        return ENVLOG_OK;
+    void *map = envlog_io_get()->mmap(s->n, PROT_READ, s->fd);
+    if (map == MAP_FAILED) /* the system's failure, never the file's */
+        return envlog__fail_errno(errno, "mapping a snapshot");
+    envlog_snap_own_map(s, map, s->n);
+    s->p = s->fr.p = map;
+    return ENVLOG_OK;
+}
+
 bool envlog_snap_holds(const envlog_snap *s, const void *p, size_t n)
 {
     const uint8_t *b = p;
-    return s && b >= s->p && b <= s->p + s->n && n <= (size_t)(s->p + s->n - b);
+    return s && s->p && b >= s->p && b <= s->p + s->n && n <= (size_t)(s->p + s->n - b);
 }
 
 void envlog_snap_unmap(envlog_snap *s)

@@ -7,9 +7,14 @@
 #include "suites.h"
 #include "testutil.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 static const envlog_stamp stamp0 = {
     {{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15}}, 3, 7};
@@ -1533,6 +1538,56 @@ END_TEST
 
 /* The library says the version its header says, as text and as a number
  * that orders versions. */
+/* The table's openat of a name of several components, through openat2
+ * and through the walk that stands in for it: the file beneath, never a
+ * symbolic link on the way, never "..". */
+START_TEST(test_openat_beneath)
+{
+    char *dir = tu_mkdtemp("beneath");
+    char p[4200];
+    ck_assert_int_eq(mkdir(tu_path(dir, "a"), 0700), 0);
+    ck_assert_int_eq(mkdir(tu_path(dir, "a/b"), 0700), 0);
+    snprintf(p, sizeof p, "%s/a/b/f", dir);
+    tu_write(p, "beneath", 7);
+    ck_assert_int_eq(symlink("a", tu_path(dir, "la")), 0);
+    ck_assert_int_eq(symlink("f", tu_path(dir, "a/b/lf")), 0);
+    int dfd = open(dir, O_RDONLY | O_DIRECTORY);
+    ck_assert_int_ge(dfd, 0);
+    for (int way = 0; way < 2; way++) {
+        int (*op)(int, const char *, int, mode_t) =
+            way ? envlog_openat_walk : envlog_io_posix()->openat;
+        char got[8] = {0};
+        int fd = op(dfd, "a/b/f", O_RDONLY, 0);
+        ck_assert_msg(fd >= 0, "way %d: %s", way, strerror(errno));
+        ck_assert_int_eq(pread(fd, got, 7, 0), 7);
+        ck_assert_str_eq(got, "beneath");
+        ck_assert_int_eq(fcntl(fd, F_GETFD) & FD_CLOEXEC, FD_CLOEXEC);
+        close(fd);
+        errno = 0;
+        ck_assert_int_eq(op(dfd, "la/b/f", O_RDONLY, 0), -1); /* a link on the way */
+        ck_assert_int_eq(errno, ELOOP);
+        ck_assert_int_eq(op(dfd, "a/b/lf", O_RDONLY, 0), -1); /* a link at the end */
+        ck_assert_int_eq(errno, ELOOP);
+        ck_assert_int_eq(op(dfd, "a/../a/b/f", O_RDONLY, 0), -1);
+        ck_assert_int_eq(errno, EXDEV);
+        ck_assert_int_eq(op(dfd, "a/x/f", O_RDONLY, 0), -1);
+        ck_assert_int_eq(errno, ENOENT);
+        ck_assert_int_eq(op(dfd, "a/b/f/g", O_RDONLY, 0), -1);
+        ck_assert_int_eq(errno, ENOTDIR);
+        /* Created beneath, with its mode. */
+        fd = op(dfd, way ? "a/b/new1" : "a/b/new0", O_WRONLY | O_CREAT | O_EXCL, 0600);
+        ck_assert_int_ge(fd, 0);
+        struct stat st;
+        ck_assert_int_eq(fstat(fd, &st), 0);
+        ck_assert_uint_eq(st.st_mode & 0077, 0); /* 0600, less the umask */
+        close(fd);
+    }
+    close(dfd);
+    tu_rmrf(dir);
+    free(dir);
+}
+END_TEST
+
 START_TEST(test_version)
 {
     ck_assert_uint_eq(envlog_version(), ENVLOG_VERSION_NUMBER);
@@ -1583,6 +1638,7 @@ Suite *suite_core(void)
     tcase_add_test(tc, test_ids_and_hashes);
     tcase_add_test(tc, test_names);
     tcase_add_test(tc, test_errmsg);
+    tcase_add_test(tc, test_openat_beneath);
 
     tc = tu_tcase(s, "alloc", 300);
     tcase_add_loop_test(tc, test_alloc_fail_encode, 0, 8);
