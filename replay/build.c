@@ -133,6 +133,27 @@ static const char *record_ns(const envlog_merge_rec *m, char *buf, size_t size)
     return buf;
 }
 
+/* How the merge's record comes to the fold.  Sessions' bytes stay with
+ * the state, which keeps their segments; snapshots stay mapped until the
+ * build ends: a record read in place is referred to, one reassembled from
+ * fragments copied. */
+static envlog_fold_opts fold_opts_of(const build_ctx *b, const envlog_merge_rec *m)
+{
+    const envlog_record *rec = m->r.rec;
+    bool kept = m->item ? envlog_snap_holds(b->src[m->source].snap, rec->payload.data,
+                                            rec->payload.size)
+                        : m->kept;
+    return (envlog_fold_opts){.slices = m->slices, .item = m->item,
+                              .kept = kept, .loc = m->item ? NULL : m->loc};
+}
+
+static void build_coming(void *ctx, const envlog_merge_rec *m)
+{
+    const build_ctx *b = ctx;
+    envlog_fold_opts fo = fold_opts_of(b, m);
+    envlog_state_fold_hint(b->st, m->r.rec, &fo);
+}
+
 static envlog_err build_visit(void *ctx, const envlog_merge_rec *m)
 {
     build_ctx *b = ctx;
@@ -140,14 +161,7 @@ static envlog_err build_visit(void *ctx, const envlog_merge_rec *m)
     const envlog_record *rec = r->rec;
     size_t source = m->source;
     envlog_err e;
-    /* Sessions' bytes stay with the state, which keeps their segments;
-     * snapshots stay mapped until the build ends: a record read in place
-     * is referred to, one reassembled from fragments copied. */
-    bool kept = m->item ? envlog_snap_holds(b->src[source].snap, rec->payload.data,
-                                            rec->payload.size)
-                        : m->kept;
-    envlog_fold_opts fo = {.slices = m->slices, .item = m->item,
-                           .kept = kept, .loc = m->item ? NULL : m->loc};
+    envlog_fold_opts fo = fold_opts_of(b, m);
     if ((e = envlog_state_fold_x(b->st, rec, r->unix_ns, &fo)) ||
         (e = track_seq(b, &rec->stamp)))
         return e;
@@ -388,7 +402,7 @@ envlog_err envlog_snapshot_build(envlog_env *env, const envlog_build_opts *o,
                                     .on_progress = o->on_progress ? reading : NULL,
                                     .ctx = o->on_progress ? (void *)&watch : o->ctx},
                                 true, true, &(envlog_keeper){envlog_state_keep, b.st, false},
-                                build_visit, &b);
+                                build_visit, build_coming, &b);
     for (size_t i = 0; i < n_locked; i++)
         envlog_env_unlock(lk[i]);
     envlog_free(lk);

@@ -78,31 +78,44 @@ static envlog_err set(envlog_state *st, const envlog_fold_in *in, const envlog_k
     return envlog_table_install(&st->tab, e, old, false);
 }
 
-static envlog_err fold_tune(envlog_state *st, const envlog_fold_in *in)
+/* The key a tune or compile record sets, hashed, and whether it sets one
+ * (a tune stored with a winner, a compile that compiled), and its origin. */
+static bool setting_key(const envlog_fold_in *in, envlog_key_ref *k, envlog_origin *origin)
 {
-    const envlog_tune *t = &in->rec->u.tune;
-    if (!t->stored || t->winner < 0 || (size_t)t->winner >= t->n_candidates)
-        return ENVLOG_OK;
-    envlog_key_ref k = {.table = ENVLOG_TABLE_TUNE,
-                        .ns = envlog_fold_text(in, tune_ns_i, t->ns),
-                        .key = envlog_fold_text(in, tune_key_i, t->key),
-                        .checksum = t->checksum};
-    if (!k.ns.p || !k.key.p)
-        return ENVLOG_OK;
-    envlog_key_ref_hash(&k);
-    return set(st, in, &k, t->imported ? ENVLOG_IMPORTED : ENVLOG_LOCAL);
+    const envlog_record *rec = in->rec;
+    if (rec->kind == ENVLOG_KIND_TUNE) {
+        const envlog_tune *t = &rec->u.tune;
+        if (!t->stored || t->winner < 0 || (size_t)t->winner >= t->n_candidates)
+            return false;
+        *k = (envlog_key_ref){.table = ENVLOG_TABLE_TUNE,
+                              .ns = envlog_fold_text(in, tune_ns_i, t->ns),
+                              .key = envlog_fold_text(in, tune_key_i, t->key),
+                              .checksum = t->checksum};
+        if (!k->ns.p || !k->key.p)
+            return false;
+        *origin = t->imported ? ENVLOG_IMPORTED : ENVLOG_LOCAL;
+    } else if (rec->kind == ENVLOG_KIND_COMPILE) {
+        const envlog_compile *c = &rec->u.compile;
+        *k = (envlog_key_ref){.table = ENVLOG_TABLE_KERNEL,
+                              .ns = envlog_fold_text(in, compile_ns_i, c->ns),
+                              .kernel_key = &c->kernel_key};
+        if (c->outcome != ENVLOG_COMPILED || !c->binary.size || !k->ns.p)
+            return false;
+        *origin = c->imported ? ENVLOG_IMPORTED : ENVLOG_LOCAL;
+    } else {
+        return false;
+    }
+    envlog_key_ref_hash(k);
+    return true;
 }
 
-static envlog_err fold_compile(envlog_state *st, const envlog_fold_in *in)
+void envlog_state_fold_ahead(const envlog_state *st, const envlog_fold_in *in)
 {
-    const envlog_compile *c = &in->rec->u.compile;
-    envlog_key_ref k = {.table = ENVLOG_TABLE_KERNEL,
-                        .ns = envlog_fold_text(in, compile_ns_i, c->ns),
-                        .kernel_key = &c->kernel_key};
-    if (c->outcome != ENVLOG_COMPILED || !c->binary.size || !k.ns.p)
-        return ENVLOG_OK;
-    envlog_key_ref_hash(&k);
-    return set(st, in, &k, c->imported ? ENVLOG_IMPORTED : ENVLOG_LOCAL);
+    envlog_key_ref k;
+    envlog_origin origin;
+    pthread_once(&fields_once, find_fields);
+    if (setting_key(in, &k, &origin))
+        envlog_table_prefetch(&st->tab, k.hash);
 }
 
 /* A forget of a prefix: every standing entry under it, in both tables,
@@ -157,9 +170,11 @@ envlog_err envlog_state_fold_in(envlog_state *st, const envlog_fold_in *in)
         st->st.sessions++;
     if (rec->effect == ENVLOG_CHANGED && in->unix_ns > st->st.last_change_unix_ns)
         st->st.last_change_unix_ns = in->unix_ns;
+    envlog_key_ref k;
+    envlog_origin origin;
     switch (rec->kind) {
-    case ENVLOG_KIND_TUNE: return fold_tune(st, in);
-    case ENVLOG_KIND_COMPILE: return fold_compile(st, in);
+    case ENVLOG_KIND_TUNE:
+    case ENVLOG_KIND_COMPILE: return setting_key(in, &k, &origin) ? set(st, in, &k, origin) : ENVLOG_OK;
     case ENVLOG_KIND_FORGET: return fold_forget(st, &rec->u.forget);
     case ENVLOG_KIND_USER: return envlog_state_add_user(st, in);
     default: return ENVLOG_OK;
@@ -172,6 +187,13 @@ envlog_err envlog_state_fold_x(envlog_state *st, const envlog_record *rec, uint6
     envlog_fold_in in = {.rec = rec, .unix_ns = unix_ns, .slices = o->slices,
                          .item = o->item, .kept = o->kept, .loc = o->loc};
     return envlog_state_fold_in(st, &in);
+}
+
+void envlog_state_fold_hint(const envlog_state *st, const envlog_record *rec,
+                            const envlog_fold_opts *o)
+{
+    envlog_fold_in in = {.rec = rec, .slices = o->slices, .item = o->item};
+    envlog_state_fold_ahead(st, &in);
 }
 
 envlog_err envlog_state_fold_item(envlog_state *st, const envlog_record *rec,

@@ -415,9 +415,40 @@ static envlog_err start_ahead(merge *m, bool fold, int threads)
     return e;
 }
 
+/* What the merge hands out of cursor `c`'s record. */
+static void merge_rec_of(const merge *m, cursor *c, bool fold, envlog_merge_rec *mr)
+{
+    *mr = (envlog_merge_rec){
+        .r = {c->rec,
+              c->snap ? snap_session(m, &c->id) : c->have_session ? &c->session : NULL,
+              c->key_ns, c->snap != NULL},
+        .item = c->snap ? &c->item : NULL,
+        .source = c->source,
+    };
+    if (!c->snap) {
+        mr->slices = fold ? c->it->slices : NULL;
+        mr->kept = c->it->kept;
+        mr->loc = c->it->has_loc ? &c->it->loc : NULL;
+    }
+}
+
+/* Advances `c` and tells `hint` (may be NULL) of the record it reached. */
+static envlog_err advance_hinted(merge *m, cursor *c, bool fold, envlog_merge_hint_fn hint,
+                                 void *ctx)
+{
+    envlog_err e = advance(m, c);
+    if (!e && c->rec && hint) {
+        envlog_merge_rec mr;
+        merge_rec_of(m, c, fold, &mr);
+        hint(ctx, &mr);
+    }
+    return e;
+}
+
 envlog_err envlog_replay_merge(const envlog_merge_src *src, size_t n_src,
-                              const envlog_replay_opts *opts, bool with_snap, bool fold,
-                              const envlog_keeper *keep, envlog_merge_fn fn, void *ctx)
+                               const envlog_replay_opts *opts, bool with_snap, bool fold,
+                               const envlog_keeper *keep, envlog_merge_fn fn,
+                               envlog_merge_hint_fn hint, void *ctx)
 {
     merge m = {.src = src, .n_src = n_src, .opts = opts, .keep = keep};
     envlog_err e = ENVLOG_OK;
@@ -438,7 +469,7 @@ envlog_err envlog_replay_merge(const envlog_merge_src *src, size_t n_src,
     if (!e && m.n && !(m.heap = envlog_calloc(m.n, sizeof *m.heap)))
         e = envlog__fail(ENVLOG_NOMEM, "replay");
     for (size_t i = 0; !e && i < m.n; i++) {
-        if ((e = advance(&m, &m.cur[i])))
+        if ((e = advance_hinted(&m, &m.cur[i], fold, hint, ctx)))
             break;
         if (m.cur[i].rec)
             m.heap[m.hn++] = &m.cur[i];
@@ -463,19 +494,8 @@ envlog_err envlog_replay_merge(const envlog_merge_src *src, size_t n_src,
         bool again = n_src > 1 && any && last_ns == c->key_ns && last_seq == c->rec->stamp.seq &&
                      !memcmp(last_id.b, c->id.b, 16);
         if (!again) {
-            envlog_merge_rec mr = {
-                .r = {c->rec,
-                      c->snap ? snap_session(&m, &c->id)
-                              : c->have_session ? &c->session : NULL,
-                      c->key_ns, c->snap != NULL},
-                .item = c->snap ? &c->item : NULL,
-                .source = c->source,
-            };
-            if (!c->snap) {
-                mr.slices = fold ? c->it->slices : NULL;
-                mr.kept = c->it->kept;
-                mr.loc = c->it->has_loc ? &c->it->loc : NULL;
-            }
+            envlog_merge_rec mr;
+            merge_rec_of(&m, c, fold, &mr);
             if ((e = fn(ctx, &mr)))
                 break;
             any = true;
@@ -483,7 +503,7 @@ envlog_err envlog_replay_merge(const envlog_merge_src *src, size_t n_src,
             last_seq = c->rec->stamp.seq;
             last_id = c->id;
         }
-        if ((e = advance(&m, c)))
+        if ((e = advance_hinted(&m, c, fold, hint, ctx)))
             break;
         if (!c->rec)
             m.heap[0] = m.heap[--m.hn];
@@ -524,7 +544,7 @@ envlog_err envlog_replay_each(envlog_env *env, const envlog_replay_opts *opts,
                                opts ? opts->on_damage : NULL, opts ? opts->ctx : NULL,
                                &snap, &gen))) {
         envlog_merge_src src = {env, snap};
-        e = envlog_replay_merge(&src, 1, opts, true, false, NULL, each_public, &p);
+        e = envlog_replay_merge(&src, 1, opts, true, false, NULL, each_public, NULL, &p);
     }
     envlog_snap_unmap(snap);
     envlog_env_unlock(lk);

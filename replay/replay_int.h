@@ -30,6 +30,10 @@ typedef struct envlog_fold_opts {
 } envlog_fold_opts;
 envlog_err envlog_state_fold_x(envlog_state *st, const envlog_record *rec, uint64_t unix_ns,
                                const envlog_fold_opts *o);
+/* Asks for the memory the fold of `rec` will touch, ahead of it (see
+ * envlog_merge_hint_fn). */
+void envlog_state_fold_hint(const envlog_state *st, const envlog_record *rec,
+                            const envlog_fold_opts *o);
 /* Takes the bytes a reader is done with, for the state's entries to point
  * into (an envlog_keep_fn; ctx is the state). */
 void envlog_state_keep(void *st, void *p, size_t n, bool mapped);
@@ -531,6 +535,10 @@ typedef struct envlog_merge_rec {
     const envlog_frag_loc *loc;
 } envlog_merge_rec;
 typedef envlog_err (*envlog_merge_fn)(void *ctx, const envlog_merge_rec *m);
+/* A record the merge will hand out later, told as soon as it is read (it
+ * stays valid until handed out): a fold asks for the memory it will touch
+ * then, while the records before it are folded. */
+typedef void (*envlog_merge_hint_fn)(void *ctx, const envlog_merge_rec *m);
 
 /* Who takes the segments' bytes the merge's readers are done with, so the
  * records handed out stay where they are (envlog_reader_set_keep). */
@@ -594,7 +602,8 @@ void envlog_ahead_stop(envlog_ahead *a);
  * the segments read. */
 envlog_err envlog_replay_merge(const envlog_merge_src *src, size_t n_src,
                                const envlog_replay_opts *opts, bool with_snap, bool fold,
-                               const envlog_keeper *keep, envlog_merge_fn fn, void *ctx);
+                               const envlog_keeper *keep, envlog_merge_fn fn,
+                               envlog_merge_hint_fn hint, void *ctx);
 
 /* envlog_state_fold() of a record the merge took from a snapshot: an ENTRY
  * (`item`) that finds its key empty stands by the rule it was written

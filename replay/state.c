@@ -106,10 +106,9 @@ typedef struct open_ctx {
     const envlog_replay_opts *user;
 } open_ctx;
 
-static envlog_err fold_one(void *ctx, const envlog_merge_rec *m)
+static envlog_fold_in fold_in_of(const open_ctx *f, const envlog_merge_rec *m)
 {
-    open_ctx *f = ctx;
-    envlog_fold_in in = {
+    return (envlog_fold_in){
         .rec = m->r.rec,
         .slices = m->slices,
         .unix_ns = m->r.unix_ns,
@@ -119,7 +118,20 @@ static envlog_err fold_one(void *ctx, const envlog_merge_rec *m)
                         : m->kept,
         .loc = m->loc,
     };
+}
+
+static envlog_err fold_one(void *ctx, const envlog_merge_rec *m)
+{
+    open_ctx *f = ctx;
+    envlog_fold_in in = fold_in_of(f, m);
     return envlog_state_fold_in(f->st, &in);
+}
+
+static void fold_coming(void *ctx, const envlog_merge_rec *m)
+{
+    open_ctx *f = ctx;
+    envlog_fold_in in = fold_in_of(f, m);
+    envlog_state_fold_ahead(f->st, &in);
 }
 
 static void count_damage(void *ctx, const envlog_damage *d, bool torn)
@@ -190,7 +202,7 @@ envlog_err envlog_state_open_on(envlog_env *env, const envlog_replay_opts *opts,
     }
     envlog_merge_src src = {env, snap};
     envlog_keeper keep = {envlog_state_keep, st, true};
-    e = envlog_replay_merge(&src, 1, &o, until, true, &keep, fold_one, &f);
+    e = envlog_replay_merge(&src, 1, &o, until, true, &keep, fold_one, fold_coming, &f);
     envlog_env_unlock(lk);
     lk = -1;
     /* What the walk of its records met and nobody reported yet. */

@@ -74,6 +74,12 @@ envlog_err envlog_table_init(envlog_entry_table *t);
 void envlog_table_free(envlog_entry_table *t);
 /* The entry of key `k`, live or not, or NULL. */
 envlog_entry_x *envlog_table_find(const envlog_entry_table *t, const envlog_key_ref *k);
+/* Asks the processor for the slot a key of hash `hash` is looked for in
+ * first (for writing: a new key is put there). */
+static inline void envlog_table_prefetch(const envlog_entry_table *t, uint64_t hash)
+{
+    __builtin_prefetch(&t->slots[hash & (t->n_slots - 1)], 1);
+}
 /* Puts `e` in place of `old` (NULL: a new key).  `counted`: e is counted
  * already (a snapshot's entry, whose count the table began with). */
 envlog_err envlog_table_install(envlog_entry_table *t, envlog_entry_x *e,
