@@ -879,9 +879,10 @@ typedef struct envlog_entry {
 /*! envlog_state_each() : every standing entry in canonical order (table,
  *  namespace, key, checksum), for dumps and diffs.  `fn` returns ENVLOG_OK
  *  to go on; any other code stops the walk (ENVLOG_STOPPED when it has what
- *  it wanted).
- *  @return ENVLOG_OK, ENVLOG_NOMEM, or, when `fn` stopped it, exactly the
- *  code `fn` returned. */
+ *  it wanted).  The first walk of a state over a snapshot maps the
+ *  snapshot (lookups read it by pread).
+ *  @return ENVLOG_OK, ENVLOG_NOMEM, ENVLOG_IO (the snapshot could not be
+ *  mapped), or, when `fn` stopped it, exactly the code `fn` returned. */
 envlog_err envlog_state_each(envlog_state *st,
                              envlog_err (*fn)(void *ctx, const envlog_entry *e),
                              void *ctx);
@@ -911,8 +912,8 @@ void envlog_state_stats_get(envlog_state *st, envlog_state_stats *out);
 /*! envlog_state_dump() : the canonical dump of the state: one JSON object
  *  per line, entries in canonical order, then user records in total order.
  *  The same logs always give byte-identical output.
- *  @return ENVLOG_OK, ENVLOG_NOMEM, or what `fn` returned when that is not
- *  ENVLOG_OK. */
+ *  @return ENVLOG_OK, ENVLOG_NOMEM, ENVLOG_IO (the snapshot could not be
+ *  mapped), or what `fn` returned when that is not ENVLOG_OK. */
 envlog_err envlog_state_dump(envlog_state *st, envlog_write_fn fn, void *ctx);
 
 /* ------------------------------------------------ snapshots and bundles */

@@ -133,25 +133,12 @@ static const char *record_ns(const envlog_merge_rec *m, char *buf, size_t size)
     return buf;
 }
 
-/* How the merge's record comes to the fold.  Sessions' bytes stay with
- * the state, which keeps their segments; snapshots stay mapped until the
- * build ends: a record read in place is referred to, one reassembled from
- * fragments copied. */
-static envlog_fold_opts fold_opts_of(const build_ctx *b, const envlog_merge_rec *m)
-{
-    const envlog_record *rec = m->r.rec;
-    bool kept = m->item ? envlog_snap_holds(b->src[m->source].snap, rec->payload.data,
-                                            rec->payload.size)
-                        : m->kept;
-    return (envlog_fold_opts){.slices = m->slices, .item = m->item,
-                              .kept = kept, .loc = m->item ? NULL : m->loc};
-}
-
+/* Sessions' bytes stay with the state, which keeps their segments;
+ * snapshots stay mapped until the build ends: a record read in place is
+ * referred to, one reassembled from fragments copied (the merge says which). */
 static void build_coming(void *ctx, const envlog_merge_rec *m)
 {
-    const build_ctx *b = ctx;
-    envlog_fold_opts fo = fold_opts_of(b, m);
-    envlog_state_fold_hint(b->st, m->r.rec, &fo);
+    envlog_state_fold_hint(((const build_ctx *)ctx)->st, m);
 }
 
 static envlog_err build_visit(void *ctx, const envlog_merge_rec *m)
@@ -161,8 +148,7 @@ static envlog_err build_visit(void *ctx, const envlog_merge_rec *m)
     const envlog_record *rec = r->rec;
     size_t source = m->source;
     envlog_err e;
-    envlog_fold_opts fo = fold_opts_of(b, m);
-    if ((e = envlog_state_fold_x(b->st, rec, r->unix_ns, &fo)) ||
+    if ((e = envlog_state_fold_merged(b->st, m)) ||
         (e = track_seq(b, &rec->stamp)))
         return e;
     bool session = rec->kind == ENVLOG_KIND_SESSION;

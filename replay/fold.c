@@ -109,14 +109,6 @@ static bool setting_key(const envlog_fold_in *in, envlog_key_ref *k, envlog_orig
     return true;
 }
 
-void envlog_state_fold_ahead(const envlog_state *st, const envlog_fold_in *in)
-{
-    envlog_key_ref k;
-    envlog_origin origin;
-    pthread_once(&fields_once, find_fields);
-    if (setting_key(in, &k, &origin))
-        envlog_table_prefetch(&st->tab, k.hash);
-}
 
 /* A forget of a prefix: every standing entry under it, in both tables,
  * becomes a tombstone (the snapshot's too: they are brought in first). */
@@ -181,19 +173,26 @@ envlog_err envlog_state_fold_in(envlog_state *st, const envlog_fold_in *in)
     }
 }
 
-envlog_err envlog_state_fold_x(envlog_state *st, const envlog_record *rec, uint64_t unix_ns,
-                               const envlog_fold_opts *o)
+static envlog_fold_in fold_in_of(const envlog_merge_rec *m)
 {
-    envlog_fold_in in = {.rec = rec, .unix_ns = unix_ns, .slices = o->slices,
-                         .item = o->item, .kept = o->kept, .loc = o->loc};
+    return (envlog_fold_in){.rec = m->r.rec, .slices = m->slices, .unix_ns = m->r.unix_ns,
+                            .item = m->item, .kept = m->kept, .loc = m->loc};
+}
+
+envlog_err envlog_state_fold_merged(envlog_state *st, const envlog_merge_rec *m)
+{
+    envlog_fold_in in = fold_in_of(m);
     return envlog_state_fold_in(st, &in);
 }
 
-void envlog_state_fold_hint(const envlog_state *st, const envlog_record *rec,
-                            const envlog_fold_opts *o)
+void envlog_state_fold_hint(const envlog_state *st, const envlog_merge_rec *m)
 {
-    envlog_fold_in in = {.rec = rec, .slices = o->slices, .item = o->item};
-    envlog_state_fold_ahead(st, &in);
+    envlog_fold_in in = fold_in_of(m);
+    envlog_key_ref k;
+    envlog_origin origin;
+    pthread_once(&fields_once, find_fields);
+    if (setting_key(&in, &k, &origin))
+        envlog_table_prefetch(&st->tab, k.hash);
 }
 
 envlog_err envlog_state_fold_item(envlog_state *st, const envlog_record *rec,

@@ -17,23 +17,6 @@ typedef struct envlog_snap envlog_snap;
 envlog_err envlog_state_fold(envlog_state *st, const envlog_record *rec,
                              uint64_t unix_ns);
 
-/* How a record comes to the fold (envlog_state_fold_x): as the merge
- * hands it out. */
-typedef struct envlog_fold_opts {
-    const envlog_text *slices;     /* its text fields as slices (fold mode) */
-    const struct envlog_snap_item *item; /* the snapshot ENTRY/EVIDENCE around it */
-    bool kept;                     /* its bytes stay where they are while the
-                                      state lives (it holds their segment) */
-    const envlog_frag_loc *loc;    /* else, where a segment the state holds
-                                      has them in fragments (NULL: they are
-                                      copied) */
-} envlog_fold_opts;
-envlog_err envlog_state_fold_x(envlog_state *st, const envlog_record *rec, uint64_t unix_ns,
-                               const envlog_fold_opts *o);
-/* Asks for the memory the fold of `rec` will touch, ahead of it (see
- * envlog_merge_hint_fn). */
-void envlog_state_fold_hint(const envlog_state *st, const envlog_record *rec,
-                            const envlog_fold_opts *o);
 /* Takes the bytes a reader is done with, for the state's entries to point
  * into (an envlog_keep_fn; ctx is the state). */
 void envlog_state_keep(void *st, void *p, size_t n, bool mapped);
@@ -523,9 +506,11 @@ envlog_err envlog_snap_pick(envlog_env *env, bool check_all,
 /* What the merge hands out: a record; when it comes from a snapshot the
  * ENTRY or EVIDENCE record around it (else NULL); the index of the
  * environment it was read from; in fold mode its text fields as slices
- * (envlog_event_decode_slices); and whether its bytes go to the keeper
- * with its segment (kept), or where that segment holds them in fragments
- * (loc).  A code other than ENVLOG_OK stops the merge, which returns it. */
+ * (envlog_event_decode_slices); and whether its bytes stay where they are
+ * (kept: in a segment that goes to the keeper, or in the mapping of a
+ * snapshot the caller holds), or where a kept segment holds them in
+ * fragments (loc).  A code other than ENVLOG_OK stops the merge, which
+ * returns it. */
 typedef struct envlog_merge_rec {
     envlog_replay_rec r;
     const envlog_snap_item *item;
@@ -539,6 +524,13 @@ typedef envlog_err (*envlog_merge_fn)(void *ctx, const envlog_merge_rec *m);
  * stays valid until handed out): a fold asks for the memory it will touch
  * then, while the records before it are folded. */
 typedef void (*envlog_merge_hint_fn)(void *ctx, const envlog_merge_rec *m);
+
+/* Folds the record the merge handed out into `st` (write lock held): its
+ * bytes referred to where they stay (kept, loc), else copied. */
+envlog_err envlog_state_fold_merged(envlog_state *st, const envlog_merge_rec *m);
+/* Asks for the memory the fold of `m` will touch, ahead of it (an
+ * envlog_merge_hint_fn's work). */
+void envlog_state_fold_hint(const envlog_state *st, const envlog_merge_rec *m);
 
 /* Who takes the segments' bytes the merge's readers are done with, so the
  * records handed out stay where they are (envlog_reader_set_keep). */

@@ -346,11 +346,12 @@ static void walk_end(envlog_snap *s, const uint8_t *seal, size_t seal_len, size_
 
 envlog_err envlog_snap_next(envlog_snap *s, envlog_snap_item *it, envlog_record *rec)
 {
-    envlog_err e0 = envlog_snap_mapped(s);
-    if (e0)
-        return e0;
-    if (s->chain_pending)
+    if (s->chain_pending) { /* a walk's start (every walk rewinds first) */
+        envlog_err e = envlog_snap_mapped(s);
+        if (e)
+            return e;
         walk_chain(s);
+    }
     for (;;) {
         if (s->fr.pos >= s->n && !s->walk_from_start)
             return ENVLOG_END;

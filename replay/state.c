@@ -102,36 +102,17 @@ void envlog_state_unlock(envlog_state *st) { pthread_rwlock_unlock(&st->lock); }
 
 typedef struct open_ctx {
     envlog_state *st;
-    envlog_snap *snap;       /* the snapshot the merge reads */
     const envlog_replay_opts *user;
 } open_ctx;
 
-static envlog_fold_in fold_in_of(const open_ctx *f, const envlog_merge_rec *m)
-{
-    return (envlog_fold_in){
-        .rec = m->r.rec,
-        .slices = m->slices,
-        .unix_ns = m->r.unix_ns,
-        .item = m->item,
-        .kept = m->item ? envlog_snap_holds(f->snap, m->r.rec->payload.data,
-                                            m->r.rec->payload.size)
-                        : m->kept,
-        .loc = m->loc,
-    };
-}
-
 static envlog_err fold_one(void *ctx, const envlog_merge_rec *m)
 {
-    open_ctx *f = ctx;
-    envlog_fold_in in = fold_in_of(f, m);
-    return envlog_state_fold_in(f->st, &in);
+    return envlog_state_fold_merged(((open_ctx *)ctx)->st, m);
 }
 
 static void fold_coming(void *ctx, const envlog_merge_rec *m)
 {
-    open_ctx *f = ctx;
-    envlog_fold_in in = fold_in_of(f, m);
-    envlog_state_fold_ahead(f->st, &in);
+    envlog_state_fold_hint(((open_ctx *)ctx)->st, m);
 }
 
 static void count_damage(void *ctx, const envlog_damage *d, bool torn)
@@ -161,7 +142,7 @@ envlog_err envlog_state_open_on(envlog_env *env, const envlog_replay_opts *opts,
         return e;
     int lk = -1;
     envlog_snap *snap = NULL;
-    open_ctx f = {st, NULL, opts};
+    open_ctx f = {st, opts};
     envlog_replay_opts o = {0};
     if (opts)
         o = *opts;
@@ -185,7 +166,6 @@ envlog_err envlog_state_open_on(envlog_env *env, const envlog_replay_opts *opts,
                                      &st->snap_gen))) {
         goto fail;
     }
-    f.snap = snap;
     /* Up to a point in time, the snapshot's own records are folded with the
      * sessions (and it is held only for their bytes); otherwise it stands
      * as the layer under them, read through its index. */

@@ -145,9 +145,5 @@ envlog_err envlog_state_load_users(envlog_state *st);
 
 /* What a record does to the entries (write lock held). */
 envlog_err envlog_state_fold_in(envlog_state *st, const envlog_fold_in *in);
-/* Asks for the table memory the fold of `in` will touch (a hint, done
- * while the records before it are folded: a new key's slot is a cache
- * miss, most of a fold's time otherwise).  Write lock held. */
-void envlog_state_fold_ahead(const envlog_state *st, const envlog_fold_in *in);
 
 #endif /* ENVLOG_STATE_INT_H */

@@ -10,6 +10,7 @@
 #include "check_replay.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -798,6 +799,61 @@ START_TEST(test_merge_hint)
 }
 END_TEST
 
+/* A snapshot opened for lookups is not mapped: the open and a lookup make
+ * no mapping at all; the first walk maps it, and a mapping that fails is
+ * the system's error from the walk (never damage, never "no record"). */
+static envlog_err count_entry(void *ctx, const envlog_entry *e)
+{
+    (void)e;
+    ++*(size_t *)ctx;
+    return ENVLOG_OK;
+}
+
+START_TEST(test_snapshot_mapped_by_walks_only)
+{
+    rp_renv r = rp_renv_new("lazymap");
+    envlog_session *s = rp_sbegin(r.env, "one", 0);
+    envlog_stamp first = rp_rtune_full(s, NS_A, "k0", SET_A, 0, true, false);
+    for (int i = 1; i < 20; i++) {
+        char key[16];
+        snprintf(key, sizeof key, "k%d", i);
+        rp_rtune_full(s, NS_A, key, SET_A, i % 3, true, false);
+    }
+    rp_end(s);
+    ck_assert_ok(envlog_compact(r.env, ENVLOG_EVIDENCE_ALL, NULL));
+
+    /* Open and look up: no mmap called (one would fail). */
+    envlog_state *st;
+    envlog_tune_entry te;
+    tu_fault_arm(TU_MMAP, 1, EIO);
+    ck_assert_ok(envlog_state_open(r.env, NULL, &st));
+    ck_assert_ok(envlog_state_winner(st, NS_A, "k7", rp_csum(SET_A), &te));
+    ck_assert_int_eq(tu_fault_calls(TU_MMAP), 0);
+    /* A walk of every entry maps it: that mapping fails, as the system's. */
+    size_t n = 0;
+    ck_assert_err(envlog_state_each(st, count_entry, &n), ENVLOG_IO);
+    ck_assert(tu_fault_disarm());
+    /* And maps it once the system lets it. */
+    n = 0;
+    ck_assert_ok(envlog_state_each(st, count_entry, &n));
+    ck_assert_uint_eq(n, 20);
+    envlog_state_close(st);
+
+    /* Up to a stamp the snapshot holds: its search walks the snapshot. */
+    envlog_replay_opts o = {.until_stamp = true, .until_session = first.session,
+                            .until_seq = first.seq};
+    tu_fault_arm(TU_MMAP, 1, EIO);
+    ck_assert_err(envlog_state_open(r.env, &o, &st), ENVLOG_IO);
+    ck_assert(tu_fault_disarm());
+    ck_assert_ok(envlog_state_open(r.env, &o, &st));
+    envlog_state_stats sst;
+    envlog_state_stats_get(st, &sst);
+    ck_assert_uint_eq(sst.tunes, 1);
+    envlog_state_close(st);
+    rp_renv_free(&r);
+}
+END_TEST
+
 /* ------------------------------------------------------------------ cases */
 
 void rp_add_history_tcases(Suite *s)
@@ -825,6 +881,7 @@ void rp_add_history_tcases(Suite *s)
     t = tcase_create("faults");
     tcase_add_test(t, test_state_open_alloc_faults);
     tcase_add_test(t, test_state_open_read_faults);
+    tcase_add_test(t, test_snapshot_mapped_by_walks_only);
     tcase_set_timeout(t, 120);
     suite_add_tcase(s, t);
 }
