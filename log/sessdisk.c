@@ -242,7 +242,6 @@ envlog_err envlog_session_close(envlog_session *s)
 {
     if (!s)
         return ENVLOG_OK;
-    envlog_session_live_remove(s);
     pthread_mutex_lock(&s->mu);
     envlog_err e = ENVLOG_OK;
     if (s->pid == getpid())
@@ -250,8 +249,16 @@ envlog_err envlog_session_close(envlog_session *s)
     else if (s->on_disk) {
         envlog_segw_abandon(&s->seg);
         close(s->dirfd);
+        s->dirfd = -1;
+        s->on_disk = false;
     }
     pthread_mutex_unlock(&s->mu);
+    /* Among the live sessions until its directory's lock is let go: a fork
+     * by another thread meanwhile waits for the mutex, and its child finds
+     * nothing to let go of; out of the list first, the child would have
+     * kept the lock (and the session "live" to every reader) for as long
+     * as it held its copy of the descriptor. */
+    envlog_session_live_remove(s);
     envlog_session_free(s);
     return e;
 }

@@ -1668,6 +1668,88 @@ START_TEST(test_sync_close_unmaps_written)
 }
 END_TEST
 
+/* A fork by another thread while a session closes: the child never holds
+ * the session directory's lock after the close (a reader would call the
+ * session live).  The close's first fsync lets the other thread fork and
+ * waits a moment before going on. */
+static struct {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    bool armed, closing;
+    envlog_io io;
+} close_race = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, false, false, {0}};
+
+static int race_fsync(int fd)
+{
+    pthread_mutex_lock(&close_race.mu);
+    bool first = close_race.armed && !close_race.closing;
+    if (first) {
+        close_race.closing = true;
+        pthread_cond_broadcast(&close_race.cv);
+    }
+    pthread_mutex_unlock(&close_race.mu);
+    if (first)
+        usleep(100 * 1000); /* the other thread forks meanwhile, if it can */
+    return envlog_io_posix()->fsync(fd);
+}
+
+static void *fork_when_closing(void *arg)
+{
+    pthread_mutex_lock(&close_race.mu);
+    while (!close_race.closing)
+        pthread_cond_wait(&close_race.cv, &close_race.mu);
+    pthread_mutex_unlock(&close_race.mu);
+    pid_t pid = fork();
+    if (pid == 0) {
+        usleep(600 * 1000); /* holds what it inherited for a while */
+        _exit(0);
+    }
+    *(pid_t *)arg = pid;
+    return NULL;
+}
+
+START_TEST(test_fork_while_closing)
+{
+    char *dir = tu_mkdtemp("closerace");
+    envlog_env *env = tu_env(dir);
+    envlog_session *s;
+    envlog_session_opts o = tu_opts("closing", 0);
+    o.sync = ENVLOG_SYNC_CLOSE;
+    ck_assert_ok(envlog_session_begin(env, &o, &s));
+    for (unsigned i = 0; i < 10; i++)
+        ck_assert_ok(tu_record_tune(s, "t", i, 0, NULL));
+    char hex[33], sdir[4200];
+    envlog_id128 id = envlog_session_id(s);
+    envlog_id_format(&id, hex);
+    snprintf(sdir, sizeof sdir, "%s/sessions/%s", dir, hex);
+    close_race.io = *envlog_io_posix();
+    close_race.io.fsync = race_fsync;
+    close_race.armed = true;
+    close_race.closing = false;
+    pid_t child = -1;
+    pthread_t t;
+    ck_assert_int_eq(pthread_create(&t, NULL, fork_when_closing, &child), 0);
+    envlog_io_set(&close_race.io);
+    ck_assert_ok(envlog_session_close(s));
+    envlog_io_set(NULL);
+    ck_assert_int_eq(pthread_join(t, NULL), 0);
+    close_race.armed = false;
+    ck_assert_int_gt(child, 0);
+    /* The child is still there, and nothing holds the lock. */
+    int fd = open(sdir, O_RDONLY | O_DIRECTORY);
+    ck_assert_int_ge(fd, 0);
+    int locked = flock(fd, LOCK_EX | LOCK_NB);
+    close(fd);
+    ck_assert_int_eq(kill(child, 0), 0);
+    int status;
+    ck_assert_int_eq(waitpid(child, &status, 0), child);
+    ck_assert_msg(locked == 0, "a child forked during the close holds the session's lock");
+    envlog_env_close(env);
+    tu_rmrf(dir);
+    free(dir);
+}
+END_TEST
+
 START_TEST(test_fork_child_session)
 {
     /* A forked child's records land in a session of its own: not the
@@ -1866,6 +1948,7 @@ Suite *suite_session(void)
     tcase_add_test(tc, test_threads);
     tcase_add_test(tc, test_fork_child_session);
     tcase_add_test(tc, test_sync_close_unmaps_written);
+    tcase_add_test(tc, test_fork_while_closing);
     tcase_add_test(tc, test_lock_held_by_writer);
     tcase_add_test(tc, test_begin_while_readers_look);
     return s;
