@@ -322,10 +322,22 @@ typedef void (*envlog_keep_fn)(void *ctx, void *p, size_t n, bool mapped);
  * them, so records it handed out stay where they are for as long as the
  * keeper wants (envlog_reader_kept). */
 void envlog_reader_set_keep(envlog_reader *r, envlog_keep_fn keep, void *ctx);
-/* Whether the last record's payload lies in a segment's bytes that go to
- * the keeper (not in memory the reader reuses: a record reassembled from
- * several fragments). */
-bool envlog_reader_kept(const envlog_reader *r);
+/* Where the last record's payload stays in a segment's bytes that go to
+ * the keeper; NULL when it does not (a record reassembled from several
+ * fragments).  Its bytes there are the payload's, at another address
+ * unless the reader reads in place. */
+const uint8_t *envlog_reader_kept(const envlog_reader *r);
+/* Whether `r` reads a segment no writer changes from its mapping (`in_place`:
+ * a record stays valid after the next is read, as long as the keeper holds
+ * its segment) or from a copy it reuses (the default: a record is valid
+ * until the next is read, and the keeper's copy of it is where
+ * envlog_reader_kept says).  Set before the first read. */
+void envlog_reader_set_in_place(envlog_reader *r, bool in_place);
+/* How much of a segment a reader that does not read in place reads at a
+ * time (rounded down to whole blocks, one at least): 1 MiB, which the
+ * caches keep; tests set one block, so that records and damage lie across
+ * windows. */
+extern size_t envlog_reader_window;
 
 /* Where a record that spans several fragments of a segment lies, to be put
  * together again from the segment's bytes when it is asked for. */

@@ -38,8 +38,14 @@ struct envlog_reader {
     envlog_buf file;       /* the last segment, read */
     uint8_t *map;          /* an earlier segment, mapped */
     size_t map_len;
-    const uint8_t *data;   /* the segment being read: file or map */
+    envlog_buf copy;       /* a window of an earlier segment (map_segment) */
+    bool in_place;         /* earlier segments read from their mapping */
+    const uint8_t *data;   /* the segment being read: file, map, or a
+                              window of it (copy) */
     size_t data_len;
+    bool windowed;         /* data is a window of the segment (copy) */
+    uint64_t base;         /* data's offset in the segment */
+    uint64_t seg_size;     /* the segment's size */
     envlog_frame_reader fr;
     uint64_t chain;        /* across segments: events only */
     uint32_t expect_seg;
@@ -59,6 +65,27 @@ struct envlog_reader {
 };
 
 static void unmap_segment(envlog_reader *r);
+
+size_t envlog_reader_window = (size_t)1 << 20;
+
+/* The size of the segment open, and where in it the frame reader's
+ * offsets lie. */
+static uint64_t seg_size(const envlog_reader *r)
+{
+    return r->windowed ? r->seg_size : r->data_len;
+}
+
+/* envlog_reader_window, whole blocks (one at least). */
+static size_t window_size(void)
+{
+    size_t w = envlog_reader_window - envlog_reader_window % ENVLOG_BLOCK;
+    return w ? w : ENVLOG_BLOCK;
+}
+
+static uint64_t at_of(const envlog_reader *r, size_t off)
+{
+    return r->windowed ? r->base + off : off;
+}
 
 const char *envlog_session_state_name(envlog_session_state st)
 {
@@ -114,6 +141,7 @@ void envlog_reader_close(envlog_reader *r)
         r->file = (envlog_buf){0};
     }
     envlog_buf_free(&r->file);
+    envlog_buf_free(&r->copy);
     envlog_frame_reader_free(&r->fr);
     envlog_arena_free(&r->arena);
     envlog_free(r);
@@ -130,17 +158,31 @@ void envlog_reader_set_keep(envlog_reader *r, envlog_keep_fn keep, void *ctx)
     r->keep_ctx = ctx;
 }
 
-bool envlog_reader_kept(const envlog_reader *r)
+void envlog_reader_set_in_place(envlog_reader *r, bool in_place)
+{
+    r->in_place = in_place;
+}
+
+/* Where the keeper holds the segment the reader reads: a window's bytes
+ * are the mapping's at their offsets. */
+static const uint8_t *kept_base(const envlog_reader *r)
+{
+    return r->windowed ? r->map : r->data;
+}
+
+const uint8_t *envlog_reader_kept(const envlog_reader *r)
 {
     const uint8_t *p = r->rec.payload.data;
-    return r->keep && r->data && p >= r->data && p + r->rec.payload.size <= r->data + r->data_len;
+    if (!r->keep || !r->data || p < r->data || p + r->rec.payload.size > r->data + r->data_len)
+        return NULL;
+    return kept_base(r) + r->base + (p - r->data);
 }
 
 bool envlog_reader_loc(const envlog_reader *r, envlog_frag_loc *loc)
 {
-    if (!r->keep || !r->data || envlog_reader_kept(r) || r->rec.file_end > r->data_len)
+    if (!r->keep || !r->data || envlog_reader_kept(r) || r->rec.file_end > seg_size(r))
         return false;
-    *loc = (envlog_frag_loc){r->data, r->data_len,
+    *loc = (envlog_frag_loc){kept_base(r), seg_size(r),
                              envlog_seg_seed(&r->id, r->segs[r->cur].segment),
                              r->rec.file_offset, r->rec.payload.size};
     return true;
@@ -189,24 +231,103 @@ static envlog_err report(envlog_reader *r, uint64_t off, uint64_t bytes,
                         r->name, r->dmg.segment, off, r->dmg.reason, bytes);
 }
 
-/* A segment that nothing changes any more is mapped, not copied (no fresh
- * memory for it, no copy): one before the session's last (sealed and
- * trimmed before the next was made), or the last when it ends in its SEAL
- * and no writer holds the session (a writer seals once, repair never
- * touches a sealed segment).  Any other may still be written, trimmed or
- * repaired, which would pull pages from under a mapping: it is read into
- * memory.  With `last`, *mapped says which was done. */
+/* Reads the window of the segment open (`fd`, else opened again by `name`)
+ * that starts at `base` (a block's start) and holds `want` bytes, or what
+ * is left of the segment. */
+static envlog_err read_window(envlog_reader *r, int fd, const char *name, uint64_t base,
+                              size_t want)
+{
+    size_t n = r->seg_size - base < want ? (size_t)(r->seg_size - base) : want;
+    envlog_err e = ENVLOG_OK;
+    if (r->copy.cap < n) {
+        envlog_free(r->copy.p);
+        r->copy = (envlog_buf){0};
+        if (!(r->copy.p = envlog_malloc(n)))
+            return envlog__fail(ENVLOG_NOMEM, "reading %s: %zu bytes", name, n);
+        r->copy.cap = n;
+    }
+    bool opened = fd < 0;
+    struct stat st;
+    if (opened && !(e = envlog_open_regular(r->dirfd, name, O_RDONLY, 0, &fd, &st)) &&
+        (uint64_t)st.st_size != r->seg_size)
+        e = envlog__fail(ENVLOG_IO, "%s changed while it was read (%" PRIu64 " bytes, was %"
+                         PRIu64 ")", name, (uint64_t)st.st_size, r->seg_size);
+    if (!e && envlog_pread_full(fd, r->copy.p, n, (off_t)base))
+        e = envlog__fail_errno(errno, "reading %s", name);
+    if (opened && fd >= 0 && e != ENVLOG_NOT_FOUND)
+        envlog_io_get()->close(fd);
+    if (e)
+        return e;
+    r->copy.len = n;
+    r->data = r->copy.p;
+    r->data_len = n;
+    r->base = base;
+    r->windowed = true;
+    return ENVLOG_OK;
+}
+
+/* The next frame of the segment open.  A window that ends before its
+ * segment does vouches for the records it holds whole and for nothing
+ * else: anything but a record read from one (its end, damage, a record
+ * cut short) is read again from the start of that record's block in the
+ * next window, a window twice as long when the record began at the
+ * window's start, until a window reaches the segment's end, where the
+ * frame reader sees what it sees of the whole segment (it looks at
+ * nothing before where it starts, and windows start on blocks). */
+static envlog_fr_status next_frame(envlog_reader *r, envlog_err *err)
+{
+    *err = ENVLOG_OK;
+    for (;;) {
+        size_t pos = r->fr.pos;
+        uint64_t chain = r->fr.chain;
+        envlog_fr_status st = envlog_frame_reader_next(&r->fr);
+        if (st == ENVLOG_FR_RECORD || st == ENVLOG_FR_NOMEM || !r->windowed ||
+            r->base + r->data_len >= r->seg_size)
+            return st;
+        uint64_t at = r->base + pos;
+        uint64_t base = at - at % ENVLOG_BLOCK;
+        size_t want = base == r->base ? 2 * r->data_len : r->data_len;
+        if (want < window_size())
+            want = window_size();
+        envlog_buf rec = r->fr.rec;
+        uint64_t seed = r->fr.seed;
+        if ((*err = read_window(r, -1, r->segs[r->cur].name, base, want)))
+            return ENVLOG_FR_END;
+        envlog_frame_reader_init(&r->fr, r->data, r->data_len, seed, chain);
+        r->fr.rec = rec;
+        r->fr.pos = (size_t)(at - base);
+    }
+}
+
+/* A segment that nothing changes any more (one before the session's last,
+ * sealed and trimmed before the next was made; or the last when it ends in
+ * its SEAL and no writer holds the session: a writer seals once, repair
+ * never touches a sealed segment) is read a window at a time into memory
+ * the reader reuses, and, when a keeper takes the segments, mapped as well
+ * without being read: a record handed out stays in the mapping at its
+ * offset (envlog_reader_kept), and only the pages a later lookup asks for
+ * are ever brought in.  Reading into a window the caches keep beats
+ * touching every page of a mapping, or of a fresh copy, where a page's
+ * first touch is dear (under a hypervisor's page tables: 2-3 us a page
+ * here against under 1 us to read it; bench/RESULTS.md).  With
+ * envlog_reader_set_in_place the reader reads the mapping itself, its
+ * pages brought in in one call, and a record stays valid after the next is
+ * read (a reader whose records another thread folds).  Any other segment
+ * may still be written, trimmed or repaired, which would pull pages from
+ * under a mapping: it is read whole into memory the keeper takes.  With
+ * `last`, *mapped says which was done. */
 static envlog_err map_segment(envlog_reader *r, const char *name, bool last, bool *mapped)
 {
     const envlog_io *io = envlog_io_get();
     int fd;
     struct stat st;
+    r->data = NULL;
+    r->data_len = 0;
+    r->base = r->seg_size = 0;
+    r->windowed = false;
     envlog_err e = envlog_open_regular(r->dirfd, name, O_RDONLY, 0, &fd, &st);
-    if (e) {
-        r->data = NULL;
-        r->data_len = 0;
+    if (e)
         return e;
-    }
     if ((uint64_t)st.st_size > FILE_MAX)
         e = envlog__fail(ENVLOG_TOO_BIG, "%s is %" PRIu64 " bytes, over %" PRIu64, name,
                          (uint64_t)st.st_size, (uint64_t)FILE_MAX);
@@ -217,23 +338,33 @@ static envlog_err map_segment(envlog_reader *r, const char *name, bool last, boo
                   envlog_tail_is_seal(tail, tl, (uint64_t)st.st_size,
                                       envlog_seg_seed(&r->id, r->segs[r->cur].segment));
     }
-    if (!e && st.st_size > 0 && (!last || *mapped)) {
-        void *m = io->mmap((size_t)st.st_size, PROT_READ, fd);
+    size_t n = (size_t)st.st_size;
+    bool fixed = !e && n > 0 && (!last || *mapped);
+    if (fixed && (r->keep || r->in_place)) {
+        void *m = io->mmap(n, PROT_READ, fd);
         if (m == MAP_FAILED)
             e = envlog__fail_errno(errno, "mapping %s", name);
         else {
             r->map = m;
-            r->map_len = (size_t)st.st_size;
+            r->map_len = n;
 #ifdef MADV_POPULATE_READ
-            /* It is read whole, in order: its pages mapped in one call
-             * instead of a fault per few of them (a hint: errors ignored). */
-            (void)madvise(m, r->map_len, MADV_POPULATE_READ);
+            /* Read whole, in order: its pages mapped in one call instead
+             * of a fault per few of them (a hint: errors ignored). */
+            if (r->in_place)
+                (void)madvise(m, n, MADV_POPULATE_READ);
 #endif
         }
     }
+    if (fixed && !e) {
+        r->seg_size = n;
+        if (r->in_place) {
+            r->data = r->map;
+            r->data_len = n;
+        } else {
+            e = read_window(r, fd, name, 0, window_size());
+        }
+    }
     io->close(fd);
-    r->data = r->map;
-    r->data_len = r->map_len;
     return e;
 }
 
@@ -254,6 +385,7 @@ static envlog_err open_segment(envlog_reader *r)
     unmap_segment(r);
     r->data = NULL;
     r->data_len = 0;
+    r->windowed = false;
     bool last = r->cur + 1 == r->n_segs, mapped = false;
     if (!last || !r->live)
         e = map_segment(r, sn->name, last, &mapped);
@@ -275,7 +407,7 @@ static envlog_err open_segment(envlog_reader *r)
     /* A record reassembled from fragments is never longer than its file:
      * take the room now, so running out of memory is ENVLOG_NOMEM here
      * and never "damage" in the middle of the segment. */
-    if (r->data_len > ENVLOG_BLOCK && (e = envlog_buf_reserve(&r->fr.rec, r->data_len)))
+    if (seg_size(r) > ENVLOG_BLOCK && (e = envlog_buf_reserve(&r->fr.rec, seg_size(r))))
         return e;
     if (sn->segment != r->expect_seg) {
         uint32_t want = r->expect_seg;
@@ -301,23 +433,23 @@ static envlog_err check_header(envlog_reader *r, const uint8_t *p, size_t n)
     if (e == ENVLOG_NOMEM)
         return e; /* not the data's fault */
     if (e)
-        return report(r, r->fr.rec_off, n, "undecodable segment header");
+        return report(r, at_of(r, r->fr.rec_off), n, "undecodable segment header");
     if (!h.magic || strcmp(h.magic, ENVLOG_MAGIC))
-        return report(r, r->fr.rec_off, n, "bad magic in segment header");
+        return report(r, at_of(r, r->fr.rec_off), n, "bad magic in segment header");
     if (h.version < ENVLOG_LOG_VERSION_MIN || h.version > ENVLOG_LOG_VERSION)
-        return report(r, r->fr.rec_off, n, "log format version %" PRIu64 " unknown",
+        return report(r, at_of(r, r->fr.rec_off), n, "log format version %" PRIu64 " unknown",
                       h.version);
     if (memcmp(h.id.b, r->id.b, 16) || h.segment != sn->segment ||
         h.first_seq != sn->first_seq)
-        return report(r, r->fr.rec_off, n, "segment header does not match its file name");
+        return report(r, at_of(r, r->fr.rec_off), n, "segment header does not match its file name");
     if (h.prev_chain != r->chain) {
         /* Carry on from what this segment says, so one break is reported
          * once, not for every segment after it. */
         r->fr.chain = r->fr.chain_start = r->chain = h.prev_chain;
-        return report(r, r->fr.rec_off, 0,
+        return report(r, at_of(r, r->fr.rec_off), 0,
                       "chain broken: a segment before this one is missing or altered");
     }
-    r->header_ok = r->fr.rec_off == 0;
+    r->header_ok = at_of(r, r->fr.rec_off) == 0;
     return ENVLOG_OK;
 }
 
@@ -331,14 +463,14 @@ static envlog_err check_seal(envlog_reader *r, const uint8_t *p, size_t n)
         e = envlog_struct_decode(&pl, &t, &envlog_seg_seal_schema, &s, NULL);
     r->seg_sealed = true;
     if (e)
-        return report(r, r->fr.rec_off, n, "undecodable seal");
+        return report(r, at_of(r, r->fr.rec_off), n, "undecodable seal");
     if (s.count != r->seg_count || (r->seg_count && s.last_seq != r->last_seq))
-        return report(r, r->fr.rec_off, 0,
+        return report(r, at_of(r, r->fr.rec_off), 0,
                       "seal counts %" PRIu64 " records to seq %" PRIu64
                       ", read %" PRIu64 " to seq %" PRIu64,
                       s.count, s.last_seq, r->seg_count, r->last_seq);
     if (s.chain != r->fr.chain_start)
-        return report(r, r->fr.rec_off, 0, "seal chain value does not match the records");
+        return report(r, at_of(r, r->fr.rec_off), 0, "seal chain value does not match the records");
     return ENVLOG_OK;
 }
 
@@ -351,17 +483,17 @@ static envlog_err take_event(envlog_reader *r, const uint8_t *p, size_t n)
     if (e == ENVLOG_NOMEM)
         return e;
     if (e)
-        return report(r, r->fr.rec_off, n, "undecodable record: %s", envlog_errmsg());
+        return report(r, at_of(r, r->fr.rec_off), n, "undecodable record: %s", envlog_errmsg());
     r->rec.stamp.session = r->id;
     r->rec.segment = r->segs[r->cur].segment;
-    r->rec.file_offset = r->fr.rec_off;
-    r->rec.file_end = r->fr.pos;
+    r->rec.file_offset = at_of(r, r->fr.rec_off);
+    r->rec.file_end = at_of(r, r->fr.pos);
     uint64_t seq = r->rec.stamp.seq;
     r->seg_count++;
     if (r->rec.kind == ENVLOG_KIND_SESSION && seq == 0)
         r->dropped = r->rec.u.session.dropped;
     if (r->have_seq && seq <= r->last_seq)
-        return report(r, r->fr.rec_off, n,
+        return report(r, at_of(r, r->fr.rec_off), n,
                       "seq %" PRIu64 " after seq %" PRIu64 "; record dropped",
                       seq, r->last_seq);
     bool gap = r->have_seq ? seq != r->last_seq + 1 &&
@@ -372,7 +504,7 @@ static envlog_err take_event(envlog_reader *r, const uint8_t *p, size_t n)
     r->last_seq = seq;
     if (gap) {
         r->pending = true;
-        return report(r, r->fr.rec_off, 0,
+        return report(r, at_of(r, r->fr.rec_off), 0,
                       "records %" PRIu64 " to %" PRIu64 " are missing", from, seq - 1);
     }
     return ENVLOG_OK;
@@ -397,7 +529,9 @@ envlog_err envlog_reader_next(envlog_reader *r, const envlog_record **rec)
                 return e;
         }
         bool last = r->cur + 1 == r->n_segs;
-        envlog_fr_status st = envlog_frame_reader_next(&r->fr);
+        envlog_fr_status st = next_frame(r, &e);
+        if (e)
+            return e;
         if (st == ENVLOG_FR_RECORD) {
             const uint8_t *p = r->fr.out;
             size_t n = r->fr.out_len;
@@ -406,17 +540,17 @@ envlog_err envlog_reader_next(envlog_reader *r, const envlog_record **rec)
             if (framing)
                 r->fr.chain = r->fr.chain_start;
             if (r->seg_sealed)
-                return report(r, r->fr.rec_off, n, "record after the seal");
+                return report(r, at_of(r, r->fr.rec_off), n, "record after the seal");
             if (kind == ENVLOG_KIND_HEADER) {
                 if (r->seg_header)
-                    return report(r, r->fr.rec_off, n, "second segment header");
+                    return report(r, at_of(r, r->fr.rec_off), n, "second segment header");
                 if ((e = check_header(r, p, n)))
                     return e;
                 continue;
             }
             if (!r->seg_header) {
                 r->seg_header = true;
-                if (r->fr.rec_off == 0) /* a header in the clear would be here */
+                if (at_of(r, r->fr.rec_off) == 0) /* a header in the clear would be here */
                     return report(r, 0, 0, "segment does not start with a header");
             }
             if (kind == ENVLOG_KIND_SEAL) {
@@ -442,7 +576,7 @@ envlog_err envlog_reader_next(envlog_reader *r, const envlog_record **rec)
             continue;
         }
         if (st == ENVLOG_FR_BAD)
-            return report(r, r->fr.bad_off, r->fr.bad_len, "%s", r->fr.why);
+            return report(r, at_of(r, r->fr.bad_off), r->fr.bad_len, "%s", r->fr.why);
         /* A bad tail at the end of the last segment of a session whose
          * segment was never sealed is the record its writer was appending
          * when it stopped: while the writer lives, a record in progress;
@@ -452,7 +586,7 @@ envlog_err envlog_reader_next(envlog_reader *r, const envlog_record **rec)
          * short leaves them.  Anything else is damage, which a repair
          * never cuts. */
         bool at_end = st == ENVLOG_FR_TAIL && last && !r->seg_sealed &&
-                      !envlog_frames_end_in_seal(r->data, r->data_len, r->fr.seed);
+                      !envlog_tail_is_seal(r->data, r->data_len, seg_size(r), r->fr.seed);
         if (at_end && r->live) {
             r->seg_open = false;
             r->cur++;
@@ -466,7 +600,7 @@ envlog_err envlog_reader_next(envlog_reader *r, const envlog_record **rec)
             r->torn = true;
             r->dmg.session = r->id;
             r->dmg.segment = r->segs[r->cur - 1].segment;
-            r->dmg.offset = r->fr.bad_off;
+            r->dmg.offset = at_of(r, r->fr.bad_off);
             r->dmg.bytes = r->fr.bad_len;
             snprintf(r->dmg.reason, sizeof r->dmg.reason, "torn tail");
             r->damaged_bytes += r->fr.bad_len;
@@ -476,7 +610,7 @@ envlog_err envlog_reader_next(envlog_reader *r, const envlog_record **rec)
                                 r->dmg.segment, r->dmg.offset, r->dmg.bytes);
         }
         if (st == ENVLOG_FR_TAIL) {
-            e = report(r, r->fr.bad_off, r->fr.bad_len, "%s at the end of the segment",
+            e = report(r, at_of(r, r->fr.bad_off), r->fr.bad_len, "%s at the end of the segment",
                        r->fr.why);
             r->seg_open = false;
             r->chain = r->fr.chain;
@@ -485,7 +619,7 @@ envlog_err envlog_reader_next(envlog_reader *r, const envlog_record **rec)
         }
         /* ENVLOG_FR_END */
         bool unsealed = !r->seg_sealed && !last;
-        uint64_t size = r->data_len;
+        uint64_t size = seg_size(r);
         r->seg_open = false;
         r->chain = r->fr.chain;
         if (unsealed) {

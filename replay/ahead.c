@@ -340,6 +340,8 @@ envlog_err envlog_ahead_start(envlog_reader *const *readers, size_t n, size_t th
             return envlog__fail(ENVLOG_NOMEM, "reading sessions");
         }
         envlog_reader_set_fold(g->r, fold);
+        /* A worker reads on while the taker holds what it read before. */
+        envlog_reader_set_in_place(g->r, threads > 0);
         if (keep)
             envlog_reader_set_keep(g->r, threads ? keep_locked : keep->fn,
                                    threads ? (void *)a : keep->ctx);
@@ -351,8 +353,11 @@ envlog_err envlog_ahead_start(envlog_reader *const *readers, size_t n, size_t th
     a->threads = started;
     if (!started && threads) {
         /* No thread would start: the taker reads alone, a ring of one. */
-        for (size_t i = 0; keep && i < n; i++)
-            envlog_reader_set_keep(a->rings[i].r, keep->fn, keep->ctx);
+        for (size_t i = 0; i < n; i++) {
+            envlog_reader_set_in_place(a->rings[i].r, false);
+            if (keep)
+                envlog_reader_set_keep(a->rings[i].r, keep->fn, keep->ctx);
+        }
     }
     *out = a;
     return ENVLOG_OK;

@@ -118,7 +118,7 @@ envlog_err envlog_entry_from(envlog_state *st, const envlog_fold_in *in,
     e->rec_len = in->loc && !in->kept ? in->loc->size : rec->payload.size;
     const uint8_t *p = rec->payload.data;
     if (in->kept) {
-        e->rec = p;
+        e->rec = in->kept;
     } else if (in->loc) {
         envlog_frag_loc *l = envlog_arena_alloc(&st->mem, sizeof *l);
         if (!l)
@@ -173,7 +173,7 @@ envlog_err envlog_state_add_user(envlog_state *st, const envlog_fold_in *in)
     const envlog_bytes *pl = &in->rec->payload;
     r->kind = envlog_strdup(u->kind ? u->kind : "");
     r->body = envlog_malloc(u->body.size);
-    r->payload = in->kept ? pl->data : own_copy(st, pl->data, pl->size);
+    r->payload = in->kept ? in->kept : own_copy(st, pl->data, pl->size);
     if (!r->kind || !r->body || !r->payload) {
         envlog_free(r->kind);
         envlog_free(r->body);

@@ -516,7 +516,7 @@ typedef struct envlog_merge_rec {
     const envlog_snap_item *item;
     size_t source;
     const envlog_text *slices;
-    bool kept;
+    const uint8_t *kept; /* where the payload's bytes stay (NULL: nowhere) */
     const envlog_frag_loc *loc;
 } envlog_merge_rec;
 typedef envlog_err (*envlog_merge_fn)(void *ctx, const envlog_merge_rec *m);
@@ -560,7 +560,7 @@ typedef struct envlog_ahead_item {
     envlog_err code;
     envlog_record rec;
     envlog_text slices[ENVLOG_FIELDS_MAX]; /* fold mode: rec's text fields */
-    bool kept;                    /* rec's bytes go to the keeper */
+    const uint8_t *kept;          /* where the keeper has rec's bytes */
     bool has_loc;                 /* else a kept segment has them at loc */
     envlog_frag_loc loc;
     envlog_damage dmg;

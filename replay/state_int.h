@@ -93,7 +93,8 @@ typedef struct envlog_fold_in {
     const envlog_text *slices;   /* NULL: text fields are rec->u's strings */
     uint64_t unix_ns;
     const envlog_snap_item *item;
-    bool kept;                   /* rec->payload stays where it is */
+    const uint8_t *kept;         /* where rec->payload's bytes stay (the
+                                    same bytes, maybe another address) */
     const envlog_frag_loc *loc;  /* else, where a kept segment holds it in
                                     fragments (NULL: it must be copied) */
 } envlog_fold_in;

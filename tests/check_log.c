@@ -16,8 +16,11 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -1343,6 +1346,179 @@ START_TEST(test_reader_io_faults)
 }
 END_TEST
 
+/* ---------------------------------------------------- reading in windows */
+
+/* What a keeper was given, handed back at the end. */
+typedef struct kept_list {
+    struct { void *p; size_t n; bool mapped; } v[64];
+    size_t n;
+} kept_list;
+
+static void keep_into(void *ctx, void *p, size_t n, bool mapped)
+{
+    kept_list *k = ctx;
+    ck_assert_uint_lt(k->n, 64);
+    k->v[k->n].p = p;
+    k->v[k->n].n = n;
+    k->v[k->n++].mapped = mapped;
+}
+
+static void trace_add(char **t, size_t *len, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void trace_add(char **t, size_t *len, const char *fmt, ...)
+{
+    char line[512];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    *t = realloc(*t, *len + (size_t)n + 1);
+    ck_assert_ptr_nonnull(*t);
+    memcpy(*t + *len, line, (size_t)n + 1);
+    *len += (size_t)n;
+}
+
+/* Everything one read of the session says, in order: each record's seq,
+ * offsets and bytes, each damage's place and reason, the end state; with a
+ * keeper, where the keeper has each record: the same bytes, at the
+ * record's offset. */
+static char *read_trace(sess *x, bool in_place, size_t window, bool keep)
+{
+    size_t was = envlog_reader_window;
+    envlog_reader_window = window;
+    kept_list kl = {.n = 0};
+    char *t = NULL;
+    size_t len = 0;
+    envlog_reader *r;
+    ck_assert_ok(envlog_reader_open(x->env, &x->id, &r));
+    envlog_reader_set_in_place(r, in_place);
+    if (keep)
+        envlog_reader_set_keep(r, keep_into, &kl);
+    const envlog_record *rec;
+    envlog_err e;
+    for (int guard = 0; (e = envlog_reader_next(r, &rec)) != ENVLOG_END; guard++) {
+        ck_assert_int_lt(guard, 100000);
+        if (e == ENVLOG_CORRUPT || e == ENVLOG_TRUNCATED) {
+            const envlog_damage *d = envlog_reader_damage(r);
+            trace_add(&t, &len, "%s seg %u at %llu bytes %llu: %s\n", envlog_strerror(e),
+                      (unsigned)d->segment, (unsigned long long)d->offset,
+                      (unsigned long long)d->bytes, d->reason);
+            continue;
+        }
+        ck_assert_msg(e == ENVLOG_OK, "%s", envlog_errmsg());
+        uint64_t h = envlog_xxh64(rec->payload.data, rec->payload.size, 0);
+        trace_add(&t, &len, "seq %llu seg %u at %llu..%llu size %zu hash %016llx\n",
+                  (unsigned long long)rec->stamp.seq, (unsigned)rec->segment,
+                  (unsigned long long)rec->file_offset, (unsigned long long)rec->file_end,
+                  rec->payload.size, (unsigned long long)h);
+        const uint8_t *kept = envlog_reader_kept(r);
+        envlog_frag_loc loc;
+        if (!keep) {
+            ck_assert_ptr_null(kept);
+        } else if (kept) {
+            ck_assert(!memcmp(kept, rec->payload.data, rec->payload.size));
+        } else {
+            /* In fragments: the keeper's segment has them at the record's
+             * offset, and they read back as its bytes. */
+            ck_assert(envlog_reader_loc(r, &loc));
+            ck_assert_uint_eq(loc.offset, rec->file_offset);
+            envlog_frame_reader fr;
+            envlog_frame_reader_init(&fr, loc.seg, loc.seg_len, loc.seed, 0);
+            fr.pos = (size_t)loc.offset;
+            ck_assert_int_eq(envlog_frame_reader_next(&fr), ENVLOG_FR_RECORD);
+            ck_assert_uint_eq(fr.out_len, rec->payload.size);
+            ck_assert(!memcmp(fr.out, rec->payload.data, fr.out_len));
+            envlog_frame_reader_free(&fr);
+        }
+    }
+    trace_add(&t, &len, "state %s\n", envlog_session_state_name(envlog_reader_state(r)));
+    envlog_reader_close(r);
+    for (size_t i = 0; i < kl.n; i++) {
+        if (kl.v[i].mapped)
+            munmap(kl.v[i].p, kl.v[i].n);
+        else
+            envlog_free(kl.v[i].p);
+    }
+    envlog_reader_window = was;
+    return t;
+}
+
+/* The reader reads a segment that nothing changes a window at a time:
+ * what it says of any session, damaged or not, is what it says reading
+ * the segment's mapping, whatever the window, with and without a keeper,
+ * and the keeper has each record at its offset. */
+static void windows_match(sess *x, const char *what)
+{
+    char *ref = read_trace(x, true, 0, true);
+    static const size_t windows[] = {ENVLOG_BLOCK, 3 * ENVLOG_BLOCK, (size_t)1 << 20};
+    for (size_t w = 0; w < 3; w++)
+        for (int keep = 0; keep < 2; keep++) {
+            char *t = read_trace(x, false, windows[w], keep);
+            ck_assert_msg(!strcmp(t, ref), "%s, window %zu, keeper %d:\n%s\nmapped:\n%s", what,
+                          windows[w], keep, t, ref);
+            free(t);
+        }
+    free(ref);
+}
+
+START_TEST(test_windows_read_as_mapping)
+{
+    sess x;
+    /* Segments of 8 blocks of records of every size, some spanning blocks. */
+    sess_make(&x, "windows", 8 * ENVLOG_BLOCK, 3, 3000);
+    windows_match(&x, "intact");
+    size_t n = 0;
+    for (size_t k = 0; k < x.nseg; k++) {
+        seg *g = &x.s[k];
+        /* A byte flipped every 997 bytes, one at a time. */
+        for (size_t at = 13 + k; at < g->size; at += 997, n++) {
+            tu_view_set(g->name, UINT64_MAX, (int64_t)at, (uint8_t)(1u << (at % 8)));
+            char what[64];
+            snprintf(what, sizeof what, "segment %zu byte %zu flipped", k, at);
+            windows_match(&x, what);
+            tu_view_clear();
+        }
+        /* Cut short: a segment that is not the last is damaged. */
+        for (uint64_t cut = g->size / 3; cut < g->size; cut += g->size / 3, n++) {
+            tu_view_set(g->name, cut, -1, 0);
+            char what[64];
+            snprintf(what, sizeof what, "segment %zu cut at %llu", k, (unsigned long long)cut);
+            windows_match(&x, what);
+            tu_view_clear();
+        }
+    }
+    ck_assert_uint_gt(n, 200);
+    sess_free(&x);
+}
+END_TEST
+
+/* The reader reads a segment a window at a time (envlog_reader_window):
+ * one block at a time, every record and every damage of the catalogue
+ * lies across windows, and what comes back must be the same. */
+static size_t window_was;
+
+static void window_one_block(void)
+{
+    window_was = envlog_reader_window;
+    envlog_reader_window = ENVLOG_BLOCK;
+}
+
+static void window_default(void)
+{
+    envlog_reader_window = window_was;
+}
+
+/* The damage catalogue. */
+static void add_damage_tests(TCase *tc)
+{
+    tcase_add_test(tc, test_truncate_every_offset);
+    tcase_add_test(tc, test_truncate_inner_segment);
+    tcase_add_test(tc, test_flip_every_bit);
+    tcase_add_test(tc, test_flip_multiblock);
+    tcase_add_test(tc, test_segment_chain);
+    tcase_add_test(tc, test_corrupt_then_append);
+}
+
 Suite *suite_log(void)
 {
     Suite *s = suite_create("log");
@@ -1354,12 +1530,16 @@ Suite *suite_log(void)
     tcase_add_test(tc, test_big_records);
 
     tc = tu_tcase(s, "damage", 1200);
-    tcase_add_test(tc, test_truncate_every_offset);
-    tcase_add_test(tc, test_truncate_inner_segment);
-    tcase_add_test(tc, test_flip_every_bit);
-    tcase_add_test(tc, test_flip_multiblock);
-    tcase_add_test(tc, test_segment_chain);
-    tcase_add_test(tc, test_corrupt_then_append);
+    add_damage_tests(tc);
+
+    tc = tu_tcase(s, "damage in windows", 1200);
+    tcase_add_test(tc, test_windows_read_as_mapping);
+    tcase_add_checked_fixture(tc, window_one_block, window_default);
+    add_damage_tests(tc);
+    tcase_add_test(tc, test_big_records);
+    tcase_add_test(tc, test_torn_tail);
+    tcase_add_test(tc, test_reader_io_faults);
+    tcase_add_test(tc, test_reader_alloc_faults_multiblock);
 
     tc = tu_tcase(s, "reader", 120);
     tcase_add_test(tc, test_killed_writer);
