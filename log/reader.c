@@ -44,7 +44,8 @@ struct envlog_reader {
                               window of it (copy) */
     size_t data_len;
     bool windowed;         /* data is a window of the segment (copy) */
-    uint64_t base;         /* data's offset in the segment */
+    uint64_t base;         /* data's offset in the segment (0 unless
+                              windowed) */
     uint64_t seg_size;     /* the segment's size */
     envlog_frame_reader fr;
     uint64_t chain;        /* across segments: events only */
@@ -68,13 +69,6 @@ static void unmap_segment(envlog_reader *r);
 
 size_t envlog_reader_window = (size_t)1 << 20;
 
-/* The size of the segment open, and where in it the frame reader's
- * offsets lie. */
-static uint64_t seg_size(const envlog_reader *r)
-{
-    return r->windowed ? r->seg_size : r->data_len;
-}
-
 /* envlog_reader_window, whole blocks (one at least). */
 static size_t window_size(void)
 {
@@ -82,9 +76,10 @@ static size_t window_size(void)
     return w ? w : ENVLOG_BLOCK;
 }
 
+/* Where in the segment open an offset of the frame reader's lies. */
 static uint64_t at_of(const envlog_reader *r, size_t off)
 {
-    return r->windowed ? r->base + off : off;
+    return r->base + off;
 }
 
 const char *envlog_session_state_name(envlog_session_state st)
@@ -180,9 +175,9 @@ const uint8_t *envlog_reader_kept(const envlog_reader *r)
 
 bool envlog_reader_loc(const envlog_reader *r, envlog_frag_loc *loc)
 {
-    if (!r->keep || !r->data || envlog_reader_kept(r) || r->rec.file_end > seg_size(r))
+    if (!r->keep || !r->data || envlog_reader_kept(r) || r->rec.file_end > r->seg_size)
         return false;
-    *loc = (envlog_frag_loc){kept_base(r), seg_size(r),
+    *loc = (envlog_frag_loc){kept_base(r), r->seg_size,
                              envlog_seg_seed(&r->id, r->segs[r->cur].segment),
                              r->rec.file_offset, r->rec.payload.size};
     return true;
@@ -238,14 +233,10 @@ static envlog_err read_window(envlog_reader *r, int fd, const char *name, uint64
                               size_t want)
 {
     size_t n = r->seg_size - base < want ? (size_t)(r->seg_size - base) : want;
-    envlog_err e = ENVLOG_OK;
-    if (r->copy.cap < n) {
-        envlog_free(r->copy.p);
-        r->copy = (envlog_buf){0};
-        if (!(r->copy.p = envlog_malloc(n)))
-            return envlog__fail(ENVLOG_NOMEM, "reading %s: %zu bytes", name, n);
-        r->copy.cap = n;
-    }
+    r->copy.len = 0;
+    envlog_err e = envlog_buf_reserve(&r->copy, n);
+    if (e)
+        return e;
     bool opened = fd < 0;
     struct stat st;
     if (opened && !(e = envlog_open_regular(r->dirfd, name, O_RDONLY, 0, &fd, &st)) &&
@@ -254,7 +245,7 @@ static envlog_err read_window(envlog_reader *r, int fd, const char *name, uint64
                          PRIu64 ")", name, (uint64_t)st.st_size, r->seg_size);
     if (!e && envlog_pread_full(fd, r->copy.p, n, (off_t)base))
         e = envlog__fail_errno(errno, "reading %s", name);
-    if (opened && fd >= 0 && e != ENVLOG_NOT_FOUND)
+    if (opened && fd >= 0)
         envlog_io_get()->close(fd);
     if (e)
         return e;
@@ -321,10 +312,6 @@ static envlog_err map_segment(envlog_reader *r, const char *name, bool last, boo
     const envlog_io *io = envlog_io_get();
     int fd;
     struct stat st;
-    r->data = NULL;
-    r->data_len = 0;
-    r->base = r->seg_size = 0;
-    r->windowed = false;
     envlog_err e = envlog_open_regular(r->dirfd, name, O_RDONLY, 0, &fd, &st);
     if (e)
         return e;
@@ -385,6 +372,7 @@ static envlog_err open_segment(envlog_reader *r)
     unmap_segment(r);
     r->data = NULL;
     r->data_len = 0;
+    r->base = r->seg_size = 0;
     r->windowed = false;
     bool last = r->cur + 1 == r->n_segs, mapped = false;
     if (!last || !r->live)
@@ -392,7 +380,7 @@ static envlog_err open_segment(envlog_reader *r)
     if (last && !mapped && (r->live || !e)) {
         e = envlog_read_file(r->dirfd, sn->name, FILE_MAX, &r->file);
         r->data = r->file.p;
-        r->data_len = r->file.len;
+        r->data_len = r->seg_size = r->file.len;
     }
     r->seg_open = true;
     r->seg_sealed = r->seg_header = r->header_ok = false;
@@ -407,7 +395,7 @@ static envlog_err open_segment(envlog_reader *r)
     /* A record reassembled from fragments is never longer than its file:
      * take the room now, so running out of memory is ENVLOG_NOMEM here
      * and never "damage" in the middle of the segment. */
-    if (seg_size(r) > ENVLOG_BLOCK && (e = envlog_buf_reserve(&r->fr.rec, seg_size(r))))
+    if (r->seg_size > ENVLOG_BLOCK && (e = envlog_buf_reserve(&r->fr.rec, r->seg_size)))
         return e;
     if (sn->segment != r->expect_seg) {
         uint32_t want = r->expect_seg;
@@ -586,7 +574,7 @@ envlog_err envlog_reader_next(envlog_reader *r, const envlog_record **rec)
          * short leaves them.  Anything else is damage, which a repair
          * never cuts. */
         bool at_end = st == ENVLOG_FR_TAIL && last && !r->seg_sealed &&
-                      !envlog_tail_is_seal(r->data, r->data_len, seg_size(r), r->fr.seed);
+                      !envlog_tail_is_seal(r->data, r->data_len, r->seg_size, r->fr.seed);
         if (at_end && r->live) {
             r->seg_open = false;
             r->cur++;
@@ -619,7 +607,7 @@ envlog_err envlog_reader_next(envlog_reader *r, const envlog_record **rec)
         }
         /* ENVLOG_FR_END */
         bool unsealed = !r->seg_sealed && !last;
-        uint64_t size = seg_size(r);
+        uint64_t size = r->seg_size;
         r->seg_open = false;
         r->chain = r->fr.chain;
         if (unsealed) {

@@ -18,9 +18,7 @@ static envlog_fold_in snap_in(const envlog_state *st, const envlog_snap_item *it
         .rec = rec,
         .unix_ns = it->unix_ns,
         .item = it,
-        .kept = envlog_snap_holds(st->snap, it->record.data, it->record.size)
-                    ? it->record.data
-                    : NULL,
+        .kept = envlog_snap_holds(st->snap, it->record.data, it->record.size),
     };
 }
 

@@ -426,10 +426,7 @@ static void merge_rec_of(const merge *m, cursor *c, bool fold, envlog_merge_rec 
         .source = c->source,
         /* A record read in place stays in the snapshot's mapping; one
          * put together from fragments does not. */
-        .kept = c->snap && envlog_snap_holds(c->snap, c->rec->payload.data,
-                                             c->rec->payload.size)
-                    ? c->rec->payload.data
-                    : NULL,
+        .kept = envlog_snap_holds(c->snap, c->rec->payload.data, c->rec->payload.size),
     };
     if (!c->snap) {
         mr->slices = fold ? c->it->slices : NULL;

@@ -468,9 +468,9 @@ void envlog_snap_own_map(envlog_snap *s, void *map, size_t len);
  * once, for the walks that read it whole: ENVLOG_OK when it is. */
 envlog_err envlog_snap_mapped(envlog_snap *s);
 void envlog_snap_unmap(envlog_snap *s);
-/* Whether [p, p+n) lies in the bytes the snapshot was read from (which
- * stay until it is unmapped); false for a NULL snapshot. */
-bool envlog_snap_holds(const envlog_snap *s, const void *p, size_t n);
+/* `p` when [p, p+n) lies in the bytes the snapshot was read from (which
+ * stay until it is unmapped), else NULL (always for a NULL snapshot). */
+const uint8_t *envlog_snap_holds(const envlog_snap *s, const void *p, size_t n);
 
 /* -------------------------------------- generations (replay/generations.c)
  *

@@ -477,10 +477,11 @@ envlog_err envlog_snap_mapped(envlog_snap *s)
     return ENVLOG_OK;
 }
 
-bool envlog_snap_holds(const envlog_snap *s, const void *p, size_t n)
+const uint8_t *envlog_snap_holds(const envlog_snap *s, const void *p, size_t n)
 {
     const uint8_t *b = p;
-    return s && s->p && b >= s->p && b <= s->p + s->n && n <= (size_t)(s->p + s->n - b);
+    return s && s->p && b >= s->p && b <= s->p + s->n && n <= (size_t)(s->p + s->n - b) ? b
+                                                                                         : NULL;
 }
 
 void envlog_snap_unmap(envlog_snap *s)
