@@ -226,9 +226,11 @@ static envlog_err report(envlog_reader *r, uint64_t off, uint64_t bytes,
                         r->name, r->dmg.segment, off, r->dmg.reason, bytes);
 }
 
-/* Reads the window of the segment open (`fd`, else opened again by `name`)
- * that starts at `base` (a block's start) and holds `want` bytes, or what
- * is left of the segment. */
+/* Reads the window of the segment open (`fd`, else opened again by `name`:
+ * a fold reads every session at once, and a descriptor held per session
+ * besides its directory's would double what it takes of the process's
+ * limit) that starts at `base` (a block's start) and holds `want` bytes,
+ * or what is left of the segment. */
 static envlog_err read_window(envlog_reader *r, int fd, const char *name, uint64_t base,
                               size_t want)
 {
