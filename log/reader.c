@@ -47,6 +47,7 @@ struct envlog_reader {
     uint64_t base;         /* data's offset in the segment (0 unless
                               windowed) */
     uint64_t seg_size;     /* the segment's size */
+    int seg_fd;            /* open while windows of it are left to read */
     envlog_frame_reader fr;
     uint64_t chain;        /* across segments: events only */
     uint32_t expect_seg;
@@ -106,7 +107,7 @@ envlog_err envlog_reader_open(envlog_env *env, const envlog_id128 *id,
     if (!r)
         return envlog__fail(ENVLOG_NOMEM, "opening a reader");
     r->id = *id;
-    r->dirfd = -1;
+    r->dirfd = r->seg_fd = -1;
     envlog_id_format(id, r->name);
     envlog_err e = envlog_open_dir(env->sessions_fd, r->name, &r->dirfd);
     if (e == ENVLOG_NOT_FOUND)
@@ -226,11 +227,9 @@ static envlog_err report(envlog_reader *r, uint64_t off, uint64_t bytes,
                         r->name, r->dmg.segment, off, r->dmg.reason, bytes);
 }
 
-/* Reads the window of the segment open (`fd`, else opened again by `name`:
- * a fold reads every session at once, and a descriptor held per session
- * besides its directory's would double what it takes of the process's
- * limit) that starts at `base` (a block's start) and holds `want` bytes,
- * or what is left of the segment. */
+/* Reads the window of the segment open (`fd`, its name `name`) that starts
+ * at `base` (a block's start) and holds `want` bytes, or what is left of
+ * the segment. */
 static envlog_err read_window(envlog_reader *r, int fd, const char *name, uint64_t base,
                               size_t want)
 {
@@ -239,18 +238,8 @@ static envlog_err read_window(envlog_reader *r, int fd, const char *name, uint64
     envlog_err e = envlog_buf_reserve(&r->copy, n);
     if (e)
         return e;
-    bool opened = fd < 0;
-    struct stat st;
-    if (opened && !(e = envlog_open_regular(r->dirfd, name, O_RDONLY, 0, &fd, &st)) &&
-        (uint64_t)st.st_size != r->seg_size)
-        e = envlog__fail(ENVLOG_IO, "%s changed while it was read (%" PRIu64 " bytes, was %"
-                         PRIu64 ")", name, (uint64_t)st.st_size, r->seg_size);
-    if (!e && envlog_pread_full(fd, r->copy.p, n, (off_t)base))
-        e = envlog__fail_errno(errno, "reading %s", name);
-    if (opened && fd >= 0)
-        envlog_io_get()->close(fd);
-    if (e)
-        return e;
+    if (envlog_pread_full(fd, r->copy.p, n, (off_t)base))
+        return envlog__fail_errno(errno, "reading %s", name);
     r->copy.len = n;
     r->data = r->copy.p;
     r->data_len = n;
@@ -284,8 +273,12 @@ static envlog_fr_status next_frame(envlog_reader *r, envlog_err *err)
             want = window_size();
         envlog_buf rec = r->fr.rec;
         uint64_t seed = r->fr.seed;
-        if ((*err = read_window(r, -1, r->segs[r->cur].name, base, want)))
+        if ((*err = read_window(r, r->seg_fd, r->segs[r->cur].name, base, want)))
             return ENVLOG_FR_END;
+        if (r->base + r->data_len >= r->seg_size) {
+            envlog_io_get()->close(r->seg_fd); /* the last window */
+            r->seg_fd = -1;
+        }
         envlog_frame_reader_init(&r->fr, r->data, r->data_len, seed, chain);
         r->fr.rec = rec;
         r->fr.pos = (size_t)(at - base);
@@ -353,12 +346,21 @@ static envlog_err map_segment(envlog_reader *r, const char *name, bool last, boo
             e = read_window(r, fd, name, 0, window_size());
         }
     }
-    io->close(fd);
+    /* A segment the first window does not hold whole keeps its descriptor
+     * for the windows after it: the file may be removed meanwhile (a
+     * compaction retiring the session), and what is open stays readable. */
+    if (!e && r->windowed && r->data_len < r->seg_size)
+        r->seg_fd = fd;
+    else
+        io->close(fd);
     return e;
 }
 
 static void unmap_segment(envlog_reader *r)
 {
+    if (r->seg_fd >= 0)
+        envlog_io_get()->close(r->seg_fd);
+    r->seg_fd = -1;
     if (r->map && r->keep)
         r->keep(r->keep_ctx, r->map, r->map_len, true);
     else if (r->map)

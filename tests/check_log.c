@@ -237,6 +237,15 @@ typedef struct sess {
     tu_readback orig;
 } sess;
 
+/* `rec` is the record written after the `*got` before it (counted). */
+static void check_next_written(const sess *x, const envlog_record *rec, size_t *got)
+{
+    ck_assert_uint_lt(*got, x->orig.n);
+    const tu_rec *w = &x->orig.recs[(*got)++];
+    ck_assert_uint_eq(rec->stamp.seq, w->seq);
+    ck_assert(rec->payload.size == w->size && !memcmp(rec->payload.data, w->payload, w->size));
+}
+
 /* Walks segment `g` with the frame reader to find every frame's extent. */
 static void walk_frames(sess *x, seg *g)
 {
@@ -1321,13 +1330,8 @@ START_TEST(test_reader_io_faults)
         size_t got = 0;
         if (!e) {
             const envlog_record *rec;
-            while ((e = envlog_reader_next(r, &rec)) == ENVLOG_OK) {
-                ck_assert_uint_lt(got, x.orig.n);
-                const tu_rec *w = &x.orig.recs[got++];
-                ck_assert_uint_eq(rec->stamp.seq, w->seq);
-                ck_assert(rec->payload.size == w->size &&
-                          !memcmp(rec->payload.data, w->payload, w->size));
-            }
+            while ((e = envlog_reader_next(r, &rec)) == ENVLOG_OK)
+                check_next_written(&x, rec, &got);
             envlog_reader_close(r);
         }
         bool fired = tu_fault_disarm();
@@ -1492,6 +1496,34 @@ START_TEST(test_windows_read_as_mapping)
 }
 END_TEST
 
+/* A segment removed while the reader is in the middle of it (a compaction
+ * retiring the session meanwhile) reads to its end: the windows after the
+ * first come from what the reader has open, not from the file's name. */
+START_TEST(test_windows_segment_removed)
+{
+    sess x;
+    sess_make(&x, "win-rm", 8 * ENVLOG_BLOCK, 2, 3000);
+    size_t was = envlog_reader_window;
+    envlog_reader_window = ENVLOG_BLOCK;
+    envlog_reader *r;
+    ck_assert_ok(envlog_reader_open(x.env, &x.id, &r));
+    const envlog_record *rec;
+    size_t got = 0;
+    envlog_err e;
+    while ((e = envlog_reader_next(r, &rec)) == ENVLOG_OK) {
+        check_next_written(&x, rec, &got);
+        if (got == 1)
+            ck_assert_int_eq(unlink(x.s[0].path), 0);
+    }
+    ck_assert_msg(e == ENVLOG_END, "%s", envlog_errmsg());
+    ck_assert_uint_eq(got, x.orig.n);
+    ck_assert_uint_gt(x.s[0].n_events, 40);
+    envlog_reader_close(r);
+    envlog_reader_window = was;
+    sess_free(&x);
+}
+END_TEST
+
 /* The reader reads a segment a window at a time (envlog_reader_window):
  * one block at a time, every record and every damage of the catalogue
  * lies across windows, and what comes back must be the same. */
@@ -1534,6 +1566,7 @@ Suite *suite_log(void)
 
     tc = tu_tcase(s, "damage in windows", 1200);
     tcase_add_test(tc, test_windows_read_as_mapping);
+    tcase_add_test(tc, test_windows_segment_removed);
     tcase_add_checked_fixture(tc, window_one_block, window_default);
     add_damage_tests(tc);
     tcase_add_test(tc, test_big_records);
