@@ -78,9 +78,10 @@ typedef struct envlog_io {
     int (*writeback)(int fd, off_t off, off_t len);
     /* stat of `path` under `dirfd`, never following a symbolic link. */
     int (*fstatat)(int dirfd, const char *path, struct stat *st);
-    /* A listing of the directory `dirfd` from its start, on a descriptor
-     * of its own: NULL and errno on failure. */
-    void *(*opendir)(int dirfd);
+    /* A listing of the directory `dirfd`: `through` it, from its offset
+     * (the descriptor stays open and its offset moves), else from its
+     * start on a descriptor of its own.  NULL and errno on failure. */
+    void *(*opendir)(int dirfd, bool through);
     /* The next entry's name (never "." or ".."): 1, 0 at the end, -1 and
      * errno on failure.  *name is valid until the next call. */
     int (*readdir)(void *dir, const char **name);
@@ -97,6 +98,10 @@ int envlog_openat_walk(int dirfd, const char *path, int flags, mode_t mode);
  * failed listing is ENVLOG_IO (or as errno says) "listing WHAT". */
 envlog_err envlog_dir_each(int dirfd, const char *what,
                            envlog_err (*fn)(void *ctx, const char *name), void *ctx);
+/* The same, read through `fd` itself (io->opendir's `through`): for a
+ * descriptor nobody has listed yet, two system calls fewer. */
+envlog_err envlog_dir_each_through(int fd, const char *what,
+                                   envlog_err (*fn)(void *ctx, const char *name), void *ctx);
 
 /* The system's page size (sysconf, read once). */
 uint64_t envlog_page_size(void);

@@ -147,11 +147,12 @@ static int px_fstatat(int dirfd, const char *path, struct stat *st)
  * short listing's cost. */
 typedef struct px_dir {
     int fd;
+    bool own;
     size_t pos, len;
     char buf[32768];
 } px_dir;
 
-static void *px_opendir(int dirfd)
+static void *px_opendir(int dirfd, bool through)
 {
     px_dir *d = envlog_malloc(sizeof *d);
     if (!d) {
@@ -159,7 +160,8 @@ static void *px_opendir(int dirfd)
         return NULL;
     }
     d->pos = d->len = 0;
-    d->fd = openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    d->own = !through;
+    d->fd = through ? dirfd : openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (d->fd < 0) {
         int err = errno;
         envlog_free(d);
@@ -190,7 +192,8 @@ static int px_readdir(void *dir, const char **name)
 static void px_closedir(void *dir)
 {
     px_dir *d = dir;
-    close(d->fd);
+    if (d->own)
+        close(d->fd);
     envlog_free(d);
 }
 
@@ -236,11 +239,11 @@ const envlog_io *envlog_io_get(void) { return current; }
 const envlog_io *envlog_io_posix(void) { return &posix_io; }
 void envlog_io_set(const envlog_io *io) { current = io ? io : &posix_io; }
 
-envlog_err envlog_dir_each(int dirfd, const char *what,
+static envlog_err dir_each(int dirfd, bool through, const char *what,
                            envlog_err (*fn)(void *ctx, const char *name), void *ctx)
 {
     const envlog_io *io = current;
-    void *d = io->opendir(dirfd);
+    void *d = io->opendir(dirfd, through);
     if (!d)
         return envlog__fail_errno(errno, "listing %s", what);
     envlog_err e = ENVLOG_OK;
@@ -252,4 +255,16 @@ envlog_err envlog_dir_each(int dirfd, const char *what,
         e = envlog__fail_errno(errno, "listing %s", what);
     io->closedir(d);
     return e == ENVLOG_END ? ENVLOG_OK : e;
+}
+
+envlog_err envlog_dir_each(int dirfd, const char *what,
+                           envlog_err (*fn)(void *ctx, const char *name), void *ctx)
+{
+    return dir_each(dirfd, false, what, fn, ctx);
+}
+
+envlog_err envlog_dir_each_through(int fd, const char *what,
+                                   envlog_err (*fn)(void *ctx, const char *name), void *ctx)
+{
+    return dir_each(fd, true, what, fn, ctx);
 }

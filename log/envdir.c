@@ -44,31 +44,55 @@ envlog_err envlog_env_default_path(char *out, size_t size)
     return ENVLOG_OK;
 }
 
+/* Shared: wait (an exclusive holder only renames and unlinks).
+ * Exclusive: try for about a second, then let the caller skip. */
+static int lock_fd(int fd, bool exclusive)
+{
+    const envlog_io *io = envlog_io_get();
+    int r;
+    while ((r = exclusive ? envlog_flock_within(fd, LOCK_EX, 1000) : io->flock(fd, LOCK_SH)) &&
+           errno == EINTR)
+        ;
+    return r;
+}
+
 envlog_err envlog_env_lock(envlog_env *env, bool exclusive, int *fd)
 {
     const envlog_io *io = envlog_io_get();
-    *fd = io->openat(env->dirfd, ".", O_RDONLY | O_DIRECTORY, 0);
-    if (*fd < 0)
+    int r = 0;
+    *fd = -1;
+    if (!exclusive) {
+        pthread_mutex_lock(&env->lock_mu);
+        if (env->readers || !(r = lock_fd(env->dirfd, false))) {
+            env->readers++;
+            *fd = ENVLOG_LOCK_SHARED;
+        }
+        pthread_mutex_unlock(&env->lock_mu);
+    } else if ((*fd = io->openat(env->dirfd, ".", O_RDONLY | O_DIRECTORY, 0)) < 0) {
         return envlog__fail_errno(errno, "opening %s to lock it", env->path);
-    /* Shared: wait (an exclusive holder only renames and unlinks).
-     * Exclusive: try for about a second, then let the caller skip. */
-    int r;
-    while ((r = exclusive ? envlog_flock_within(*fd, LOCK_EX, 1000) : io->flock(*fd, LOCK_SH)) &&
-           errno == EINTR)
-        ;
+    } else if ((r = lock_fd(*fd, true))) {
+        int err = errno;
+        io->close(*fd);
+        *fd = -1;
+        errno = err;
+    }
     if (r == 0)
         return ENVLOG_OK;
-    int err = errno;
-    io->close(*fd);
-    *fd = -1;
-    return err == EWOULDBLOCK ? envlog__fail(ENVLOG_BUSY, "%s is being read", env->path)
-                              : envlog__fail_errno(err, "locking %s", env->path);
+    return errno == EWOULDBLOCK ? envlog__fail(ENVLOG_BUSY, "%s is being read", env->path)
+                                : envlog__fail_errno(errno, "locking %s", env->path);
 }
 
-void envlog_env_unlock(int fd)
+void envlog_env_unlock(envlog_env *env, int fd)
 {
-    if (fd >= 0)
-        envlog_io_get()->close(fd); /* releases the lock */
+    const envlog_io *io = envlog_io_get();
+    if (fd == ENVLOG_LOCK_SHARED) {
+        pthread_mutex_lock(&env->lock_mu);
+        if (env->readers && !--env->readers)
+            io->flock(env->dirfd, LOCK_UN);
+        pthread_mutex_unlock(&env->lock_mu);
+    } else if (fd >= 0) {
+        io->close(fd); /* releases the lock */
+    }
 }
 
 bool envlog_session_dir_live(int fd)
@@ -125,7 +149,11 @@ envlog_err envlog_session_ids(envlog_env *env, envlog_id128 **ids, size_t *n)
     char what[4200];
     snprintf(what, sizeof what, "%s/sessions", env->path);
     listing l = {NULL, 0, 0, sizeof **ids, "sessions"};
-    envlog_err e = envlog_dir_each(env->sessions_fd, what, add_id, &l);
+    /* The first listing reads through the handle's own descriptor, opened
+     * for it; the others each on a descriptor of their own. */
+    envlog_err e = __atomic_exchange_n(&env->sessions_unread, false, __ATOMIC_ACQ_REL)
+                       ? envlog_dir_each_through(env->sessions_fd, what, add_id, &l)
+                       : envlog_dir_each(env->sessions_fd, what, add_id, &l);
     if (e) {
         envlog_free(l.v);
         return e;
@@ -257,7 +285,7 @@ static envlog_err dir_is_empty(envlog_env *env, bool *empty)
 
 static envlog_err read_marker(envlog_env *env, envlog_buf *b)
 {
-    envlog_err e = envlog_read_file(env->dirfd, MARKER, 4096, b);
+    envlog_err e = envlog_read_small(env->dirfd, MARKER, 4096, b);
     if (e == ENVLOG_BAD_DATA || e == ENVLOG_PERMISSION || e == ENVLOG_TOO_BIG)
         e = envlog__fail(ENVLOG_FORMAT, "%s/%s", env->path, envlog_errmsg());
     return e;
@@ -356,6 +384,7 @@ envlog_err envlog_env_open(const char *path, unsigned flags, envlog_env **out)
         return envlog__fail(ENVLOG_NOMEM, "opening environment");
     env->dirfd = env->sessions_fd = -1;
     pthread_mutex_init(&env->state_mu, NULL);
+    pthread_mutex_init(&env->lock_mu, NULL);
     env->readonly = flags & ENVLOG_OPEN_READONLY;
     env->no_upkeep = flags & ENVLOG_OPEN_NO_UPKEEP;
     if (!(env->path = envlog_strdup(path))) {
@@ -377,6 +406,7 @@ envlog_err envlog_env_open(const char *path, unsigned flags, envlog_env **out)
         goto fail;
     }
     e = envlog_open_dir(env->dirfd, "sessions", &env->sessions_fd);
+    env->sessions_unread = !e;
     if (e == ENVLOG_NOT_FOUND && env->readonly)
         e = ENVLOG_OK; /* an environment with no session yet */
     if (e)
@@ -398,6 +428,7 @@ void envlog_env_close(envlog_env *env)
     if (env->state_free)
         env->state_free(env->state);
     pthread_mutex_destroy(&env->state_mu);
+    pthread_mutex_destroy(&env->lock_mu);
     if (env->sessions_fd >= 0)
         close(env->sessions_fd);
     if (env->dirfd >= 0)

@@ -37,19 +37,14 @@ const char *envlog_file_type_name(mode_t mode)
     return "not a regular file";
 }
 
-envlog_err envlog_open_regular(int dirfd, const char *name, int flags, mode_t mode,
-                               int *fd, struct stat *st)
+/* The open of envlog_open_regular() and what its failure says. */
+static envlog_err open_named(int dirfd, const char *name, int flags, mode_t mode, int *fd)
 {
-    const envlog_io *io = envlog_io_get();
     struct stat tmp;
-    if (!st)
-        st = &tmp;
-    *fd = -1;
     /* O_NONBLOCK: opening a FIFO planted where a file should be returns at
      * once instead of waiting for a writer; on a regular file it changes
-     * nothing.  The type is checked on the descriptor, so what was opened
-     * is what was checked. */
-    int f = io->openat(dirfd, name, flags | O_NONBLOCK, mode);
+     * nothing. */
+    int f = *fd = envlog_io_get()->openat(dirfd, name, flags | O_NONBLOCK, mode);
     if (f < 0) {
         int err = errno;
         if (err == ELOOP)
@@ -61,6 +56,30 @@ envlog_err envlog_open_regular(int dirfd, const char *name, int flags, mode_t mo
         }
         return envlog__fail_errno(err, "opening %s", name);
     }
+    return ENVLOG_OK;
+}
+
+/* What a descriptor of `name` is when it is not a regular file. */
+static envlog_err not_regular(const char *name, const struct stat *st)
+{
+    return envlog__fail(ENVLOG_BAD_DATA, "%s is %s, not a regular file", name,
+                        envlog_file_type_name(st->st_mode));
+}
+
+envlog_err envlog_open_regular(int dirfd, const char *name, int flags, mode_t mode,
+                               int *fd, struct stat *st)
+{
+    const envlog_io *io = envlog_io_get();
+    struct stat tmp;
+    if (!st)
+        st = &tmp;
+    /* The type is checked on the descriptor, so what was opened is what
+     * was checked. */
+    int f;
+    envlog_err e = open_named(dirfd, name, flags, mode, &f);
+    *fd = -1;
+    if (e)
+        return e;
     if (io->fstat(f, st)) {
         int err = errno;
         io->close(f);
@@ -68,11 +87,51 @@ envlog_err envlog_open_regular(int dirfd, const char *name, int flags, mode_t mo
     }
     if (!S_ISREG(st->st_mode)) {
         io->close(f);
-        return envlog__fail(ENVLOG_BAD_DATA, "%s is %s, not a regular file", name,
-                            envlog_file_type_name(st->st_mode));
+        return not_regular(name, st);
     }
     *fd = f;
     return ENVLOG_OK;
+}
+
+envlog_err envlog_read_small(int dirfd, const char *name, size_t max, envlog_buf *out)
+{
+    const envlog_io *io = envlog_io_get();
+    out->len = 0;
+    int fd;
+    envlog_err e = open_named(dirfd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW, 0, &fd);
+    if (e || (e = envlog_buf_reserve(out, max + 2))) {
+        if (!e)
+            io->close(fd);
+        return e;
+    }
+    ssize_t r;
+    int err = 0;
+    while (out->len <= max) {
+        r = io->pread(fd, out->p + out->len, max + 1 - out->len, (off_t)out->len);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0) {
+            err = r < 0 ? errno : 0;
+            break;
+        }
+        out->len += (size_t)r;
+    }
+    /* Nothing read, too much, or a failed read: the descriptor says why
+     * (not a regular file, larger than max), else the read does. */
+    struct stat st;
+    if (err || !out->len || out->len > max) {
+        if (io->fstat(fd, &st))
+            e = envlog__fail_errno(errno, "stat %s", name);
+        else if (!S_ISREG(st.st_mode))
+            e = not_regular(name, &st);
+        else if (out->len > max)
+            e = envlog__fail(ENVLOG_TOO_BIG, "%s is %" PRIu64 " bytes, over %zu", name,
+                             (uint64_t)st.st_size, max);
+        else if (err)
+            e = envlog__fail_errno(err, "reading %s", name);
+    }
+    io->close(fd);
+    return e;
 }
 
 int envlog_pread_full(int fd, void *buf, size_t n, off_t off)

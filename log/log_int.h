@@ -191,6 +191,12 @@ struct envlog_env {
     char *path;
     int dirfd;
     int sessions_fd;
+    bool sessions_unread;  /* nobody has listed through sessions_fd yet */
+    /* The reader lock held shared through dirfd (envlog_env_lock): by how
+     * many of this handle's readers, taken by the first, released by the
+     * last. */
+    pthread_mutex_t lock_mu;
+    unsigned readers;
     bool readonly;
     bool no_upkeep;        /* ENVLOG_OPEN_NO_UPKEEP */
     int format;            /* what its FORMAT marker says (1 or 2) */
@@ -238,6 +244,10 @@ const char *envlog_file_type_name(mode_t mode);
 /* Reads a whole regular file under `dirfd` of at most `max` bytes. */
 envlog_err envlog_read_file(int dirfd, const char *name, uint64_t max,
                             envlog_buf *out);
+/* The same for a file of a few bytes, in one read and no stat: what is not
+ * a regular file is found by what the read gets (an fstat then says what
+ * it is).  out->p has room for a NUL after the bytes. */
+envlog_err envlog_read_small(int dirfd, const char *name, size_t max, envlog_buf *out);
 /* A new file written piece by piece: made with O_EXCL (mode 0600), written
  * in order, then synced and kept, or removed (envlog_out_close(o, false),
  * or any failure): it is either whole or absent. */
@@ -268,16 +278,22 @@ envlog_err envlog_tmp_name(char *out, size_t size, const char *base);
 bool envlog_tmp_is_stale(int dirfd, const char *name, const char *base);
 /* Removes the stale temporary files of `base` under `dirfd`. */
 void envlog_tmp_clean(int dirfd, const char *base);
-/* The environment's reader lock: a flock on a descriptor of its own of the
- * environment directory.  Whoever reads many sessions and the snapshot
- * together (a replay, a listing) holds it shared from before it maps the
- * snapshot to its end, so no session directory is removed under it;
- * compaction holds it exclusive only while it removes sessions it covers
- * (and gives up after a while rather than wait on a long reader).  Writers
- * never take it.  @return ENVLOG_OK and *fd; ENVLOG_BUSY when `exclusive`
+/* The environment's reader lock: a flock of the environment directory.
+ * Whoever reads many sessions and the snapshot together (a replay, a
+ * listing) holds it shared from before it maps the snapshot to its end,
+ * so no session directory is removed under it; compaction holds it
+ * exclusive only while it removes sessions it covers (and gives up after a
+ * while rather than wait on a long reader).  Writers never take it.
+ * Shared, it is held through the handle's own descriptor of the directory
+ * (taken by its first reader, released by its last: *fd is
+ * ENVLOG_LOCK_SHARED); exclusive, through a descriptor of its own (*fd),
+ * which is never the handle's, so that no exclusive lock ever turns into
+ * a shared one.  @return ENVLOG_OK and *fd; ENVLOG_BUSY when `exclusive`
  * and readers stayed; ENVLOG_IO. */
+#define ENVLOG_LOCK_SHARED (-2)
 envlog_err envlog_env_lock(envlog_env *env, bool exclusive, int *fd);
-void envlog_env_unlock(int fd);
+/* Lets go of what envlog_env_lock() gave (nothing when `fd` is -1). */
+void envlog_env_unlock(envlog_env *env, int fd);
 /* flock(fd, op) without waiting on a holder for longer than about `ms`
  * milliseconds: a reader that looks whether a session is live holds its
  * lock for an instant, and an instant must not fail a writer.

@@ -756,7 +756,7 @@ envlog_err envlog_sessions_list(envlog_env *env, envlog_session_info **out, size
     envlog_err e = envlog_env_lock(env, false, &lk);
     if (!e)
         e = sessions_list(env, out, n);
-    envlog_env_unlock(lk);
+    envlog_env_unlock(env, lk);
     return e;
 }
 

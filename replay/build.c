@@ -390,7 +390,7 @@ envlog_err envlog_snapshot_build(envlog_env *env, const envlog_build_opts *o,
                                 true, true, &(envlog_keeper){envlog_state_keep, b.st, false},
                                 build_visit, build_coming, &b);
     for (size_t i = 0; i < n_locked; i++)
-        envlog_env_unlock(lk[i]);
+        envlog_env_unlock(src[i].env, lk[i]);
     envlog_free(lk);
     if (!e)
         e = b.err;

@@ -233,12 +233,12 @@ envlog_err envlog_session_discard(envlog_env *env, const envlog_id128 *id)
         return e;
     if (envlog_io_get()->renameat(env->sessions_fd, hex, env->sessions_fd, gone)) {
         e = envlog__fail_errno(errno, "discarding session %s", hex);
-        envlog_env_unlock(lk);
+        envlog_env_unlock(env, lk);
         return e;
     }
     bool left;
     e = remove_dir(env->sessions_fd, gone, &left);
-    envlog_env_unlock(lk);
+    envlog_env_unlock(env, lk);
     if (!e)
         e = envlog_dir_sync(env->sessions_fd, "sessions");
     return e;
@@ -450,7 +450,7 @@ envlog_err envlog_compact_x(envlog_env *env, const envlog_compact_opts *opts,
     bool *keep = NULL;
     if (n && envlog_retire_hook && may_retire) {
         if (!(keep = envlog_calloc(n, sizeof *keep))) {
-            envlog_env_unlock(lk);
+            envlog_env_unlock(env, lk);
             e = envlog__fail(ENVLOG_NOMEM, "compacting");
             goto out;
         }
@@ -472,7 +472,7 @@ envlog_err envlog_compact_x(envlog_env *env, const envlog_compact_opts *opts,
             rep->sessions_kept++;
         } else if (may_retire && (e = retire(env, &in[i], &removed))) {
             envlog_free(keep);
-            envlog_env_unlock(lk);
+            envlog_env_unlock(env, lk);
             goto out;
         }
         if (removed)
@@ -481,7 +481,7 @@ envlog_err envlog_compact_x(envlog_env *env, const envlog_compact_opts *opts,
             rep->bytes_after += in[i].bytes;
     }
     envlog_free(keep);
-    envlog_env_unlock(lk);
+    envlog_env_unlock(env, lk);
     if (rep->sessions_removed)
         e = envlog_dir_sync(env->sessions_fd, "sessions");
 out:

@@ -550,6 +550,6 @@ envlog_err envlog_replay_each(envlog_env *env, const envlog_replay_opts *opts,
         e = envlog_replay_merge(&src, 1, opts, true, false, NULL, each_public, NULL, &p);
     }
     envlog_snap_unmap(snap);
-    envlog_env_unlock(lk);
+    envlog_env_unlock(env, lk);
     return e;
 }

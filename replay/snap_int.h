@@ -28,15 +28,23 @@ struct envlog_snap {
     envlog_bytes mraw;         /* the manifest record (in marena) */
     envlog_buf index;          /* the pairs, reassembled (check_all) */
     uint64_t n_index;
-    /* Without check_all the pairs are read in place, in the mapped file:
-     * the INDEX record starts at idx_pos, its pairs at idx_base of its
-     * payload; each block's fragment is checked the first time a lookup
-     * reads from it (idx_ok, one flag per block from idx_pos's). */
+    /* The INDEX record starts at idx_pos (every walk starts there and
+     * reads it as a record).  Without check_all its pairs are read in
+     * place: at open nothing of it is read; a lookup first reads pairs
+     * where the writer's framing puts them for the MANIFEST's count
+     * (n_claimed), unchecked, and trusts only the ENTRY they lead to.
+     * When that finds nothing, the INDEX is found for certain
+     * (idx_ready: its pairs at idx_base of its payload, n_index of
+     * them, items_start after it) and each block's fragment is checked
+     * the first time a lookup reads from it (idx_ok, one flag per block
+     * from idx_pos's). */
     size_t idx_pos;
+    uint64_t n_claimed;
+    bool idx_ready;
     uint64_t idx_base;
     uint8_t *idx_ok;
     size_t idx_blocks;
-    size_t items_start;        /* where ENTRY/EVIDENCE records begin */
+    size_t items_start;        /* where ENTRY/EVIDENCE records begin (idx_ready) */
     uint64_t chain0;           /* the chain value at items_start, */
     bool chain0_known;         /* worked out by the first walk that needs it */
     bool chain_pending;        /* a rewind left the walk's chain to set */
@@ -76,6 +84,10 @@ struct envlog_snap {
     unsigned slot_next;
     envlog_buf rec;            /* a record read from several blocks */
     uint8_t *near;             /* a record read from its page (frag_near) */
+    /* INDEX pages read unchecked by a lookup's first search: file bytes
+     * [raw_off, raw_off + raw_len) */
+    uint8_t *raw;
+    size_t raw_off, raw_len;
 };
 
 /* Where a record that an INDEX pair points at begins: a pair may point at
@@ -116,9 +128,10 @@ envlog_err envlog_snap_decode_item(envlog_snap *s, const uint8_t *p, size_t n,
 
 /* ------------------------------------------------ snapindex.c */
 
-/* The INDEX read whole and checked (check_all), or found in place. */
+/* The INDEX read whole and checked (check_all); or, for lookups, only
+ * where it starts noted, after the SEAL at the file's end is checked. */
 envlog_err envlog_snap_index_load(envlog_snap *s);
-envlog_err envlog_snap_index_map(envlog_snap *s);
+envlog_err envlog_snap_index_locate(envlog_snap *s);
 /* A bundle's pairs, made as its entries are read: the pair of item `it`
  * (a record at `off`) added to the snapshot's index. */
 envlog_err envlog_snap_index_item(envlog_snap *s, const envlog_snap_item *it,

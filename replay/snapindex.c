@@ -43,6 +43,8 @@ envlog_err envlog_snap_index_load(envlog_snap *s)
             (i && memcmp(s->index.p + 16 * (i - 1), s->index.p + 16 * i, 16) > 0))
             return envlog__fail(ENVLOG_BAD_DATA,
                                 "snapshot index is not sorted or points outside");
+    s->items_start = s->fr.pos;
+    s->idx_ready = true;
     return ENVLOG_OK;
 }
 
@@ -148,30 +150,16 @@ static bool index_extent(envlog_snap *s, size_t pos, const uint8_t *r, size_t le
     return true;
 }
 
-/* The INDEX found in place: its first fragment is checked and gives the
- * count; the block headers after it give its length, so where the entries
- * start is known without reading the pairs.  Each lookup then reads the few
- * pairs a binary search needs, checking their fragments as it goes: opening
- * costs the same at a thousand entries as at a million. */
-envlog_err envlog_snap_index_map(envlog_snap *s)
+/* The INDEX found for certain: its first fragment is checked and gives
+ * the count; the block headers after it give its length, so where the
+ * entries start is known without reading the pairs.  Each lookup then
+ * reads the few pairs a binary search needs, checking their fragments as
+ * it goes: this costs the same at a thousand entries as at a million. */
+static envlog_err index_ready(envlog_snap *s)
 {
-    size_t pos = s->fr.pos, len;
-    /* A file cut short would lose the entries past the cut unseen. */
-    uint8_t tail[2 * ENVLOG_SEAL_TAIL];
-    size_t tl = s->n < sizeof tail ? s->n : sizeof tail;
-    bool sealed;
-    if (s->fd < 0) {
-        sealed = envlog_frames_end_in_seal(s->p, s->n, s->seed);
-    } else if (envlog_pread_full(s->fd, tail, tl, (off_t)(s->n - tl))) {
-        s->io_err = errno ? errno : EIO;
-        return envlog_snap_read_fail(s, "");
-    } else {
-        sealed = envlog_tail_is_seal(tail, tl, s->n, s->seed);
-    }
-    if (!sealed)
-        return envlog__fail(ENVLOG_BAD_DATA, "snapshot is cut short: no seal at its end");
-    if (ENVLOG_BLOCK - pos % ENVLOG_BLOCK < ENVLOG_FRAG_HDR)
-        pos += ENVLOG_BLOCK - pos % ENVLOG_BLOCK; /* the block's zero tail */
+    if (s->idx_ready)
+        return ENVLOG_OK;
+    size_t pos = s->idx_pos, len;
     const uint8_t *r = NULL;
     int type = envlog_snap_frag(s, pos, &len, &r);
     if (type != ENVLOG_FRAG_FULL && type != ENVLOG_FRAG_FIRST)
@@ -234,14 +222,41 @@ envlog_err envlog_snap_index_map(envlog_snap *s)
         return envlog_snap_read_fail(s, "");
     if (e)
         return envlog__fail(ENVLOG_BAD_DATA, "snapshot index is damaged");
+    /* An INDEX may be empty (a bundle's); one that is not counts the
+     * MANIFEST's tune and kernel entries. */
+    if (count && count != s->n_claimed)
+        return envlog__fail(ENVLOG_BAD_DATA, "snapshot index holds %llu entries, its manifest %llu",
+                            (unsigned long long)count, (unsigned long long)s->n_claimed);
     if (!(s->idx_ok = envlog_calloc(blocks, 1)))
         return envlog__fail(ENVLOG_NOMEM, "reading a snapshot");
-    s->idx_pos = pos;
     s->idx_base = total - count * 16;
     s->idx_blocks = blocks;
     s->n_index = count;
-    s->fr.pos = end;
+    s->items_start = end;
+    s->idx_ready = true;
     return ENVLOG_OK;
+}
+
+envlog_err envlog_snap_index_locate(envlog_snap *s)
+{
+    /* A file cut short would lose the entries past the cut unseen. */
+    uint8_t tail[2 * ENVLOG_SEAL_TAIL];
+    size_t tl = s->n < sizeof tail ? s->n : sizeof tail;
+    bool sealed;
+    if (s->fd < 0) {
+        sealed = envlog_frames_end_in_seal(s->p, s->n, s->seed);
+    } else if (envlog_pread_full(s->fd, tail, tl, (off_t)(s->n - tl))) {
+        s->io_err = errno ? errno : EIO;
+        return envlog_snap_read_fail(s, "");
+    } else {
+        sealed = envlog_tail_is_seal(tail, tl, s->n, s->seed);
+    }
+    if (!sealed)
+        return envlog__fail(ENVLOG_BAD_DATA, "snapshot is cut short: no seal at its end");
+    s->n_claimed = s->m.tunes + s->m.kernels;
+    /* In memory (a bundle) it costs no read: found for certain now, so a
+     * damaged INDEX refuses the bundle at once. */
+    return s->fd < 0 ? index_ready(s) : ENVLOG_OK;
 }
 
 static bool key_matches(const envlog_record *rec, envlog_table table, const char *ns,
@@ -312,6 +327,180 @@ static bool index_lower_bound(envlog_snap *s, uint64_t h, uint64_t *at)
     return true;
 }
 
+/* ------------------------------------------ the first search, unchecked
+ *
+ * Checking an INDEX block means reading all 32 KiB of it and hashing
+ * them, where a lookup needs a few pairs: on a machine whose system calls
+ * are slow, most of a cold lookup.  A lookup that finds its ENTRY needs no
+ * pair to be right: the ENTRY passes its own checks and its key is
+ * compared, and a snapshot holds one ENTRY per key.  So a lookup first
+ * searches pairs read unchecked, a few pages around the guess, and trusts
+ * only an ENTRY that passes; anything else (no ENTRY found, pairs out of
+ * order, a read that fails) and it searches again with every INDEX block
+ * it reads checked first (envlog_snap_find), which alone may answer that
+ * the key is absent or that the snapshot is damaged. */
+
+/* Bytes read unchecked at a time: the pages around a guess. */
+#define RAW_SPAN 8192
+
+/* [off, off + len) of the file, unchecked, when what was read holds it;
+ * with `fetch`, read first (RAW_SPAN bytes from a page boundary, with at
+ * least a half page before `off`) when it does not.  NULL when it is not
+ * in the file, not held, or the read fails. */
+static const uint8_t *raw_at(envlog_snap *s, size_t off, size_t len, bool fetch)
+{
+    if (off > s->n || len > s->n - off)
+        return NULL;
+    if (s->fd < 0)
+        return s->p + off;
+    if (s->raw_len && off >= s->raw_off && off + len <= s->raw_off + s->raw_len)
+        return s->raw + (off - s->raw_off);
+    if (!fetch || (!s->raw && !(s->raw = envlog_malloc(RAW_SPAN))))
+        return NULL;
+    size_t from = off & ~(size_t)4095;
+    if (off % 4096 < 2048 && from >= 4096)
+        from -= 4096;
+    size_t to = s->n - from < RAW_SPAN ? s->n : from + RAW_SPAN;
+    s->raw_len = 0;
+    if (off + len > to || envlog_pread_full(s->fd, s->raw, to - from, (off_t)from))
+        return NULL;
+    s->raw_off = from;
+    s->raw_len = to - from;
+    return s->raw + (off - from);
+}
+
+/* Pair `i` of an INDEX whose pairs start at `base` of its payload, read
+ * unchecked (raw_at). */
+static bool raw_pair(envlog_snap *s, uint64_t base, uint64_t i, bool fetch, uint64_t *hash,
+                     uint64_t *off)
+{
+    uint64_t at = base + 16 * i;
+    size_t f0 = idx_file_off(s, at);
+    uint8_t b[16];
+    const uint8_t *p;
+    if (idx_file_off(s, at + 15) == f0 + 15) {
+        if (!(p = raw_at(s, f0, 16, fetch)))
+            return false;
+        memcpy(b, p, 16);
+    } else { /* across a block's header */
+        for (int k = 0; k < 16; k++) {
+            if (!(p = raw_at(s, idx_file_off(s, at + (uint64_t)k), 1, fetch)))
+                return false;
+            b[k] = *p;
+        }
+    }
+    *hash = envlog_get_be64(b);
+    *off = envlog_get_be64(b + 8);
+    return true;
+}
+
+/* The length of a CBOR head for `v`. */
+static uint64_t cbor_head_len(uint64_t v)
+{
+    return v < 24 ? 1 : v < 256 ? 2 : v < 65536 ? 3 : v <= 0xffffffffu ? 5 : 9;
+}
+
+/* The first pair whose hash is not below `h`, among `n` pairs at `base`,
+ * read unchecked: each round reads the pages around a guess interpolated
+ * between what earlier rounds found, and searches what they hold; at a
+ * million entries one or two rounds.  False when it cannot tell (pairs out
+ * of order, a read that fails, too many rounds). */
+static bool raw_lower_bound(envlog_snap *s, uint64_t base, uint64_t n, uint64_t h,
+                            uint64_t *at)
+{
+    uint64_t lo = 0, hi = n, ph, po; /* below lo: < h; from hi on: >= h */
+    double lo_h = 0, hi_h = 18446744073709551616.0;
+    for (int round = 0; round < 8; round++) {
+        if (lo >= hi) {
+            *at = lo;
+            return true;
+        }
+        double f = ((double)h - lo_h) / (hi_h - lo_h);
+        uint64_t g = lo + (uint64_t)((f < 0 ? 0 : f > 1 ? 1 : f) * (double)(hi - lo));
+        if (g >= hi)
+            g = hi - 1;
+        if (!raw_pair(s, base, g, true, &ph, &po))
+            return false;
+        /* [a, b]: the pairs around g that the read holds. */
+        uint64_t a = g, b = g, step;
+        for (step = 1; a >= lo + step && raw_pair(s, base, a - step, false, &ph, &po); step *= 2)
+            a -= step;
+        for (step /= 2; step; step /= 2)
+            if (a >= lo + step && raw_pair(s, base, a - step, false, &ph, &po))
+                a -= step;
+        for (step = 1; b + step < hi && raw_pair(s, base, b + step, false, &ph, &po); step *= 2)
+            b += step;
+        for (step /= 2; step; step /= 2)
+            if (b + step < hi && raw_pair(s, base, b + step, false, &ph, &po))
+                b += step;
+        /* The first of [a, b + 1) not below h. */
+        uint64_t l = a, r = b + 1, ah, bh;
+        while (l < r) {
+            uint64_t mid = l + (r - l) / 2;
+            raw_pair(s, base, mid, false, &ph, &po);
+            if (ph < h)
+                l = mid + 1;
+            else
+                r = mid;
+        }
+        raw_pair(s, base, a, false, &ah, &po);
+        raw_pair(s, base, b, false, &bh, &po);
+        if (ah > bh || (double)ah < lo_h || (double)bh > hi_h)
+            return false; /* out of order: not for this search to judge */
+        if (l > a && l <= b) {
+            *at = l;
+            return true;
+        }
+        if (l == a) {
+            hi = a;
+            hi_h = (double)ah;
+        } else {
+            lo = b + 1;
+            lo_h = (double)bh;
+        }
+    }
+    return false;
+}
+
+/* The lookup's first search (see above): 1 with `item` and `rec` when it
+ * found the key's ENTRY, which passed every check; 0 when it cannot say. */
+static int first_search(envlog_snap *s, uint64_t h, envlog_table table, const char *ns,
+                        const char *key, const envlog_hash128 *kkey, uint64_t checksum,
+                        envlog_snap_item *item, envlog_record *rec)
+{
+    uint64_t n = s->idx_ready ? s->n_index : s->n_claimed, base = s->idx_base;
+    if (!n || n > s->n / 16)
+        return 0;
+    if (!s->idx_ready) /* where the writer puts the pairs: {0: 35, 4: n, 5: pairs} */
+        base = 1 + 1 + 2 + 1 + cbor_head_len(n) + 1 + cbor_head_len(n * 16);
+    uint64_t i, ph, po;
+    if (!raw_lower_bound(s, base, n, h, &i))
+        return 0;
+    for (; i < n && raw_pair(s, base, i, true, &ph, &po) && ph == h; i++) {
+        const uint8_t *p;
+        size_t len;
+        if (po <= s->idx_pos || po >= s->n || envlog_snap_record(s, (size_t)po, &p, &len) ||
+            envlog_snap_decode_item(s, p, len, item, rec))
+            return 0;
+        if (item->kind == ENVLOG_KIND_ENTRY && (int)table == item->table &&
+            key_matches(rec, table, ns, key, kkey, checksum))
+            return 1;
+    }
+    return 0;
+}
+
+/* A lookup that met a damaged INDEX (`why`), or a failed read of it. */
+static envlog_err index_damaged(envlog_snap *s, const char *why)
+{
+    if (s->io_err)
+        return envlog_snap_read_fail(s, "");
+    char w[96];
+    snprintf(w, sizeof w, "%s", why);
+    envlog_snap_note_first(s, s->idx_pos, 0, w);
+    s->lookup_bad++;
+    return envlog__fail(ENVLOG_CORRUPT, "%s", w);
+}
+
 envlog_err envlog_snap_find(envlog_snap *s, envlog_table table, const char *ns,
                             const char *key, const envlog_hash128 *kkey,
                             uint64_t checksum, envlog_snap_item *item,
@@ -320,17 +509,26 @@ envlog_err envlog_snap_find(envlog_snap *s, envlog_table table, const char *ns,
     uint64_t h = table == ENVLOG_TABLE_TUNE
                      ? envlog_entry_key_hash(table, ns, key, strlen(key), checksum)
                      : envlog_entry_key_hash(table, ns, kkey->b, 16, 0);
+    if (s->fd >= 0 && first_search(s, h, table, ns, key, kkey, checksum, item, rec))
+        return ENVLOG_OK;
+    /* Searched again, every INDEX block read checked: only this search
+     * says that a key is absent or that the snapshot is damaged. */
     uint64_t lo, ph, po;
+    envlog_err e = index_ready(s);
+    if (e == ENVLOG_NOMEM || e == ENVLOG_IO)
+        return e;
+    if (e)
+        return index_damaged(s, envlog_errmsg());
     if (!index_lower_bound(s, h, &lo))
-        return envlog_snap_read_fail(s, "snapshot index is damaged");
+        return index_damaged(s, "snapshot index is damaged");
     for (; lo < s->n_index; lo++) {
         if (!pair_at(s, lo, &ph, &po))
-            return envlog_snap_read_fail(s, "snapshot index is damaged");
+            return index_damaged(s, "snapshot index is damaged");
         if (ph != h)
             break;
         const uint8_t *p = NULL;
         size_t n = 0;
-        envlog_err e = po < s->items_start || po >= s->n
+        e = po < s->items_start || po >= s->n
                            ? envlog__fail(ENVLOG_CORRUPT, "snapshot index points outside")
                            : envlog_snap_record(s, (size_t)po, &p, &n);
         if (!e)

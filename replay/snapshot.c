@@ -42,6 +42,7 @@ void envlog_snap_free(envlog_snap *s)
         envlog_free(s->slot[i].b);
     envlog_buf_free(&s->rec);
     envlog_free(s->near);
+    envlog_free(s->raw);
     if (s->fd >= 0)
         envlog_io_get()->close(s->fd);
     envlog_free(s);
@@ -86,10 +87,26 @@ envlog_err envlog_snap_load_fd(const uint8_t *p, size_t n, int fd, bool check_al
         goto fail;
     }
     /* The seed comes from the id in the HEADER, so the header's fragment is
-     * decoded first and its checksum checked with the seed it names. */
+     * decoded first and its checksum checked with the seed it names.  By
+     * pread, the HEADER and the MANIFEST are read from the first page
+     * when they end in it (as they do but for a hundred sessions or
+     * more), else from the first block, else from the mapping. */
     size_t hl = 0, b0l = 0;
     envlog_seg_header h;
-    const uint8_t *b0 = envlog_snap_block(s, 0, &b0l);
+    uint8_t page[4096];
+    const uint8_t *b0;
+    if (s->fd >= 0) {
+        b0l = n < sizeof page ? n : sizeof page;
+        b0 = page;
+        if (envlog_pread_full(s->fd, page, b0l, 0)) {
+            s->io_err = errno ? errno : EIO;
+            b0 = NULL;
+        } else if (b0l < n && envlog_frag_peek(b0, b0l, 0, &hl) != ENVLOG_FRAG_FULL) {
+            b0 = envlog_snap_block(s, 0, &b0l); /* let the whole block say */
+        }
+    } else {
+        b0 = envlog_snap_block(s, 0, &b0l);
+    }
     if (!b0) {
         e = envlog_snap_read_fail(s, "");
         goto fail;
@@ -112,14 +129,23 @@ envlog_err envlog_snap_load_fd(const uint8_t *p, size_t n, int fd, bool check_al
     envlog_frame_reader_init(&s->fr, p, n, s->seed, 0);
     const uint8_t *rp;
     size_t rn;
-    /* Read by pread, the head is read from the first block when the
-     * MANIFEST ends in it (as it does but for thousands of sessions); else,
-     * and from a mapping, from the file. */
     envlog_frame_reader fr0, *fr = &s->fr;
     envlog_frame_reader_init(&fr0, b0, b0l, s->seed, 0);
     envlog_fr_status st, hs = ENVLOG_FR_END;
-    if (s->fd >= 0 && (hs = read_head(&fr0, &st)) == ENVLOG_FR_RECORD &&
-        st == ENVLOG_FR_RECORD) {
+    bool in_b0 = false;
+    if (s->fd >= 0) {
+        in_b0 = (hs = read_head(&fr0, &st)) == ENVLOG_FR_RECORD && st == ENVLOG_FR_RECORD;
+        if (!in_b0 && b0 == page && b0l < n) {
+            envlog_frame_reader_free(&fr0);
+            if (!(b0 = envlog_snap_block(s, 0, &b0l))) {
+                e = envlog_snap_read_fail(s, "");
+                goto fail;
+            }
+            envlog_frame_reader_init(&fr0, b0, b0l, s->seed, 0);
+            in_b0 = (hs = read_head(&fr0, &st)) == ENVLOG_FR_RECORD && st == ENVLOG_FR_RECORD;
+        }
+    }
+    if (in_b0) {
         fr = &fr0;
         s->fr.pos = fr0.pos;
         s->fr.chain = fr0.chain;
@@ -163,10 +189,12 @@ envlog_err envlog_snap_load_fd(const uint8_t *p, size_t n, int fd, bool check_al
                          (unsigned long long)s->m.schema, ENVLOG_BUNDLE_SCHEMA);
         goto fail;
     }
-    e = check_all ? envlog_snap_index_load(s) : envlog_snap_index_map(s);
+    /* The INDEX follows, past the zero bytes that end a block when fewer
+     * than a fragment header's were left in it. */
+    s->idx_pos = (size_t)envlog_snap_record_start(s->fr.pos);
+    e = check_all ? envlog_snap_index_load(s) : envlog_snap_index_locate(s);
     if (e)
         goto fail;
-    s->items_start = s->fr.pos;
     if (check_all && (e = check_all_items(s)))
         goto fail;
     if (!check_all)
@@ -278,19 +306,19 @@ bool envlog_snap_watermark(envlog_snap *s, const envlog_id128 *session, uint64_t
  * at the end, the SEAL's count and chain and the content hash checked.
  * The full check is a walk from the start with nothing handed out. */
 
-/* The chain value after the INDEX, which the SEAL's chain continues: read
- * from the fragment headers from the MANIFEST up to the entries (their
- * checksums were checked when the snapshot was loaded, or are by a lookup
- * before it trusts them; a wrong one only makes the SEAL disagree). */
+/* The chain value before the INDEX, which the walk's frame reader and
+ * the SEAL's chain continue: read from the MANIFEST's fragment headers
+ * (their checksums were checked when the snapshot was loaded; a wrong one
+ * only makes the SEAL disagree). */
 static uint64_t chain_before_items(const envlog_snap *s)
 {
     size_t hl = 0; /* the HEADER's fragment is not chained */
     envlog_frag_peek(s->p, s->n, 0, &hl);
-    return envlog_frags_chain(s->p, s->n, ENVLOG_FRAG_HDR + hl, s->items_start, 0);
+    return envlog_frags_chain(s->p, s->n, ENVLOG_FRAG_HDR + hl, s->idx_pos, 0);
 }
 
-/* Sets the walk's chain to its value at the entries, worked out once (it
- * reads a header per block before them: a lookup never needs it). */
+/* Sets the walk's chain to its value at the INDEX, worked out once (a
+ * lookup never needs it). */
 static void walk_chain(envlog_snap *s)
 {
     if (!s->chain0_known) {
@@ -303,9 +331,11 @@ static void walk_chain(envlog_snap *s)
 
 void envlog_snap_rewind(envlog_snap *s)
 {
-    s->fr.pos = s->items_start;
+    /* Every walk reads the INDEX as a record (checked as every record,
+     * whatever a lookup read of it) and goes on to the entries. */
+    s->fr.pos = s->idx_pos;
     s->chain_pending = true;
-    s->walk_count = 2; /* the MANIFEST and the INDEX */
+    s->walk_count = 1; /* the MANIFEST */
     s->walk_have_last = false;
     envlog_h128_free(&s->walk_hash);
     s->walk_hashing = envlog_h128_begin(&s->walk_hash) == ENVLOG_OK;
@@ -377,6 +407,8 @@ envlog_err envlog_snap_next(envlog_snap *s, envlog_snap_item *it, envlog_record 
             return ENVLOG_END;
         }
         s->walk_count++;
+        if (kind == ENVLOG_KIND_INDEX && off == s->idx_pos)
+            continue;
         if (kind == ENVLOG_KIND_ENTRY || kind == ENVLOG_KIND_EVIDENCE) {
             uint8_t len[4];
             envlog_put_le32(len, (uint32_t)n);

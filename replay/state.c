@@ -183,7 +183,7 @@ envlog_err envlog_state_open_on(envlog_env *env, const envlog_replay_opts *opts,
     envlog_merge_src src = {env, snap};
     envlog_keeper keep = {envlog_state_keep, st, true};
     e = envlog_replay_merge(&src, 1, &o, until, true, &keep, fold_one, fold_coming, &f);
-    envlog_env_unlock(lk);
+    envlog_env_unlock(env, lk);
     lk = -1;
     /* What the walk of its records met and nobody reported yet. */
     if (until && snap && !o.check_snapshot)
@@ -195,7 +195,7 @@ envlog_err envlog_state_open_on(envlog_env *env, const envlog_replay_opts *opts,
     *out = st;
     return ENVLOG_OK;
 fail:
-    envlog_env_unlock(lk);
+    envlog_env_unlock(env, lk);
     if (!st->snap && !st->held)
         envlog_snap_unmap(snap);
     envlog_state_close(st);

@@ -370,7 +370,7 @@ static int pl_msync(void *p, size_t l) { return PX()->msync(p, l); }
 static int pl_flock(int fd, int op) { return PX()->flock(fd, op); }
 static int pl_fstat(int fd, struct stat *st) { return PX()->fstat(fd, st); }
 static int pl_fstatat(int d, const char *p, struct stat *st) { return PX()->fstatat(d, p, st); }
-static void *pl_opendir(int d) { return PX()->opendir(d); }
+static void *pl_opendir(int d, bool through) { return PX()->opendir(d, through); }
 static int pl_readdir(void *dir, const char **name) { return PX()->readdir(dir, name); }
 static void pl_closedir(void *dir) { PX()->closedir(dir); }
 

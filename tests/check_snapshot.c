@@ -15,6 +15,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <stdlib.h>
@@ -380,9 +381,12 @@ static uint8_t *big_kernel(envlog_env *env, size_t size, unsigned mult)
 }
 
 /* A lookup reads the snapshot by pread: each pread of an open and of its
- * lookups (an index block, a tune's entry, a kernel's entry of four
- * blocks) fails in turn.  Each failure is ENVLOG_IO, never damage and never
- * a miss, and the same lookup asked again answers rightly. */
+ * lookups (index pages unchecked, then index blocks checked when that
+ * finds nothing, a tune's entry, a kernel's entry of four blocks, the
+ * search for a key that is absent) fails in turn.  Each failure is
+ * ENVLOG_IO or, where the unchecked search gives up and the checked one
+ * reads again, the right answer: never damage and never a miss of a key
+ * that is there; the same lookups asked again answer rightly. */
 START_TEST(test_lookup_read_faults)
 {
     char *dir = tu_mkdtemp("lkfault");
@@ -394,19 +398,20 @@ START_TEST(test_lookup_read_faults)
     ck_assert_ok(envlog_compact(env, ENVLOG_EVIDENCE_NONE, NULL));
     envlog_env_close(env);
     uint64_t sum = envlog_tune_checksum(CANDS, 3);
-    int in_open = 0, in_lookup = 0;
+    int in_open = 0, in_lookup = 0, failed_lookup = 0;
     long n;
     for (n = 1; n < 200; n++) {
         envlog_state *st = NULL;
         envlog_tune_entry te;
         envlog_kernel_entry ke;
-        envlog_err lk[2];
+        envlog_err lk[3];
         ck_assert_ok(envlog_env_open(dir, ENVLOG_OPEN_READONLY, &env));
         tu_fault_arm(TU_PREAD, n, EIO);
         envlog_err e = envlog_state_open(env, NULL, &st);
         if (!e) {
             lk[0] = envlog_state_winner(st, NS1, "many-7", sum, &te);
             lk[1] = envlog_state_kernel(st, KNS, &kkey, &ke);
+            lk[2] = envlog_state_winner(st, NS1, "absent", sum, &te);
         }
         bool hit = tu_fault_disarm();
         if (e) {
@@ -414,12 +419,16 @@ START_TEST(test_lookup_read_faults)
                           envlog_strerror(e), envlog_errmsg());
             in_open++;
         } else {
-            for (int k = 0; k < 2; k++) {
-                ck_assert_msg(lk[k] == ENVLOG_OK || (hit && lk[k] == ENVLOG_IO),
+            in_lookup += hit;
+            for (int k = 0; k < 3; k++) {
+                envlog_err right = k < 2 ? ENVLOG_OK : ENVLOG_NOT_FOUND;
+                ck_assert_msg(lk[k] == right || (hit && lk[k] == ENVLOG_IO),
                               "pread %ld: lookup %d says %s (%s)", n, k,
                               envlog_strerror(lk[k]), envlog_errmsg());
-                in_lookup += lk[k] == ENVLOG_IO;
+                failed_lookup += lk[k] == ENVLOG_IO;
             }
+            ck_assert_int_eq(envlog_state_winner(st, NS1, "absent", sum, &te),
+                             ENVLOG_NOT_FOUND);
             /* Asked again, each answers. */
             ck_assert_ok(envlog_state_winner(st, NS1, "many-7", sum, &te));
             ck_assert_str_eq(te.winner, CANDS[7 % 3]);
@@ -433,8 +442,9 @@ START_TEST(test_lookup_read_faults)
             break;
     }
     ck_assert_int_lt(n, 200);
-    ck_assert_int_ge(in_open, 3); /* the head, the tail, the index's end */
-    ck_assert_int_ge(in_lookup, 3);
+    ck_assert_int_ge(in_open, 2); /* the head, the tail */
+    ck_assert_int_ge(in_lookup, 6);
+    ck_assert_int_ge(failed_lookup, 2); /* the checked search's own reads */
     free(bin);
     free(dir);
 }
@@ -593,6 +603,89 @@ START_TEST(test_index_damage)
     ck_assert_uint_gt(c.found, 0);
     free(good);
     free(snap);
+    free(dir);
+}
+END_TEST
+
+/* A lookup first searches INDEX pairs it reads unchecked and trusts only
+ * the ENTRY they lead to; only the search that checks every INDEX block it
+ * reads may answer that a key is absent.  A bit of every 5th pair (its
+ * hash, then its offset, in turn) is flipped in snapshot/current; the key
+ * of that pair, its neighbours' and an absent key are looked up from a
+ * cold open.  Each present key comes back with its own winner or, where
+ * the damage hides it, as a miss that the state counts as damage: never a
+ * wrong winner, never a miss nobody hears of. */
+START_TEST(test_index_pair_damage)
+{
+    char *dir = tu_mkdtemp("pair-dmg");
+    envlog_env *env = tu_env(dir);
+    many_tunes(env);
+    ck_assert_ok(envlog_compact(env, ENVLOG_EVIDENCE_NONE, NULL));
+    envlog_env_close(env);
+    char *path = strdup(tu_path(dir, "snapshot/current"));
+    size_t n;
+    uint8_t *raw = tu_read(path, &n);
+    envlog_snap *snap;
+    ck_assert_ok(envlog_snap_load(raw, n, true, &snap));
+    uint64_t sum = envlog_tune_checksum(CANDS, 3);
+    /* Which key each pair is for, by its hash. */
+    int *key_of = malloc(sizeof(int) * snap->n_index);
+    for (uint64_t i = 0; i < snap->n_index; i++)
+        key_of[i] = -1;
+    for (int k = 0; k < MANY; k++) {
+        char key[32];
+        snprintf(key, sizeof key, "many-%d", k);
+        uint64_t h = envlog_entry_key_hash(ENVLOG_TABLE_TUNE, NS1, key, strlen(key), sum);
+        for (uint64_t i = 0; i < snap->n_index; i++)
+            if (envlog_get_be64(snap->index.p + 16 * i) == h)
+                key_of[i] = k;
+    }
+    unsigned flipped = 0, hidden = 0;
+    for (uint64_t i = 0; i < snap->n_index; i += 5) {
+        uint8_t *at = memmem(raw, n, snap->index.p + 16 * i, 16);
+        if (!at || key_of[i] < 0)
+            continue; /* across a block's header */
+        size_t off = (size_t)(at - raw) + (i / 5 % 2 ? 8 + i % 8 : i % 8);
+        uint8_t mask = (uint8_t)(1u << (i % 8));
+        flip_at(path, off, mask);
+        flipped++;
+        ck_assert_ok(envlog_env_open(dir, ENVLOG_OPEN_READONLY, &env));
+        envlog_state *st;
+        ck_assert_ok(envlog_state_open(env, NULL, &st));
+        bool missed = false;
+        for (int d = -1; d <= 1; d++) {
+            if ((d < 0 && !i) || i + (uint64_t)(d + 1) > snap->n_index || key_of[i + d] < 0)
+                continue;
+            int k = key_of[i + d];
+            char key[32];
+            envlog_tune_entry te;
+            snprintf(key, sizeof key, "many-%d", k);
+            envlog_err e = envlog_state_winner(st, NS1, key, sum, &te);
+            ck_assert_msg(e == ENVLOG_OK || e == ENVLOG_NOT_FOUND,
+                          "pair %" PRIu64 " byte %zu: %s", i, off, envlog_errmsg());
+            if (!e) {
+                ck_assert_str_eq(te.key, key);
+                ck_assert_str_eq(te.winner, CANDS[k % 3]);
+            }
+            missed |= e != ENVLOG_OK;
+        }
+        envlog_tune_entry te;
+        ck_assert_int_eq(envlog_state_winner(st, NS1, "absent", sum, &te), ENVLOG_NOT_FOUND);
+        envlog_state_stats ss;
+        envlog_state_stats_get(st, &ss);
+        ck_assert_msg(!missed || ss.snapshot_damaged > 0,
+                      "pair %" PRIu64 " byte %zu: a key missed, no damage counted", i, off);
+        hidden += missed;
+        envlog_state_close(st);
+        envlog_env_close(env);
+        flip_at(path, off, mask);
+    }
+    ck_assert_uint_gt(flipped, 500);
+    ck_assert_uint_gt(hidden, flipped / 4);
+    free(key_of);
+    envlog_snap_free(snap);
+    free(raw);
+    free(path);
     free(dir);
 }
 END_TEST
@@ -1571,6 +1664,7 @@ Suite *suite_snapshot(void)
     tcase_add_test(tc, test_compact_keeps_evidence);
     tcase_add_test(tc, test_index_in_place);
     tcase_add_test(tc, test_index_damage);
+    tcase_add_test(tc, test_index_pair_damage);
     tcase_add_test(tc, test_snapshot_alloc_faults);
     tcase_add_test(tc, test_lookup_read_faults);
     tcase_add_test(tc, test_lookup_across_zero_tail);

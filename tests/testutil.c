@@ -383,10 +383,10 @@ static int f_fstatat(int d, const char *p, struct stat *st)
     return PX->fstatat(d, p, st);
 }
 
-static void *f_opendir(int d)
+static void *f_opendir(int d, bool through)
 {
     if (hit(TU_OPENDIR)) return errno = fault.err, NULL;
-    return PX->opendir(d);
+    return PX->opendir(d, through);
 }
 
 static int f_readdir(void *dir, const char **name)
