@@ -102,11 +102,17 @@ int cli_bad_arg(const cli *c, const char *what, const char *arg)
 {
     if (arg[0] != '-' || !arg[1])
         return cli_error(EXIT_USAGE, "%s: unexpected argument '%s'", what, arg);
+    /* -C is envlog's own, before the command; the usage names it there. */
+    if (!strncmp(arg, "-C", 2))
+        return cli_error(EXIT_USAGE, "%s: -C goes before the command: envlog -C DIR %s ...", what,
+                         c->cmd ? c->cmd->name : "COMMAND");
     char opts[64][32];
     const char *names[64];
-    size_t n = c->cmd ? options_of(c->cmd->usage, opts, 64) : 0;
+    size_t n = c->cmd ? options_of(c->cmd->usage, opts, 64) : 0, k = 0;
     for (size_t i = 0; i < n; i++)
-        names[i] = opts[i];
+        if (strcmp(opts[i], "-C"))
+            names[k++] = opts[i];
+    n = k;
     /* "--name=value": the name is what was mistyped. */
     char word[64];
     snprintf(word, sizeof word, "%.*s", (int)strcspn(arg, "="), arg);

@@ -104,10 +104,10 @@ envlog_err envlog_read_small(int dirfd, const char *name, size_t max, envlog_buf
             io->close(fd);
         return e;
     }
-    ssize_t r;
     int err = 0;
     while (out->len <= max) {
-        r = io->pread(fd, out->p + out->len, max + 1 - out->len, (off_t)out->len);
+        size_t want = max + 1 - out->len;
+        ssize_t r = io->pread(fd, out->p + out->len, want, (off_t)out->len);
         if (r < 0 && errno == EINTR)
             continue;
         if (r <= 0) {
@@ -115,6 +115,8 @@ envlog_err envlog_read_small(int dirfd, const char *name, size_t max, envlog_buf
             break;
         }
         out->len += (size_t)r;
+        if ((size_t)r < want)
+            break; /* a regular file's end */
     }
     /* Nothing read, too much, or a failed read: the descriptor says why
      * (not a regular file, larger than max), else the read does. */
