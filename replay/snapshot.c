@@ -310,7 +310,7 @@ bool envlog_snap_watermark(envlog_snap *s, const envlog_id128 *session, uint64_t
  * the SEAL's chain continue: read from the MANIFEST's fragment headers
  * (their checksums were checked when the snapshot was loaded; a wrong one
  * only makes the SEAL disagree). */
-static uint64_t chain_before_items(const envlog_snap *s)
+static uint64_t chain_before_index(const envlog_snap *s)
 {
     size_t hl = 0; /* the HEADER's fragment is not chained */
     envlog_frag_peek(s->p, s->n, 0, &hl);
@@ -322,7 +322,7 @@ static uint64_t chain_before_items(const envlog_snap *s)
 static void walk_chain(envlog_snap *s)
 {
     if (!s->chain0_known) {
-        s->chain0 = chain_before_items(s);
+        s->chain0 = chain_before_index(s);
         s->chain0_known = true;
     }
     s->fr.chain = s->fr.chain_start = s->chain0;
