@@ -88,6 +88,11 @@ struct envlog_snap {
      * [raw_off, raw_off + raw_len) */
     uint8_t *raw;
     size_t raw_off, raw_len;
+    /* Lookups the unchecked search answered, and those it could not: a
+     * reader whose keys are mostly absent (a fold of new keys) tries it
+     * for one lookup in 16 only, since each of its misses costs a read
+     * more. */
+    uint64_t first_found, first_failed, lookups;
 };
 
 /* Where a record that an INDEX pair points at begins: a pair may point at

@@ -509,8 +509,14 @@ envlog_err envlog_snap_find(envlog_snap *s, envlog_table table, const char *ns,
     uint64_t h = table == ENVLOG_TABLE_TUNE
                      ? envlog_entry_key_hash(table, ns, key, strlen(key), checksum)
                      : envlog_entry_key_hash(table, ns, kkey->b, 16, 0);
-    if (s->fd >= 0 && first_search(s, h, table, ns, key, kkey, checksum, item, rec))
-        return ENVLOG_OK;
+    if (s->fd >= 0 &&
+        (s->first_failed <= 2 * s->first_found + 8 || ++s->lookups % 16 == 0)) {
+        if (first_search(s, h, table, ns, key, kkey, checksum, item, rec)) {
+            s->first_found++;
+            return ENVLOG_OK;
+        }
+        s->first_failed++;
+    }
     /* Searched again, every INDEX block read checked: only this search
      * says that a key is absent or that the snapshot is damaged. */
     uint64_t lo, ph, po;
