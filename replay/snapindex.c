@@ -4,11 +4,13 @@
  *
  * The INDEX holds (key hash, offset) pairs sorted by hash (the hash is the
  * format's, snapfmt.c).  Read whole and checked for the full check, or
- * found in place for lookups: its extent worked out from its count and the
- * writer's fixed framing, each block's fragment checked the first time a
- * lookup reads from it.  A lookup guesses its pair's place from the key's
- * hash, searches around the guess, and decodes only the ENTRY records
- * with that hash.
+ * read in place for lookups, in two searches (envlog(5), INDEX): first
+ * pairs read unchecked, trusting only the ENTRY they lead to; then, when
+ * that finds nothing, the INDEX found for certain (its extent worked out
+ * from its count and the writer's fixed framing) and each block's
+ * fragment checked the first time a lookup reads from it.  Both guess the
+ * pair's place from the key's hash, search around the guess, and decode
+ * only the ENTRY records with that hash.
  */
 #include "snap_int.h"
 
