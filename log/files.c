@@ -98,12 +98,9 @@ envlog_err envlog_read_small(int dirfd, const char *name, size_t max, envlog_buf
     const envlog_io *io = envlog_io_get();
     out->len = 0;
     int fd;
-    envlog_err e = open_named(dirfd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW, 0, &fd);
-    if (e || (e = envlog_buf_reserve(out, max + 2))) {
-        if (!e)
-            io->close(fd);
+    envlog_err e = envlog_buf_reserve(out, max + 2);
+    if (e || (e = open_named(dirfd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW, 0, &fd)))
         return e;
-    }
     int err = 0;
     while (out->len <= max) {
         size_t want = max + 1 - out->len;

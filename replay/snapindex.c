@@ -82,6 +82,45 @@ static bool idx_block_ok(envlog_snap *s, size_t off)
     return s->idx_ok[b];
 }
 
+/* Where the `len` bytes at file offset `off` are held for a pair's read
+ * (read first when `fetch`), or NULL. */
+typedef const uint8_t *(*pair_src)(envlog_snap *s, size_t off, size_t len, bool fetch);
+
+/* From the block they are in (envlog_snap_block): what a pair read
+ * checked takes, its blocks checked first. */
+static const uint8_t *block_at(envlog_snap *s, size_t off, size_t len, bool fetch)
+{
+    (void)fetch;
+    size_t bl;
+    const uint8_t *bp = envlog_snap_block(s, off / ENVLOG_BLOCK, &bl);
+    return bp && off % ENVLOG_BLOCK + len <= bl ? bp + off % ENVLOG_BLOCK : NULL;
+}
+
+/* Pair `i` of an INDEX whose pairs start at `base` of its payload, its
+ * bytes from `src`: its key hash and record offset. */
+static bool read_pair(envlog_snap *s, uint64_t base, uint64_t i, pair_src src, bool fetch,
+                      uint64_t *hash, uint64_t *off)
+{
+    uint64_t at = base + 16 * i;
+    size_t f0 = idx_file_off(s, at);
+    uint8_t b[16];
+    const uint8_t *p;
+    if (idx_file_off(s, at + 15) == f0 + 15) {
+        if (!(p = src(s, f0, 16, fetch)))
+            return false;
+        memcpy(b, p, 16);
+    } else { /* across a block's header: gathered byte by byte */
+        for (int k = 0; k < 16; k++) {
+            if (!(p = src(s, idx_file_off(s, at + (uint64_t)k), 1, fetch)))
+                return false;
+            b[k] = *p;
+        }
+    }
+    *hash = envlog_get_be64(b);
+    *off = envlog_get_be64(b + 8);
+    return true;
+}
+
 /* Pair `i` of the index: its key hash and record offset.  False when the
  * fragment it is in fails its check. */
 static bool pair_at(envlog_snap *s, uint64_t i, uint64_t *hash, uint64_t *off)
@@ -91,29 +130,9 @@ static bool pair_at(envlog_snap *s, uint64_t i, uint64_t *hash, uint64_t *off)
         *off = envlog_get_be64(s->index.p + 16 * i + 8);
         return true;
     }
-    uint8_t b[16];
     uint64_t at = s->idx_base + 16 * i;
-    /* A pair may straddle a block boundary: gathered byte by byte then. */
-    size_t f0 = idx_file_off(s, at), f15 = idx_file_off(s, at + 15);
-    if (!idx_block_ok(s, f0) || !idx_block_ok(s, f15))
-        return false;
-    size_t bl;
-    const uint8_t *bp;
-    if (f15 == f0 + 15) {
-        if (!(bp = envlog_snap_block(s, f0 / ENVLOG_BLOCK, &bl)))
-            return false;
-        memcpy(b, bp + f0 % ENVLOG_BLOCK, 16);
-    } else {
-        for (int k = 0; k < 16; k++) {
-            size_t f = idx_file_off(s, at + (uint64_t)k);
-            if (!(bp = envlog_snap_block(s, f / ENVLOG_BLOCK, &bl)))
-                return false;
-            b[k] = bp[f % ENVLOG_BLOCK];
-        }
-    }
-    *hash = envlog_get_be64(b);
-    *off = envlog_get_be64(b + 8);
-    return true;
+    return idx_block_ok(s, idx_file_off(s, at)) && idx_block_ok(s, idx_file_off(s, at + 15)) &&
+           read_pair(s, s->idx_base, i, block_at, true, hash, off);
 }
 
 /* The INDEX record's extent from its first fragment (at `pos`, `len`
@@ -329,6 +348,29 @@ static bool index_lower_bound(envlog_snap *s, uint64_t h, uint64_t *at)
     return true;
 }
 
+/* The record a pair points at (`po`, not before `from`), its fragments
+ * checked and decoded into `item` and `rec` as every reader checks it
+ * (*n: its length). */
+static envlog_err entry_at(envlog_snap *s, uint64_t po, uint64_t from, envlog_snap_item *item,
+                           envlog_record *rec, size_t *n)
+{
+    const uint8_t *p = NULL;
+    *n = 0;
+    envlog_err e = po < from || po >= s->n
+                       ? envlog__fail(ENVLOG_CORRUPT, "snapshot index points outside")
+                       : envlog_snap_record(s, (size_t)po, &p, n);
+    return e ? e : envlog_snap_decode_item(s, p, *n, item, rec);
+}
+
+/* Whether what entry_at() read is the entry of the key looked up. */
+static bool entry_is(const envlog_snap_item *item, const envlog_record *rec, envlog_table table,
+                     const char *ns, const char *key, const envlog_hash128 *kkey,
+                     uint64_t checksum)
+{
+    return item->kind == ENVLOG_KIND_ENTRY && (int)table == item->table &&
+           key_matches(rec, table, ns, key, kkey, checksum);
+}
+
 /* ------------------------------------------ the first search, unchecked
  *
  * Checking an INDEX block means reading all 32 KiB of it and hashing
@@ -376,24 +418,7 @@ static const uint8_t *raw_at(envlog_snap *s, size_t off, size_t len, bool fetch)
 static bool raw_pair(envlog_snap *s, uint64_t base, uint64_t i, bool fetch, uint64_t *hash,
                      uint64_t *off)
 {
-    uint64_t at = base + 16 * i;
-    size_t f0 = idx_file_off(s, at);
-    uint8_t b[16];
-    const uint8_t *p;
-    if (idx_file_off(s, at + 15) == f0 + 15) {
-        if (!(p = raw_at(s, f0, 16, fetch)))
-            return false;
-        memcpy(b, p, 16);
-    } else { /* across a block's header */
-        for (int k = 0; k < 16; k++) {
-            if (!(p = raw_at(s, idx_file_off(s, at + (uint64_t)k), 1, fetch)))
-                return false;
-            b[k] = *p;
-        }
-    }
-    *hash = envlog_get_be64(b);
-    *off = envlog_get_be64(b + 8);
-    return true;
+    return read_pair(s, base, i, raw_at, fetch, hash, off);
 }
 
 /* The length of a CBOR head for `v`. */
@@ -479,13 +504,10 @@ static int first_search(envlog_snap *s, uint64_t h, envlog_table table, const ch
     if (!raw_lower_bound(s, base, n, h, &i))
         return 0;
     for (; i < n && raw_pair(s, base, i, true, &ph, &po) && ph == h; i++) {
-        const uint8_t *p;
         size_t len;
-        if (po <= s->idx_pos || po >= s->n || envlog_snap_record(s, (size_t)po, &p, &len) ||
-            envlog_snap_decode_item(s, p, len, item, rec))
+        if (entry_at(s, po, s->idx_pos + 1, item, rec, &len))
             return 0;
-        if (item->kind == ENVLOG_KIND_ENTRY && (int)table == item->table &&
-            key_matches(rec, table, ns, key, kkey, checksum))
+        if (entry_is(item, rec, table, ns, key, kkey, checksum))
             return 1;
     }
     return 0;
@@ -534,13 +556,8 @@ envlog_err envlog_snap_find(envlog_snap *s, envlog_table table, const char *ns,
             return index_damaged(s, "snapshot index is damaged");
         if (ph != h)
             break;
-        const uint8_t *p = NULL;
-        size_t n = 0;
-        e = po < s->items_start || po >= s->n
-                           ? envlog__fail(ENVLOG_CORRUPT, "snapshot index points outside")
-                           : envlog_snap_record(s, (size_t)po, &p, &n);
-        if (!e)
-            e = envlog_snap_decode_item(s, p, n, item, rec);
+        size_t n;
+        e = entry_at(s, po, s->items_start, item, rec, &n);
         if (e == ENVLOG_NOMEM || e == ENVLOG_IO)
             return e;
         if (e) {
@@ -551,8 +568,7 @@ envlog_err envlog_snap_find(envlog_snap *s, envlog_table table, const char *ns,
             return envlog__fail(ENVLOG_CORRUPT, "snapshot entry at offset %llu: %s",
                                 (unsigned long long)po, why);
         }
-        if (item->kind == ENVLOG_KIND_ENTRY && (int)table == item->table &&
-            key_matches(rec, table, ns, key, kkey, checksum))
+        if (entry_is(item, rec, table, ns, key, kkey, checksum))
             return ENVLOG_OK;
     }
     return ENVLOG_NOT_FOUND;
