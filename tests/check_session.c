@@ -109,6 +109,27 @@ START_TEST(test_env_open)
     ck_assert_err(envlog_env_open(future, 0, &env), ENVLOG_FORMAT);
     tu_write(tu_path(future, "FORMAT"), "", 0);
     ck_assert_err(envlog_env_open(future, 0, &env), ENVLOG_FORMAT);
+    /* FORMAT is read in one call with no stat: what is not a regular file
+     * of a few bytes is still named for what it is, and a FIFO does not
+     * make the open wait for a writer. */
+    char fut[4200], fmt[4300];
+    snprintf(fut, sizeof fut, "%s", future);
+    snprintf(fmt, sizeof fmt, "%s/FORMAT", fut);
+    char *big = calloc(1, 5000);
+    memcpy(big, "envlog environment format 2\n", 28);
+    tu_write(fmt, big, 5000);
+    free(big);
+    ck_assert_err(envlog_env_open(fut, ENVLOG_OPEN_READONLY, &env), ENVLOG_FORMAT);
+    ck_assert_ptr_nonnull(strstr(envlog_errmsg(), "over 4096"));
+    ck_assert_int_eq(unlink(fmt), 0);
+    ck_assert_int_eq(mkfifo(fmt, 0600), 0);
+    ck_assert_err(envlog_env_open(fut, ENVLOG_OPEN_READONLY, &env), ENVLOG_FORMAT);
+    ck_assert_ptr_nonnull(strstr(envlog_errmsg(), "a FIFO, not a regular file"));
+    ck_assert_int_eq(unlink(fmt), 0);
+    ck_assert_int_eq(mkdir(fmt, 0700), 0);
+    ck_assert_err(envlog_env_open(fut, ENVLOG_OPEN_READONLY, &env), ENVLOG_FORMAT);
+    ck_assert_msg(strstr(envlog_errmsg(), "a directory, not a regular file"), "%s", envlog_errmsg());
+    ck_assert_int_eq(rmdir(fmt), 0);
     /* A file is not an environment. */
     ck_assert_int_ne(envlog_env_open(tu_path(other, "notes.txt"), 0, &env), ENVLOG_OK);
     ck_assert_err(envlog_env_open("", 0, &env), ENVLOG_INVALID_ARG);
