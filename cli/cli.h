@@ -61,6 +61,8 @@ static inline bool cli_operand(const cli *c, int i)
 int cli_error(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* The exit code for a library error, after printing it with its detail. */
 int cli_fail(envlog_err e, const char *what);
+/* The same with the detail `said`, kept from before later calls. */
+int cli_fail_said(envlog_err e, const char *what, const char *said);
 /* How a command opens the environment. */
 enum { CLI_READ, CLI_WRITE, CLI_CREATE };
 /* Opens the environment read-only (inspection), for writing (it must

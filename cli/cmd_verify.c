@@ -83,7 +83,12 @@ static int verify_session(cli *c, envlog_env *env, const envlog_session_info *in
         }
         if (e) {
             envlog_reader_close(r);
-            return cli_fail(e, "reading a session");
+            /* A segment that went with its session between two reads. */
+            char said[256];
+            snprintf(said, sizeof said, "%s", envlog_errmsg());
+            if (retired(c, env, in))
+                return EXIT_OK;
+            return cli_fail_said(e, "reading a session", said);
         }
         if (!ns || segs[ns - 1].segment != rec->segment) {
             if (ns == 64) {

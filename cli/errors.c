@@ -28,6 +28,11 @@ static int write_errno;
 
 int cli_fail(envlog_err e, const char *what)
 {
+    return cli_fail_said(e, what, envlog_errmsg());
+}
+
+int cli_fail_said(envlog_err e, const char *what, const char *said)
+{
     int err = write_errno;
     write_errno = 0;
     if (e == ENVLOG_IO && err)
@@ -42,7 +47,7 @@ int cli_fail(envlog_err e, const char *what)
     case ENVLOG_TRUNCATED: code = EXIT_DAMAGE; break;
     default: break;
     }
-    return cli_error(code, "%s: %s (%s)", what, envlog_errmsg(), envlog_strerror(e));
+    return cli_error(code, "%s: %s (%s)", what, said, envlog_strerror(e));
 }
 
 envlog_err cli_fwrite(void *ctx, const char *text, size_t len)

@@ -198,9 +198,12 @@ static envlog_err retire(envlog_env *env, const envlog_session_info *in, bool *r
     if (e)
         return e == ENVLOG_NOT_FOUND || e == ENVLOG_BAD_DATA || e == ENVLOG_PERMISSION
                    ? ENVLOG_OK : e;
-    /* Holding the lock proves the writer gone; a writer never returns to a
-     * session it left. */
-    if (io->flock(fd, LOCK_EX | LOCK_NB)) {
+    /* Holding the lock shared proves the writer gone (it holds it
+     * exclusive for as long as it lives); a writer never returns to a
+     * session it left.  Shared, a reader's look whether the session is live
+     * succeeds meanwhile, so a session being retired never reads as live:
+     * it reads whole, or as gone. */
+    if (io->flock(fd, LOCK_SH | LOCK_NB)) {
         close(fd);
         return ENVLOG_OK;
     }

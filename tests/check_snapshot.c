@@ -18,6 +18,7 @@
 #include <inttypes.h>
 #include <malloc.h>
 #include <signal.h>
+#include <sys/file.h>
 #include <sys/prctl.h>
 #include <stdlib.h>
 #include <string.h>
@@ -158,6 +159,17 @@ static void generations_agree(const char *dir, const char *want, const char *whe
 void sn_populate(envlog_env *env, int round) { populate(env, round); }
 char *sn_dump(const char *dir, const char *base) { return dump_state(dir, base); }
 
+/* A snapshot of one session under a session of new history. */
+static envlog_env *layered_env(const char *name, char **dir)
+{
+    *dir = tu_mkdtemp(name);
+    envlog_env *env = tu_env(*dir);
+    populate(env, 0);
+    ck_assert_ok(envlog_compact(env, ENVLOG_EVIDENCE_ALL, NULL));
+    populate(env, 1);
+    return env;
+}
+
 /* Session directories (and leftovers of any kind) under sessions/. */
 static size_t count_sessions(const char *dir)
 {
@@ -242,6 +254,63 @@ START_TEST(test_compact_keeps_state)
     free(again);
     free(forgot);
     envlog_env_close(env);
+    free(dir);
+}
+END_TEST
+
+/* A session being retired never reads as live: at the rename that retires
+ * it, a reader's look (LOCK_SH|LOCK_NB, envlog(5)) succeeds, and a reader
+ * of another handle finds it in a state a dead writer leaves. */
+static envlog_env *retire_peer;
+static int retire_seen, retire_live, retire_live_state;
+
+static int retire_renameat(int a, const char *from, int b, const char *to)
+{
+    size_t n = strlen(to);
+    if (n > 9 && !strcmp(to + n - 9, ".removing")) {
+        retire_seen++;
+        int fd = openat(a, from, O_RDONLY | O_DIRECTORY);
+        if (fd >= 0) {
+            if (flock(fd, LOCK_SH | LOCK_NB))
+                retire_live++;
+            else
+                flock(fd, LOCK_UN);
+            close(fd);
+        }
+        envlog_id128 id;
+        envlog_reader *r;
+        if (!envlog_id_parse(from, &id) && !envlog_reader_open(retire_peer, &id, &r)) {
+            const envlog_record *rec;
+            while (envlog_reader_next(r, &rec) == ENVLOG_OK)
+                ;
+            retire_live_state += envlog_reader_state(r) == ENVLOG_STATE_LIVE;
+            envlog_reader_close(r);
+        }
+    }
+    return envlog_io_posix()->renameat(a, from, b, to);
+}
+
+START_TEST(test_retire_never_live)
+{
+    char *dir;
+    envlog_env *env = layered_env("retire", &dir);
+    ck_assert_ok(envlog_env_open(dir, 0, &retire_peer));
+    static envlog_io io;
+    io = *envlog_io_posix();
+    io.renameat = retire_renameat;
+    retire_seen = retire_live = retire_live_state = 0;
+    envlog_io_set(&io);
+    envlog_compact_report r;
+    envlog_err e = envlog_compact(env, ENVLOG_EVIDENCE_ALL, &r);
+    envlog_io_set(NULL);
+    ck_assert_ok(e);
+    ck_assert_uint_eq(r.sessions_removed, 1);
+    ck_assert_int_eq(retire_seen, 1);
+    ck_assert_int_eq(retire_live, 0);
+    ck_assert_int_eq(retire_live_state, 0);
+    envlog_env_close(retire_peer);
+    envlog_env_close(env);
+    tu_rmrf(dir);
     free(dir);
 }
 END_TEST
@@ -804,11 +873,8 @@ END_TEST
  * success, and the environment replays to the same state either way. */
 START_TEST(test_compact_fault_every_call)
 {
-    char *dir = tu_mkdtemp("cfault");
-    envlog_env *env = tu_env(dir);
-    populate(env, 0);
-    ck_assert_ok(envlog_compact(env, ENVLOG_EVIDENCE_ALL, NULL));
-    populate(env, 1);
+    char *dir;
+    envlog_env *env = layered_env("cfault", &dir);
     char *want = dump_dir(dir);
     long n;
     int failures = 0;
@@ -1710,6 +1776,7 @@ Suite *suite_snapshot(void)
     TCase *tc = tcase_create("compaction");
     tcase_set_timeout(tc, 120);
     tcase_add_loop_test(tc, test_compact_keeps_state, 0, 3);
+    tcase_add_test(tc, test_retire_never_live);
     tcase_add_test(tc, test_compact_keeps_evidence);
     tcase_add_test(tc, test_index_in_place);
     tcase_add_test(tc, test_index_damage);
