@@ -243,7 +243,7 @@ static envlog_err count_entries(envlog_bundle_opened *o, envlog_bundle_info *in)
 {
     envlog_snap_item it;
     envlog_record rec;
-    envlog_snap_rewind(o->snap);
+    envlog_snap_rewind_fold(o->snap);
     envlog_err e;
     while (!(e = envlog_snap_next(o->snap, &it, &rec))) {
         if (it.kind != ENVLOG_KIND_ENTRY)

@@ -95,7 +95,7 @@ envlog_err envlog_state_load_all(envlog_state *st)
     envlog_record rec;
     envlog_err e = ENVLOG_OK;
     uint64_t read[2] = {0, 0};
-    envlog_snap_rewind(st->snap);
+    envlog_snap_rewind_fold(st->snap);
     while (!e && !(e = envlog_snap_next(st->snap, &it, &rec))) {
         envlog_key_ref k;
         if (it.kind != ENVLOG_KIND_ENTRY || !snap_key(&it, &rec, &k))
@@ -135,7 +135,7 @@ envlog_err envlog_state_load_users(envlog_state *st)
     envlog_snap_item it;
     envlog_record rec;
     envlog_err e = ENVLOG_OK;
-    envlog_snap_rewind(st->snap);
+    envlog_snap_rewind_fold(st->snap);
     while (!e && !(e = envlog_snap_next(st->snap, &it, &rec))) {
         if (it.kind != ENVLOG_KIND_ENTRY || it.table != ENVLOG_TABLE_USER)
             continue;

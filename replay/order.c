@@ -370,7 +370,7 @@ static envlog_err stamp_position(merge *m, uint64_t *ns)
         envlog_record rec;
         bool found = false;
         envlog_err e;
-        envlog_snap_rewind(snap);
+        envlog_snap_rewind_fold(snap);
         while (!found && (e = envlog_snap_next(snap, &it, &rec)) == ENVLOG_OK)
             if (!memcmp(it.stamp.session.b, o->until_session.b, 16) &&
                 it.stamp.seq == o->until_seq) {
@@ -461,7 +461,7 @@ envlog_err envlog_replay_merge(const envlog_merge_src *src, size_t n_src,
             memset(&m.cur[m.n], 0, sizeof m.cur[m.n]);
             m.cur[m.n].source = s;
             m.cur[m.n++].snap = src[s].snap;
-            envlog_snap_rewind(src[s].snap);
+            (fold ? envlog_snap_rewind_fold : envlog_snap_rewind)(src[s].snap);
         }
     }
     uint64_t until_ns = 0;

@@ -454,6 +454,11 @@ envlog_err envlog_snap_find(envlog_snap *s, envlog_table table, const char *ns,
  * record was not skipped: calling again after freeing memory retries it
  * only after envlog_snap_rewind()). */
 void envlog_snap_rewind(envlog_snap *s);
+/* The same for a walk whose records go to the fold, or are counted: each
+ * record decodes as envlog_event_decode_fold() gives it, its detail skipped
+ * by length (the same records stand, envlog(5)); full readers (why,
+ * import) rewind with envlog_snap_rewind(). */
+void envlog_snap_rewind_fold(envlog_snap *s);
 envlog_err envlog_snap_next(envlog_snap *s, envlog_snap_item *it, envlog_record *rec);
 
 /* The damaged places walks found, the first ENVLOG_SNAP_DAMAGE_KEPT of them

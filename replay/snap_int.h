@@ -68,6 +68,7 @@ struct envlog_snap {
     /* The walk in progress */
     uint64_t walk_count;
     bool walk_have_last, walk_hashing, walk_from_start;
+    bool walk_fold;            /* this walk decodes for the fold (envlog_snap_rewind_fold) */
     envlog_stamp walk_last;
     uint64_t walk_last_ns;
     envlog_h128 walk_hash;
@@ -127,8 +128,10 @@ envlog_err envlog_snap_record(envlog_snap *s, size_t at, const uint8_t **p, size
 envlog_err envlog_snap_decode_as(const uint8_t *p, size_t n, const envlog_schema *sc,
                                  void *out, envlog_arena *a, uint64_t kind);
 /* An ENTRY or EVIDENCE payload and the record inside it, checked as
- * envlog(5) requires of a record any reader takes. */
-envlog_err envlog_snap_decode_item(envlog_snap *s, const uint8_t *p, size_t n,
+ * envlog(5) requires of a record any reader takes; `fold`: the record as
+ * envlog_event_decode_fold() gives it (its detail skipped by length, which
+ * drops no record), else whole. */
+envlog_err envlog_snap_decode_item(envlog_snap *s, const uint8_t *p, size_t n, bool fold,
                                    envlog_snap_item *it, envlog_record *rec);
 
 /* ------------------------------------------------ snapindex.c */

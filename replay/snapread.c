@@ -209,7 +209,7 @@ envlog_err envlog_snap_decode_as(const uint8_t *p, size_t n, const envlog_schema
  * that stands (a stored tune with a winner, a compiled kernel with its
  * binary, a user record) of its table's kind, whose origin is its record's
  * own.  Anything else is damage: no reader ever takes it. */
-envlog_err envlog_snap_decode_item(envlog_snap *s, const uint8_t *p, size_t n,
+envlog_err envlog_snap_decode_item(envlog_snap *s, const uint8_t *p, size_t n, bool fold,
                               envlog_snap_item *it, envlog_record *rec)
 {
     envlog_arena_reset(&s->arena);
@@ -228,7 +228,8 @@ envlog_err envlog_snap_decode_item(envlog_snap *s, const uint8_t *p, size_t n,
         return envlog__fail(ENVLOG_BAD_DATA, "not an entry or evidence record");
     if (entry && it->rule > ENVLOG_RULE_IMPORTED)
         return envlog__fail(ENVLOG_BAD_DATA, "an entry whose rule does not make it stand");
-    if ((e = envlog_event_decode(it->record.data, it->record.size, rec, &s->arena)))
+    if ((e = (fold ? envlog_event_decode_fold : envlog_event_decode)(
+             it->record.data, it->record.size, rec, &s->arena)))
         return e;
     if (rec->stamp.seq != it->stamp.seq || rec->stamp.offset_ns != it->stamp.offset_ns)
         return envlog__fail(ENVLOG_BAD_DATA, "a record whose stamp is not its own");

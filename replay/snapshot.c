@@ -329,8 +329,15 @@ static void walk_chain(envlog_snap *s)
     s->chain_pending = false;
 }
 
+void envlog_snap_rewind_fold(envlog_snap *s)
+{
+    envlog_snap_rewind(s);
+    s->walk_fold = true;
+}
+
 void envlog_snap_rewind(envlog_snap *s)
 {
+    s->walk_fold = false;
     /* Every walk reads the INDEX as a record (checked as every record,
      * whatever a lookup read of it) and goes on to the entries. */
     s->fr.pos = s->idx_pos;
@@ -415,7 +422,7 @@ envlog_err envlog_snap_next(envlog_snap *s, envlog_snap_item *it, envlog_record 
             envlog_h128_update(&s->walk_hash, len, 4);
             envlog_h128_update(&s->walk_hash, p, n);
         }
-        envlog_err e = envlog_snap_decode_item(s, p, n, it, rec);
+        envlog_err e = envlog_snap_decode_item(s, p, n, s->walk_fold, it, rec);
         if (e == ENVLOG_NOMEM)
             return e; /* not damage: the caller must not skip the record */
         if (!e && s->walk_have_last &&
@@ -448,7 +455,7 @@ envlog_err envlog_snap_next(envlog_snap *s, envlog_snap_item *it, envlog_record 
 static envlog_err check_all_items(envlog_snap *s)
 {
     bool rebuild = s->n_index == 0 && s->m.tunes + s->m.kernels > 0;
-    envlog_snap_rewind(s);
+    envlog_snap_rewind_fold(s);
     if (!s->walk_hashing)
         return envlog__fail(ENVLOG_NOMEM, "checking a snapshot");
     /* The pairs the entries read give, to hold against the INDEX: a pair

@@ -315,6 +315,49 @@ START_TEST(test_retire_never_live)
 }
 END_TEST
 
+/* A walk for the fold reads each record's own map and skips its detail
+ * (the trials, the policy); a full walk reads both; both hand out the same
+ * records, checked the same way. */
+START_TEST(test_fold_walk_skips_detail)
+{
+    char *dir;
+    envlog_env *env = layered_env("foldwalk", &dir);
+    envlog_snap *snap;
+    ck_assert_ok(envlog_snap_map_file(env, "current", true, &snap));
+    size_t n[2] = {0, 0}, trials[2] = {0, 0}, policies[2] = {0, 0};
+    envlog_stamp last[2][64];
+    for (int fold = 0; fold < 2; fold++) {
+        (fold ? envlog_snap_rewind_fold : envlog_snap_rewind)(snap);
+        envlog_snap_item it;
+        envlog_record rec;
+        envlog_err e;
+        while (!(e = envlog_snap_next(snap, &it, &rec))) {
+            ck_assert_uint_lt(n[fold], 64);
+            last[fold][n[fold]++] = it.stamp;
+            if (rec.kind == ENVLOG_KIND_TUNE) {
+                trials[fold] += rec.u.tune.n_trials;
+                policies[fold] += rec.u.tune.policy != NULL;
+            }
+        }
+        ck_assert_err(e, ENVLOG_END);
+    }
+    ck_assert_uint_gt(n[0], 8);
+    ck_assert_uint_eq(n[0], n[1]);
+    for (size_t i = 0; i < n[0]; i++)
+        ck_assert(last[0][i].seq == last[1][i].seq &&
+                  !memcmp(last[0][i].session.b, last[1][i].session.b, 16));
+    ck_assert_uint_gt(trials[0], 0);
+    ck_assert_uint_gt(policies[0], 0);
+    ck_assert_uint_eq(trials[1], 0);
+    ck_assert_uint_eq(policies[1], 0);
+    ck_assert_uint_eq(envlog_snap_bad_records(snap), 0);
+    envlog_snap_free(snap);
+    envlog_env_close(env);
+    tu_rmrf(dir);
+    free(dir);
+}
+END_TEST
+
 /* A snapshot whose INDEX spans several blocks (pairs straddle block
  * boundaries): every key is found through it, in place, with its winner;
  * keys it does not hold miss.  Checked on the fresh state of a new handle
@@ -1777,6 +1820,7 @@ Suite *suite_snapshot(void)
     tcase_set_timeout(tc, 120);
     tcase_add_loop_test(tc, test_compact_keeps_state, 0, 3);
     tcase_add_test(tc, test_retire_never_live);
+    tcase_add_test(tc, test_fold_walk_skips_detail);
     tcase_add_test(tc, test_compact_keeps_evidence);
     tcase_add_test(tc, test_index_in_place);
     tcase_add_test(tc, test_index_damage);
