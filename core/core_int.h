@@ -413,6 +413,12 @@ envlog_err envlog_struct_decode(envlog_pull *pull, const envlog_tok *t,
  * UTF-8; a RAW field to be one CBOR item): ENVLOG_INVALID_ARG otherwise. */
 envlog_err envlog_struct_encode(envlog_buf *b, const envlog_schema *s,
                                 const void *in, envlog_level level);
+/* envlog_struct_encode() for fields of records a reader accepted (a
+ * snapshot build's entries, which the fold or a snapshot walk read): an
+ * ENVLOG_F_RECORD field is not walked again for its well-formedness (it
+ * must still be a map), every other field is checked as ever. */
+envlog_err envlog_struct_encode_trusted(envlog_buf *b, const envlog_schema *s,
+                                        const void *in, envlog_level level);
 
 /* The effect a built-in record of `kind` has. */
 envlog_effect envlog_effect_of(envlog_kind kind, const void *body);

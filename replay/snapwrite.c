@@ -29,11 +29,14 @@ static envlog_err add(envlog_snapw *w, const envlog_snap_item *it, bool indexed,
         w->cap = cap;
     }
     /* Encoded now for its size (and its checks), and held for the passes
-     * that write it while the encodings fit the bound. */
+     * that write it while the encodings fit the bound.  Its record is one
+     * the fold or a snapshot walk accepted, or one the encoder wrote (a
+     * tune less its trials): its well-formedness is not walked again. */
     bool hold = w->enc.len < w->hold;
     envlog_buf *into = hold ? &w->enc : &w->scratch;
     size_t at = into->len = hold ? w->enc.len : 0;
-    envlog_err e = envlog_struct_encode(into, &envlog_snap_item_schema, it, ENVLOG_LEVEL_FULL);
+    envlog_err e = envlog_struct_encode_trusted(into, &envlog_snap_item_schema, it,
+                                                 ENVLOG_LEVEL_FULL);
     size_t len = into->len - at;
     if (!e && len > ENVLOG_RECORD_MAX)
         e = envlog__fail(ENVLOG_TOO_BIG, "a snapshot record of %zu bytes", len);

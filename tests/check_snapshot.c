@@ -358,6 +358,43 @@ START_TEST(test_fold_walk_skips_detail)
 }
 END_TEST
 
+/* A build encodes its entries without walking their records again
+ * (envlog_struct_encode_trusted): the same bytes as the checked encoder,
+ * and a record that is not a map is still refused. */
+START_TEST(test_trusted_item_encoding)
+{
+    char *dir;
+    envlog_env *env = layered_env("trusted", &dir);
+    envlog_snap *snap;
+    ck_assert_ok(envlog_snap_map_file(env, "current", true, &snap));
+    envlog_snap_rewind(snap);
+    envlog_snap_item it;
+    envlog_record rec;
+    size_t n = 0;
+    envlog_buf a = {0}, b = {0};
+    while (!envlog_snap_next(snap, &it, &rec)) {
+        ck_assert_ok(envlog_struct_encode(&a, &envlog_snap_item_schema, &it, ENVLOG_LEVEL_FULL));
+        ck_assert_ok(envlog_struct_encode_trusted(&b, &envlog_snap_item_schema, &it,
+                                                  ENVLOG_LEVEL_FULL));
+        n++;
+    }
+    ck_assert_uint_gt(n, 8);
+    ck_assert_uint_eq(a.len, b.len);
+    ck_assert(!memcmp(a.p, b.p, a.len));
+    it.record = (envlog_bytes){(const uint8_t *)"\x01", 1};
+    b.len = 0;
+    ck_assert_err(envlog_struct_encode_trusted(&b, &envlog_snap_item_schema, &it,
+                                               ENVLOG_LEVEL_FULL),
+                  ENVLOG_INVALID_ARG);
+    envlog_buf_free(&a);
+    envlog_buf_free(&b);
+    envlog_snap_free(snap);
+    envlog_env_close(env);
+    tu_rmrf(dir);
+    free(dir);
+}
+END_TEST
+
 /* A snapshot whose INDEX spans several blocks (pairs straddle block
  * boundaries): every key is found through it, in place, with its winner;
  * keys it does not hold miss.  Checked on the fresh state of a new handle
@@ -1821,6 +1858,7 @@ Suite *suite_snapshot(void)
     tcase_add_loop_test(tc, test_compact_keeps_state, 0, 3);
     tcase_add_test(tc, test_retire_never_live);
     tcase_add_test(tc, test_fold_walk_skips_detail);
+    tcase_add_test(tc, test_trusted_item_encoding);
     tcase_add_test(tc, test_compact_keeps_evidence);
     tcase_add_test(tc, test_index_in_place);
     tcase_add_test(tc, test_index_damage);
