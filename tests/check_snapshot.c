@@ -315,15 +315,31 @@ START_TEST(test_retire_never_live)
 }
 END_TEST
 
+/* snapshot/current of layered_env(), read whole, and the end of it. */
+static envlog_snap *layered_current(const char *name, envlog_env **env, char **dir)
+{
+    *env = layered_env(name, dir);
+    envlog_snap *snap;
+    ck_assert_ok(envlog_snap_map_file(*env, "current", true, &snap));
+    return snap;
+}
+
+static void layered_done(envlog_snap *snap, envlog_env *env, char *dir)
+{
+    envlog_snap_free(snap);
+    envlog_env_close(env);
+    tu_rmrf(dir);
+    free(dir);
+}
+
 /* A walk for the fold reads each record's own map and skips its detail
  * (the trials, the policy); a full walk reads both; both hand out the same
  * records, checked the same way. */
 START_TEST(test_fold_walk_skips_detail)
 {
     char *dir;
-    envlog_env *env = layered_env("foldwalk", &dir);
-    envlog_snap *snap;
-    ck_assert_ok(envlog_snap_map_file(env, "current", true, &snap));
+    envlog_env *env;
+    envlog_snap *snap = layered_current("foldwalk", &env, &dir);
     size_t n[2] = {0, 0}, trials[2] = {0, 0}, policies[2] = {0, 0};
     envlog_stamp last[2][64];
     for (int fold = 0; fold < 2; fold++) {
@@ -351,10 +367,7 @@ START_TEST(test_fold_walk_skips_detail)
     ck_assert_uint_eq(trials[1], 0);
     ck_assert_uint_eq(policies[1], 0);
     ck_assert_uint_eq(envlog_snap_bad_records(snap), 0);
-    envlog_snap_free(snap);
-    envlog_env_close(env);
-    tu_rmrf(dir);
-    free(dir);
+    layered_done(snap, env, dir);
 }
 END_TEST
 
@@ -364,9 +377,8 @@ END_TEST
 START_TEST(test_trusted_item_encoding)
 {
     char *dir;
-    envlog_env *env = layered_env("trusted", &dir);
-    envlog_snap *snap;
-    ck_assert_ok(envlog_snap_map_file(env, "current", true, &snap));
+    envlog_env *env;
+    envlog_snap *snap = layered_current("trusted", &env, &dir);
     envlog_snap_rewind(snap);
     envlog_snap_item it;
     envlog_record rec;
@@ -388,10 +400,7 @@ START_TEST(test_trusted_item_encoding)
                   ENVLOG_INVALID_ARG);
     envlog_buf_free(&a);
     envlog_buf_free(&b);
-    envlog_snap_free(snap);
-    envlog_env_close(env);
-    tu_rmrf(dir);
-    free(dir);
+    layered_done(snap, env, dir);
 }
 END_TEST
 
