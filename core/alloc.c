@@ -49,29 +49,56 @@ void envlog_free(void *p)
     free(p);
 }
 
-/* Large tables (a state's slots, its arena's chunks) are touched all over
- * and freshly: on 4 KiB pages every page is a fault (and, after a read of
- * the shared zero page, a second one with a TLB flush).  2 MiB pages take
- * one fault for 512 of them.  Transparent huge pages are asked for on the
- * aligned part; where the kernel has none this changes nothing. */
+/* Large tables (a state's slots, its arena's chunks, a reader's window)
+ * are touched all over and freshly: on 4 KiB pages every page is a fault,
+ * and under a hypervisor's page tables a fault costs 10-13 us here, more
+ * than reading the page (bench/RESULTS.md).  2 MiB pages take one fault
+ * for 512 of them.  A block of ENVLOG_BIG_MIN bytes or more is taken whole
+ * huge pages, aligned to one, and transparent huge pages are asked for on
+ * all of it; where the kernel has none this changes nothing.  A smaller
+ * one is plain memory: a huge page for it would be mostly waste. */
 #define HUGE_PAGE ((size_t)2 << 20)
+
+size_t envlog_big_size(size_t size)
+{
+    if (size < ENVLOG_BIG_MIN || size > SIZE_MAX - HUGE_PAGE)
+        return size;
+    return (size + HUGE_PAGE - 1) & ~(HUGE_PAGE - 1);
+}
 
 void *envlog_malloc_big(size_t size, bool zero)
 {
-    void *p = envlog_malloc(size);
+    size_t n = envlog_big_size(size);
+    void *p;
+    if (n == size && size < ENVLOG_BIG_MIN) {
+        p = envlog_malloc(size);
+    } else {
+        if (should_fail() || posix_memalign(&p, HUGE_PAGE, n))
+            return NULL;
+        (void)madvise(p, n, MADV_HUGEPAGE);
+    }
     if (!p)
         return NULL;
-    if (size >= 2 * HUGE_PAGE) {
-        uintptr_t a = ((uintptr_t)p + HUGE_PAGE - 1) & ~(uintptr_t)(HUGE_PAGE - 1);
-        uintptr_t b = ((uintptr_t)p + size) & ~(uintptr_t)(HUGE_PAGE - 1);
-        if (b > a)
-            (void)madvise((void *)a, b - a, MADV_HUGEPAGE);
-    }
     /* Written now, in order: a fault per huge page, none for a read of the
      * zero page followed by a write. */
     if (zero)
         memset(p, 0, size);
     return p;
+}
+
+void *envlog_realloc_big(void *p, size_t used, size_t size)
+{
+    if (size < ENVLOG_BIG_MIN)
+        return envlog_realloc(p, size);
+    /* Moved to whole huge pages: copying what it holds costs less than a
+     * fault for each fresh small page a realloc would add. */
+    void *q = envlog_malloc_big(size, false);
+    if (q) {
+        if (used)
+            memcpy(q, p, used);
+        envlog_free(p);
+    }
+    return q;
 }
 
 char *envlog_strdup(const char *s)

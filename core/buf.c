@@ -18,7 +18,8 @@ envlog_err envlog_buf_reserve(envlog_buf *b, size_t extra)
     size_t cap = b->cap ? b->cap : 256;
     while (cap - b->len < extra)
         cap *= 2;
-    uint8_t *p = envlog_realloc(b->p, cap);
+    uint8_t *p = envlog_realloc_big(b->p, b->len, cap);
+    cap = envlog_big_size(cap);
     if (!p)
         return envlog__fail(ENVLOG_NOMEM, "buffer of %zu bytes", cap);
     b->p = p;
@@ -54,8 +55,12 @@ typedef struct envlog_chunk {
     _Alignas(16) uint8_t data[];
 } envlog_chunk;
 
+/* A chunk of `cap` bytes at least: all of what envlog_malloc_big takes. */
 static envlog_chunk *chunk_new(size_t cap)
 {
+    if (cap > SIZE_MAX / 2)
+        return NULL;
+    cap = envlog_big_size(sizeof(envlog_chunk) + cap) - sizeof(envlog_chunk);
     envlog_chunk *c = envlog_malloc_big(sizeof(envlog_chunk) + cap, false);
     if (c) {
         c->next = NULL;

@@ -31,9 +31,19 @@ envlog_err envlog__fail_errno(int errnum, const char *fmt, ...)
 
 void *envlog_malloc(size_t size);
 void *envlog_calloc(size_t n, size_t size);
-/* envlog_malloc() of a large table that will be touched all over: on huge
- * pages where the kernel has them, zeroed (written in order) when `zero`. */
+/* envlog_malloc() of a large table that will be touched all over: from
+ * ENVLOG_BIG_MIN bytes on, whole huge pages where the kernel has them
+ * (envlog_big_size() bytes, all of them usable), zeroed (written in order)
+ * when `zero`.  Freed with envlog_free(). */
+#define ENVLOG_BIG_MIN ((size_t)256 << 10)
 void *envlog_malloc_big(size_t size, bool zero);
+/* The bytes envlog_malloc_big(size) takes: `size`, or rounded up to whole
+ * huge pages. */
+size_t envlog_big_size(size_t size);
+/* envlog_realloc() of a block that grows to be large: from ENVLOG_BIG_MIN
+ * bytes on, moved (its first `used` bytes) to envlog_malloc_big() memory,
+ * envlog_big_size(size) bytes of it usable.  NULL (p kept): no memory. */
+void *envlog_realloc_big(void *p, size_t used, size_t size);
 void *envlog_realloc(void *p, size_t size);
 void envlog_free(void *p);
 char *envlog_strdup(const char *s);

@@ -510,10 +510,7 @@ out:
     envlog_free(rt.young);
     if (!e && b.err)
         e = b.err;
-    for (size_t i = 0; i < ic.n; i++)
-        envlog_free(ic.v[i].owned);
-    envlog_free(ic.v);
-    envlog_free(ic.nss);
+    envlog_build_items_free(&ic);
     envlog_free(entry_stamps);
     envlog_free(order);
     envlog_snapw_free(&w);

@@ -42,7 +42,9 @@ typedef struct item_ref {
     envlog_snap_item item;
     bool indexed;
     uint64_t hash;
-    uint8_t *owned; /* a re-encoded record, for --evidence none */
+    bool stripped;  /* its record re-encoded without its trials (--evidence
+                       none), at strip_at in items_ctx.stripped */
+    size_t strip_at;
     const char *ns; /* a tune or kernel entry's namespace */
 } item_ref;
 
@@ -53,6 +55,10 @@ typedef struct items_ctx {
     const char **nss;
     size_t n_nss;
     uint64_t tunes, kernels, users;
+    /* the records re-encoded without their trials, one after another, and
+     * what re-encoding one takes (reused) */
+    envlog_buf stripped, scratch;
+    envlog_arena strip_mem;
 } items_ctx;
 
 /* What the items are sorted by, apart from them: sorting the items
@@ -70,6 +76,8 @@ int envlog_build_str_cmp(const void *a, const void *b);
 /* The standing entries of b->st (and the user records) into `ic`, with
  * their namespaces (ic->nss: each once, sorted). */
 envlog_err envlog_build_items(build_ctx *b, items_ctx *ic);
+/* Frees what envlog_build_items() took. */
+void envlog_build_items_free(items_ctx *ic);
 /* The items' places in the total order (then by kind); NULL: no memory. */
 item_key *envlog_build_items_order(const items_ctx *ic);
 

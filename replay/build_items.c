@@ -25,35 +25,34 @@ envlog_err envlog_build_grow(void **v, size_t *cap, size_t n, size_t elem)
     if (n < *cap)
         return ENVLOG_OK;
     size_t c = *cap ? 2 * *cap : 16;
-    void *p = envlog_realloc(*v, c * elem);
+    if (c > SIZE_MAX / 2 / elem)
+        return envlog__fail(ENVLOG_NOMEM, "building a snapshot");
+    void *p = envlog_realloc_big(*v, n * elem, c * elem);
     if (!p)
         return envlog__fail(ENVLOG_NOMEM, "building a snapshot");
     *v = p;
-    *cap = c;
+    *cap = envlog_big_size(c * elem) / elem;
     return ENVLOG_OK;
 }
 
-/* The tune record without its trials (--evidence none). */
-static envlog_err strip_trials(const envlog_bytes *in, uint8_t **out, size_t *n)
+/* The tune record without its trials (--evidence none), appended to
+ * c->stripped; *at: where it starts there.  One buffer for all of them (and
+ * one arena and scratch buffer, reused) rather than a block each: fresh
+ * memory a piece at a time is what cost most here. */
+static envlog_err strip_trials(items_ctx *c, const envlog_bytes *in, size_t *at, size_t *n)
 {
     envlog_record rec;
-    envlog_arena a = {0};
-    envlog_buf b = {0};
-    envlog_err e = envlog_event_decode(in->data, in->size, &rec, &a);
+    envlog_arena_reset(&c->strip_mem);
+    envlog_err e = envlog_event_decode(in->data, in->size, &rec, &c->strip_mem);
     if (!e) {
         rec.u.tune.n_trials = 0;
         rec.u.tune.trials = NULL;
-        e = envlog_event_encode(&b, ENVLOG_KIND_TUNE, &rec.stamp, rec.effect,
+        e = envlog_event_encode(&c->scratch, ENVLOG_KIND_TUNE, &rec.stamp, rec.effect,
                                 ENVLOG_LEVEL_FULL, &rec.u.tune);
     }
-    envlog_arena_free(&a);
-    if (e) {
-        envlog_buf_free(&b);
-        return e;
-    }
-    *out = b.p;
-    *n = b.len;
-    return ENVLOG_OK;
+    *at = c->stripped.len;
+    *n = c->scratch.len;
+    return e ? e : envlog_buf_append(&c->stripped, c->scratch.p, c->scratch.len);
 }
 
 static envlog_err take_item(void *ctx, const envlog_state_item *it)
@@ -80,9 +79,10 @@ static envlog_err take_item(void *ctx, const envlog_state_item *it)
     r->ns = r->indexed ? it->ns : NULL;
     if (it->table == ENVLOG_TABLE_TUNE && c->b->o->evidence == ENVLOG_EVIDENCE_NONE) {
         size_t n;
-        if ((e = strip_trials(&it->payload, &r->owned, &n)))
+        if ((e = strip_trials(c, &it->payload, &r->strip_at, &n)))
             return e;
-        r->item.record.data = r->owned;
+        r->stripped = true;
+        r->item.record.data = NULL; /* set once all are in (the buffer moves) */
         r->item.record.size = n;
     }
     if (it->table == ENVLOG_TABLE_TUNE)
@@ -162,5 +162,19 @@ envlog_err envlog_build_items(build_ctx *b, items_ctx *ic)
     ic->b = b;
     /* In the table's order: the build sorts them by their places. */
     envlog_err e = envlog_state_items_x(b->st, false, take_item, ic);
-    return e ? e : items_namespaces(ic);
+    if (e)
+        return e;
+    for (size_t i = 0; i < ic->n; i++)
+        if (ic->v[i].stripped)
+            ic->v[i].item.record.data = ic->stripped.p + ic->v[i].strip_at;
+    return items_namespaces(ic);
+}
+
+void envlog_build_items_free(items_ctx *ic)
+{
+    envlog_free(ic->v);
+    envlog_free(ic->nss);
+    envlog_buf_free(&ic->stripped);
+    envlog_buf_free(&ic->scratch);
+    envlog_arena_free(&ic->strip_mem);
 }

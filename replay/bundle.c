@@ -21,8 +21,27 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+/* for ZSTD_customMem: zstd's own memory taken as envlog's large blocks */
+#define ZSTD_STATIC_LINKING_ONLY
 #include <zstd.h>
 #include <zstd_errors.h>
+
+/* zstd's windows and tables (megabytes, touched all over and freshly, as a
+ * snapshot build's are) on huge pages where the kernel has them.  Its
+ * failures are zstd's memory_allocation errors, told apart below. */
+static void *z_alloc(void *opaque, size_t size)
+{
+    (void)opaque;
+    return envlog_malloc_big(size, false);
+}
+
+static void z_free(void *opaque, void *p)
+{
+    (void)opaque;
+    envlog_free(p);
+}
+
+static const ZSTD_customMem z_mem = {z_alloc, z_free, NULL};
 
 #define BUNDLE_LEVEL 19   /* format 1 */
 #define BUNDLE_LEVEL_2 3  /* format 2: its columns compress at a fast level */
@@ -82,8 +101,11 @@ static envlog_err inflate(const void *data, size_t size, size_t base, bool check
      * at 16 times the compressed bytes when that is more. */
     uint64_t first = size < (1u << 16) ? (1u << 20) : (uint64_t)size * 16;
     size_t cap = total < first ? (size_t)total + 1 : (size_t)first;
-    uint8_t *p = envlog_malloc(cap);
-    ZSTD_DStream *ds = ZSTD_createDStream();
+    uint8_t *p = envlog_malloc_big(cap, false);
+    cap = envlog_big_size(cap);
+    if (cap > total + 1)
+        cap = (size_t)total + 1;
+    ZSTD_DStream *ds = ZSTD_createDStream_advanced(z_mem);
     if (!p || !ds) {
         envlog_free(p);
         ZSTD_freeDStream(ds);
@@ -99,7 +121,7 @@ static envlog_err inflate(const void *data, size_t size, size_t base, bool check
                 break;
             }
             size_t ncap = cap * 2 > total + 1 ? (size_t)total + 1 : cap * 2;
-            uint8_t *np = envlog_realloc(p, ncap);
+            uint8_t *np = envlog_realloc_big(p, got, ncap);
             if (!np) {
                 e = envlog__fail(ENVLOG_NOMEM, "inflating a bundle");
                 break;
@@ -110,7 +132,9 @@ static envlog_err inflate(const void *data, size_t size, size_t base, bool check
         ZSTD_outBuffer ob = {p, cap, got};
         rc = ZSTD_decompressStream(ds, &ob, &in);
         if (ZSTD_isError(rc))
-            e = envlog__fail(ENVLOG_BAD_DATA, "bundle: %s", ZSTD_getErrorName(rc));
+            e = ZSTD_getErrorCode(rc) == ZSTD_error_memory_allocation
+                    ? envlog__fail(ENVLOG_NOMEM, "inflating a bundle")
+                    : envlog__fail(ENVLOG_BAD_DATA, "bundle: %s", ZSTD_getErrorName(rc));
         got = ob.pos;
         if (!e && rc != 0 && in.pos == in.size && got < cap)
             e = envlog__fail(ENVLOG_BAD_DATA, "bundle: truncated zstd frame");
@@ -417,7 +441,7 @@ static envlog_err z_begin(void *ctx, uint64_t size)
     if (size > ENVLOG_BUNDLE_MAX_SIZE)
         return over_limit(size);
     s->size = size;
-    if (!(s->cc = ZSTD_createCCtx()))
+    if (!(s->cc = ZSTD_createCCtx_advanced(z_mem)))
         return envlog__fail(ENVLOG_NOMEM, "compressing a bundle");
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
     size_t r = ZSTD_CCtx_setParameter(s->cc, ZSTD_c_compressionLevel, s->level);

@@ -45,6 +45,7 @@ struct envlog_cols_enc {
     envlog_id128 id;
     envlog_h128 h;
     envlog_pull in;        /* the record being laid out */
+    envlog_arena mem;      /* the columns' chunks */
 };
 
 envlog_err envlog_cols_enc_new(envlog_cols_enc **out)
@@ -71,11 +72,7 @@ void envlog_cols_enc_free(envlog_cols_enc *c)
 {
     if (!c)
         return;
-    for (uint32_t i = 0; c->cols && i < c->t.n_cols; i++)
-        for (chunk *k = c->cols[i].head, *next; k; k = next) {
-            next = k->next;
-            envlog_free(k);
-        }
+    envlog_arena_free(&c->mem);
     envlog_free(c->cols);
     envlog_buf_free(&c->rec);
     envlog_h128_free(&c->h);
@@ -93,7 +90,7 @@ static envlog_err put(envlog_cols_enc *c, uint32_t col, const uint8_t *p, size_t
         size_t cap = !t ? CHUNK_FIRST : t->cap < CHUNK_MAX ? 2 * t->cap : CHUNK_MAX;
         if (cap < n)
             cap = n;
-        chunk *k = envlog_malloc(sizeof *k + cap);
+        chunk *k = envlog_arena_alloc(&c->mem, sizeof *k + cap);
         if (!k)
             return envlog__fail(ENVLOG_NOMEM, "bundle columns");
         k->next = NULL;
@@ -317,12 +314,9 @@ envlog_err envlog_cols_finish(envlog_cols_enc *c, const envlog_sink *out)
         e = out->write(out->ctx, hdr, hn);
     envlog_free(hdr);
     for (uint32_t i = 0; i < n_cols; i++) {
-        for (chunk *k = c->cols[i].head, *next; k; k = next) {
-            next = k->next;
-            if (!e && k->len)
+        for (chunk *k = c->cols[i].head; k && !e; k = k->next)
+            if (k->len)
                 e = out->write(out->ctx, k->b, k->len);
-            envlog_free(k);
-        }
         c->cols[i] = (colw){NULL, NULL, 0};
     }
     return e;

@@ -1536,6 +1536,57 @@ START_TEST(test_arena_reuse)
 }
 END_TEST
 
+/* Blocks that grow past ENVLOG_BIG_MIN move to whole huge pages: what
+ * they held comes along, all of the capacity they state is theirs to
+ * write (the sanitizers see any byte over), and running out of memory on
+ * the way is a clean failure that keeps the block. */
+START_TEST(test_big_blocks)
+{
+    envlog_buf b = {0};
+    uint8_t piece[4093];
+    for (size_t i = 0; i < sizeof piece; i++)
+        piece[i] = (uint8_t)(i * 7);
+    while (b.len < 5 * ENVLOG_BIG_MIN)
+        ck_assert_ok(envlog_buf_append(&b, piece, sizeof piece));
+    ck_assert_uint_ge(b.cap, b.len);
+    ck_assert_uint_eq(b.cap, envlog_big_size(b.cap));
+    for (size_t i = 0; i < b.len; i++)
+        ck_assert_uint_eq(b.p[i], (uint8_t)((i % sizeof piece) * 7));
+    memset(b.p + b.len, 0xa5, b.cap - b.len);
+    size_t len = b.len, cap = b.cap;
+    envlog_alloc_fail_after(1);
+    envlog_err e = envlog_buf_reserve(&b, cap);
+    envlog_alloc_fail_reset();
+    ck_assert_int_eq(e, ENVLOG_NOMEM);
+    ck_assert_uint_eq(b.len, len);
+    ck_assert_uint_eq(b.cap, cap);
+    ck_assert_uint_eq(b.p[len - 1], (uint8_t)(((len - 1) % sizeof piece) * 7));
+    envlog_buf_free(&b);
+
+    /* An arena's chunk of that size and more: every byte handed out. */
+    envlog_arena a = {0};
+    size_t total = 0;
+    for (size_t n = 1000; total < 4 * ENVLOG_BIG_MIN; n += 997) {
+        uint8_t *p = envlog_arena_alloc(&a, n);
+        ck_assert_ptr_nonnull(p);
+        memset(p, (int)(n & 0xff), n);
+        total += n;
+    }
+    envlog_arena_free(&a);
+
+    /* A table taken zeroed is zero, whatever the size. */
+    for (size_t n = ENVLOG_BIG_MIN - 8; n < ENVLOG_BIG_MIN + 16; n += 8) {
+        uint64_t *t = envlog_malloc_big(n, true);
+        ck_assert_ptr_nonnull(t);
+        for (size_t i = 0; i < n / 8; i++)
+            ck_assert_uint_eq(t[i], 0);
+        envlog_free(t);
+    }
+    ck_assert_uint_eq(envlog_big_size(ENVLOG_BIG_MIN - 1), ENVLOG_BIG_MIN - 1);
+    ck_assert_uint_eq(envlog_big_size(ENVLOG_BIG_MIN) % ((size_t)2 << 20), 0);
+}
+END_TEST
+
 /* The library says the version its header says, as text and as a number
  * that orders versions. */
 /* The table's openat of a name of several components, through openat2
@@ -1644,5 +1695,6 @@ Suite *suite_core(void)
     tcase_add_loop_test(tc, test_alloc_fail_encode, 0, 8);
     tcase_add_loop_test(tc, test_alloc_fail_decode, 0, 8);
     tcase_add_test(tc, test_arena_reuse);
+    tcase_add_test(tc, test_big_blocks);
     return s;
 }
