@@ -20,13 +20,13 @@
 typedef struct envlog_entry_x {
     uint64_t hash;           /* envlog_entry_key_hash() of its key */
     const char *ns;          /* interned, NUL-terminated */
-    uint32_t ns_len;
     const uint8_t *rec;      /* the record that set it, whole (NULL: at loc,
                                 or a known miss) */
     const envlog_frag_loc *loc;
     size_t rec_len;
     const char *key;         /* a tune's key text (in rec, or a copy), */
     uint32_t key_len;        /* not NUL-terminated */
+    uint32_t ns_len;
     uint8_t table;           /* envlog_table */
     bool live;               /* false: a tombstone or a known miss, kept in
                                 its slot so a lookup does not fall through
@@ -41,6 +41,9 @@ typedef struct envlog_entry_x {
     uint64_t unix_ns;
     void *view;              /* the public entry, once made (view.c) */
 } envlog_entry_x;
+/* A million standing entries are this many megabytes of fresh memory: the
+ * fields are laid out without holes. */
+_Static_assert(sizeof(envlog_entry_x) <= 128, "an entry is 128 bytes at most");
 
 /* A key being looked for: its hash, table, namespace and key (a tune's key
  * text and checksum, or a kernel key). */
