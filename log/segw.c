@@ -64,6 +64,13 @@ static envlog_err prealloc(envlog_segw *w, uint64_t upto)
         (void)io->writeback(w->fd, (off_t)w->wb_len, (off_t)(done - w->wb_len));
         w->wb_len = done;
     }
+#ifdef MADV_POPULATE_WRITE
+    /* The step's pages made writable in one call, not a fault for each
+     * on the first write to it (a hint: errors ignored). */
+    if (w->map && to > w->alloc_len)
+        (void)madvise(w->map + w->alloc_len / page * page,
+                      (size_t)(to - w->alloc_len / page * page), MADV_POPULATE_WRITE);
+#endif
     w->alloc_len = to;
     return ENVLOG_OK;
 }
