@@ -101,10 +101,7 @@ static envlog_err inflate(const void *data, size_t size, size_t base, bool check
      * at 16 times the compressed bytes when that is more. */
     uint64_t first = size < (1u << 16) ? (1u << 20) : (uint64_t)size * 16;
     size_t cap = total < first ? (size_t)total + 1 : (size_t)first;
-    uint8_t *p = envlog_malloc_big(cap, false);
-    cap = envlog_big_size(cap);
-    if (cap > total + 1)
-        cap = (size_t)total + 1;
+    uint8_t *p = envlog_malloc(cap);
     ZSTD_DStream *ds = ZSTD_createDStream_advanced(z_mem);
     if (!p || !ds) {
         envlog_free(p);
@@ -121,7 +118,7 @@ static envlog_err inflate(const void *data, size_t size, size_t base, bool check
                 break;
             }
             size_t ncap = cap * 2 > total + 1 ? (size_t)total + 1 : cap * 2;
-            uint8_t *np = envlog_realloc_big(p, got, ncap);
+            uint8_t *np = envlog_realloc(p, ncap);
             if (!np) {
                 e = envlog__fail(ENVLOG_NOMEM, "inflating a bundle");
                 break;
