@@ -70,7 +70,7 @@ void *envlog_malloc_big(size_t size, bool zero)
 {
     size_t n = envlog_big_size(size);
     void *p;
-    if (n == size && size < ENVLOG_BIG_MIN) {
+    if (size < ENVLOG_BIG_MIN) {
         p = envlog_malloc(size);
     } else {
         if (should_fail() || posix_memalign(&p, HUGE_PAGE, n))

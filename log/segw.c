@@ -67,9 +67,9 @@ static envlog_err prealloc(envlog_segw *w, uint64_t upto)
 #ifdef MADV_POPULATE_WRITE
     /* The step's pages made writable in one call, not a fault for each
      * on the first write to it (a hint: errors ignored). */
-    if (w->map && to > w->alloc_len)
-        (void)madvise(w->map + w->alloc_len / page * page,
-                      (size_t)(to - w->alloc_len / page * page), MADV_POPULATE_WRITE);
+    uint64_t from = w->alloc_len / page * page;
+    if (w->map && to > from)
+        (void)madvise(w->map + from, (size_t)(to - from), MADV_POPULATE_WRITE);
 #endif
     w->alloc_len = to;
     return ENVLOG_OK;
