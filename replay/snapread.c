@@ -93,9 +93,14 @@ int envlog_snap_frag(envlog_snap *s, size_t at, size_t *len, const uint8_t **pay
     return type;
 }
 
-/* The fragment at `at` (as envlog_snap_frag()) read by pread with what follows it
- * to the end of its page and the next (at most its block's end): 0 when it
- * does not end there. */
+/* Bytes a lookup reads at first from where its ENTRY starts: most entries
+ * are one fragment shorter than this, read by one pread that copies little. */
+#define NEAR_FIRST 1024
+
+/* The fragment at `at` (as envlog_snap_frag()) read by pread: NEAR_FIRST
+ * bytes, then the rest of the fragment when its header says it is longer,
+ * as far as the end of the page after `at`'s (at most its block's end): 0
+ * when it does not end there. */
 static int frag_near(envlog_snap *s, size_t at, size_t *len, const uint8_t **payload)
 {
     size_t end = (at / 4096 + 2) * 4096, bend = (at / ENVLOG_BLOCK + 1) * ENVLOG_BLOCK;
@@ -105,10 +110,18 @@ static int frag_near(envlog_snap *s, size_t at, size_t *len, const uint8_t **pay
         end = s->n;
     if (at >= end || (!s->near && !(s->near = envlog_malloc(8192))))
         return 0;
-    if (envlog_pread_full(s->fd, s->near, end - at, (off_t)at))
+    size_t got = end - at < NEAR_FIRST ? end - at : NEAR_FIRST, flen;
+    if (envlog_pread_full(s->fd, s->near, got, (off_t)at))
         return 0; /* envlog_snap_frag() reads it again, and says why */
+    if (got >= ENVLOG_FRAG_HDR && envlog_frag_head(s->near, at, s->n, &flen) &&
+        ENVLOG_FRAG_HDR + flen > got && at + ENVLOG_FRAG_HDR + flen <= end) {
+        size_t want = ENVLOG_FRAG_HDR + flen;
+        if (envlog_pread_full(s->fd, s->near + got, want - got, (off_t)(at + got)))
+            return 0;
+        got = want;
+    }
     envlog_frame_reader fr;
-    envlog_frame_reader_init(&fr, s->near, end - at, s->seed, 0);
+    envlog_frame_reader_init(&fr, s->near, got, s->seed, 0);
     int type = envlog_frag_check(&fr, 0, len);
     if (type)
         *payload = s->near + ENVLOG_FRAG_HDR;

@@ -25,7 +25,7 @@ void envlog_key_ref_hash(envlog_key_ref *k)
 envlog_err envlog_table_init(envlog_entry_table *t)
 {
     memset(t, 0, sizeof *t);
-    t->n_slots = 1024;
+    t->n_slots = 64; /* a lookup-only state stays small; a fold grows it */
     if (!(t->slots = envlog_calloc(t->n_slots, sizeof *t->slots)))
         return envlog__fail(ENVLOG_NOMEM, "creating a state");
     return ENVLOG_OK;

@@ -528,6 +528,85 @@ START_TEST(test_lookup_across_zero_tail)
 }
 END_TEST
 
+/* A lookup by pread reads the first KiB of an entry, then the rest of its
+ * fragment when the header says it is longer: tunes whose entries range
+ * from a few hundred bytes to most of a block (up to 200 candidates of 40
+ * bytes) answer from a cold open, each; a byte changed past the first KiB
+ * of the longest makes its entry a miss with the damage counted (envlog(5)),
+ * never a winner, and leaves every other entry's answer as it was. */
+#define LONG_KEYS 24
+static void long_cands(int i, char names[][48], const char **cands, size_t *n)
+{
+    *n = 1 + (size_t)i * 200 / (LONG_KEYS - 1);
+    for (size_t c = 0; c < *n; c++) {
+        snprintf(names[c], 48, "cand-%02d-%03zu-%.28s", i, c, "abcdefghijklmnopqrstuvwxyz0123");
+        cands[c] = names[c];
+    }
+}
+
+START_TEST(test_lookup_long_entries)
+{
+    char *dir = tu_mkdtemp("longent");
+    envlog_env *env = tu_env(dir);
+    static char names[201][48];
+    const char *cands[201];
+    size_t n;
+    envlog_session *s = begin(env, "long");
+    for (int i = 0; i < LONG_KEYS; i++) {
+        char key[32];
+        snprintf(key, sizeof key, "long-%d", i);
+        long_cands(i, names, cands, &n);
+        envlog_tune t = {.ns = NS1, .key = key, .checksum = envlog_tune_checksum(cands, n),
+                         .candidates = cands, .n_candidates = n, .policy = "median",
+                         .winner = (int)(n - 1), .margin = 0.1, .stored = true};
+        ck_assert_ok(envlog_record_tune(s, &t, NULL));
+    }
+    ck_assert_ok(envlog_session_end(s));
+    ck_assert_ok(envlog_compact(env, ENVLOG_EVIDENCE_NONE, NULL));
+    envlog_env_close(env);
+    for (int pass = 0; pass < 2; pass++) {
+        if (pass) { /* a byte of the longest entry's last candidate, changed */
+            char path[4096];
+            snprintf(path, sizeof path, "%s", tu_path(dir, "snapshot/current"));
+            size_t len;
+            uint8_t *raw = tu_read(path, &len);
+            long_cands(LONG_KEYS - 1, names, cands, &n);
+            uint8_t *at = memmem(raw, len, cands[n - 1], strlen(cands[n - 1]));
+            ck_assert_ptr_nonnull(at);
+            int fd = open(path, O_WRONLY);
+            ck_assert_int_ge(fd, 0);
+            uint8_t b = (uint8_t)(at[3] ^ 0x20);
+            ck_assert_int_eq(pwrite(fd, &b, 1, at + 3 - raw), 1);
+            close(fd);
+            free(raw);
+        }
+        for (int i = 0; i < LONG_KEYS; i++) {
+            char key[32];
+            envlog_state *st;
+            envlog_tune_entry te;
+            snprintf(key, sizeof key, "long-%d", i);
+            long_cands(i, names, cands, &n);
+            ck_assert_ok(envlog_env_open(dir, ENVLOG_OPEN_READONLY, &env));
+            ck_assert_ok(envlog_state_open(env, NULL, &st));
+            envlog_err e = envlog_state_winner(st, NS1, key, envlog_tune_checksum(cands, n), &te);
+            if (pass && i == LONG_KEYS - 1) {
+                ck_assert_msg(e == ENVLOG_NOT_FOUND, "%s: %s", key, envlog_strerror(e));
+                envlog_state_stats stats;
+                envlog_state_stats_get(st, &stats);
+                ck_assert_uint_ge(stats.snapshot_damaged, 1);
+            } else {
+                ck_assert_msg(e == ENVLOG_OK, "%s: %s (%s)", key, envlog_strerror(e),
+                              envlog_errmsg());
+                ck_assert_str_eq(te.winner, cands[n - 1]);
+            }
+            envlog_state_close(st);
+            envlog_env_close(env);
+        }
+    }
+    free(dir);
+}
+END_TEST
+
 /* Records kernel "big" in a session of its own: a binary of `size` bytes,
  * byte k being k * mult; returns the binary (the caller frees it). */
 static uint8_t *big_kernel(envlog_env *env, size_t size, unsigned mult)
@@ -1878,6 +1957,7 @@ Suite *suite_snapshot(void)
     tcase_add_test(tc, test_lookup_read_faults);
     tcase_add_test(tc, test_lookup_gives_memory_back);
     tcase_add_test(tc, test_lookup_across_zero_tail);
+    tcase_add_test(tc, test_lookup_long_entries);
     tcase_add_test(tc, test_compact_beside_live_writer);
     tcase_add_test(tc, test_compact_fault_every_call);
     tcase_add_test(tc, test_compact_crash_every_step);
