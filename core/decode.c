@@ -503,17 +503,20 @@ static envlog_err dec_pairs_x(envlog_pull *p, uint64_t pairs, const envlog_schem
             if (e)
                 return e;
         }
-        const envlog_field *f =
-            s && k.type == ENVLOG_TOK_UINT ? field_of(s, k.u, &hint) : NULL;
-        if (f) {
+        /* An event's envelope keys and its detail are never fields of its
+         * schema (check_core's test_schema_keys): asked first, they cost
+         * no search of the schema's table. */
+        bool uint_key = k.type == ENVLOG_TOK_UINT;
+        const envlog_field *f = NULL;
+        if (env && uint_key && k.u < ENVLOG_K_BODY0)
+            e = envelope_key(p, k.u, env);
+        else if (env && c->detail_of && uint_key && k.u == ENVLOG_K_DETAIL)
+            e = detail_key(p, c);
+        else if (s && uint_key && (f = field_of(s, k.u, &hint))) {
             if (s == c->own)
                 c->seen |= (uint64_t)1 << (f - s->fields);
             e = dec_field(p, f, fold_only && !f->fold ? NULL : out, c, depth + 1);
-        } else if (env && k.type == ENVLOG_TOK_UINT && k.u < ENVLOG_K_BODY0)
-            e = envelope_key(p, k.u, env);
-        else if (env && c->detail_of && k.type == ENVLOG_TOK_UINT && k.u == ENVLOG_K_DETAIL)
-            e = detail_key(p, c);
-        else if (!(e = pull(p, &v)))
+        } else if (!(e = pull(p, &v)))
             e = envlog_pull_skip_at(p, &v, depth + 1); /* a key this version
                                                            does not know */
         if (e)

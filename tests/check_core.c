@@ -333,6 +333,30 @@ static void envelope(envlog_buf *b, size_t pairs, envlog_kind kind)
     u(b, 0), u(b, kind), u(b, 1), u(b, 5), u(b, 2), u(b, 6), u(b, 3), u(b, changed);
 }
 
+/* The decoder reads an event's envelope keys (0 to 3) and, for the kinds
+ * with a detail, key 23 before it searches the kind's schema: no schema of
+ * an event kind may name them as fields. */
+START_TEST(test_schema_keys)
+{
+    int kinds = 0;
+    for (int kind = 0; kind < 64; kind++) {
+        const envlog_schema *s = envlog_schema_of((envlog_kind)kind);
+        if (!s)
+            continue;
+        kinds++;
+        for (uint64_t k = 0; k < ENVLOG_K_BODY0; k++)
+            ck_assert_msg(!envlog_schema_field(s, k), "%s names envelope key %d", s->name,
+                          (int)k);
+        if (s->detail)
+            ck_assert_msg(!envlog_schema_field(s, ENVLOG_K_DETAIL),
+                          "%s names key 23, its detail", s->name);
+        for (size_t i = 0; i < s->n_fields; i++)
+            ck_assert_ptr_eq(envlog_schema_field(s, s->fields[i].key), &s->fields[i]);
+    }
+    ck_assert_int_eq(kinds, 8);
+}
+END_TEST
+
 START_TEST(test_unknown_keys)
 {
     envlog_buf b = {0};
@@ -1661,6 +1685,7 @@ Suite *suite_core(void)
     tcase_add_loop_test(tc, test_roundtrip_kind, 0, 8);
     tcase_add_test(tc, test_full_only_fields);
     tcase_add_test(tc, test_floats_shortest);
+    tcase_add_test(tc, test_schema_keys);
     tcase_add_test(tc, test_unknown_keys);
     tcase_add_test(tc, test_wrong_types);
     tcase_add_test(tc, test_lying_lengths);
