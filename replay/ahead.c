@@ -340,8 +340,11 @@ envlog_err envlog_ahead_start(envlog_reader *const *readers, size_t n, size_t th
             return envlog__fail(ENVLOG_NOMEM, "reading sessions");
         }
         envlog_reader_set_fold(g->r, fold);
-        /* A worker reads on while the taker holds what it read before. */
-        envlog_reader_set_in_place(g->r, threads > 0);
+        /* From the segments' mappings: a worker reads on while the taker
+         * holds what it read before, and with no worker nothing is copied
+         * (mapping the page cache's pages costs less than copying them
+         * into a window: bench/RESULTS.md). */
+        envlog_reader_set_in_place(g->r, true);
         if (keep)
             envlog_reader_set_keep(g->r, threads ? keep_locked : keep->fn,
                                    threads ? (void *)a : keep->ctx);

@@ -771,6 +771,70 @@ static envlog_err hand_one(void *ctx, const envlog_merge_rec *m)
     return ENVLOG_OK;
 }
 
+/* The merge reads sealed segments from their mappings and gives their
+ * pages back a step behind it: in segments of several MiB, every entry
+ * still answers from its record (the tunes by their winners, a kernel
+ * whose binary spans several blocks byte for byte), and the dumps agree,
+ * read alone and with a worker. */
+#define INPLACE_KEYS 6000
+static void inplace_key(char *key, size_t size, int i)
+{
+    snprintf(key, size, "inplace-%05d-%.300s", i,
+             "................................................................"
+             "................................................................"
+             "................................................................"
+             "................................................................"
+             "............................................................");
+}
+
+START_TEST(test_fold_in_place_gives_pages_back)
+{
+    rp_renv r = rp_renv_new("inplace");
+    char key[400];
+    size_t big = 3 * ENVLOG_BLOCK + 77;
+    uint8_t *bin = malloc(big);
+    ck_assert_ptr_nonnull(bin);
+    for (size_t i = 0; i < big; i++)
+        bin[i] = (uint8_t)(i * 31 + 5);
+    for (int sess = 0; sess < 2; sess++) {
+        envlog_session *s = rp_sbegin(r.env, "inplace", 4u << 20);
+        for (int i = sess; i < INPLACE_KEYS; i += 2) {
+            inplace_key(key, sizeof key, i);
+            rp_rtune(s, NS_A, key, i % 3);
+            if (i == INPLACE_KEYS / 2) {
+                envlog_compile c = {.ns = KNS_A, .name = "big", .kernel_key = rp_kkey(77),
+                                    .outcome = ENVLOG_COMPILED,
+                                    .binary_hash = envlog_hash128_bytes(bin, big),
+                                    .binary_size = big, .binary = {bin, big}};
+                ck_assert_ok(envlog_record_compile(s, &c, NULL));
+            }
+        }
+        rp_end(s);
+    }
+    static const int threads[] = {1, 2};
+    char *dumps[2];
+    for (size_t t = 0; t < 2; t++) {
+        envlog_replay_opts o = {.threads = threads[t]};
+        envlog_state *st = rp_sopen(r.env, &o);
+        for (int i = 0; i < INPLACE_KEYS; i++) {
+            inplace_key(key, sizeof key, i);
+            envlog_tune_entry te = rp_winner(st, NS_A, key);
+            ck_assert_str_eq(te.winner, SET_A[i % 3]);
+        }
+        envlog_kernel_entry ke = rp_kernel(st, KNS_A, 77);
+        ck_assert_uint_eq(ke.binary.size, big);
+        ck_assert(!memcmp(ke.binary.data, bin, big));
+        dumps[t] = rp_dump_of(st);
+        envlog_state_close(st);
+    }
+    ck_assert_str_eq(dumps[0], dumps[1]);
+    free(dumps[0]);
+    free(dumps[1]);
+    free(bin);
+    rp_renv_free(&r);
+}
+END_TEST
+
 START_TEST(test_merge_hint)
 {
     rp_renv r = rp_renv_new("hint");
@@ -873,6 +937,7 @@ void rp_add_history_tcases(Suite *s)
     tcase_add_test(t, test_listing_order_irrelevant);
     tcase_add_test(t, test_fold_same_whatever_reads);
     tcase_add_test(t, test_merge_hint);
+    tcase_add_test(t, test_fold_in_place_gives_pages_back);
     tcase_add_test(t, test_until_stamp);
     tcase_add_test(t, test_until_time);
     tcase_set_timeout(t, 60);
