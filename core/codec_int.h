@@ -84,22 +84,38 @@ static inline uint8_t *put_f64(uint8_t *w, double v)
 }
 
 /* True when the `n` bytes are all ASCII and none is NUL: then they are
- * valid UTF-8 without asking envlog_utf8_valid. */
+ * valid UTF-8 without asking envlog_utf8_valid.  Eight bytes a word; the
+ * last word overlaps the one before rather than going byte by byte, and a
+ * text shorter than a word is read as two half words or three bytes (the
+ * rest of the word is 0x01, which passes), all of its bytes covered. */
 static inline bool plain_ascii(const char *s, size_t n)
 {
     const uint64_t lo = 0x0101010101010101ULL, hi = 0x8080808080808080ULL;
-    uint64_t acc = 0;
-    size_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        uint64_t w;
-        memcpy(&w, s + i, 8);
-        acc |= w | ((w - lo) & ~w);
+    uint64_t w, acc = 0;
+    if (n >= 8) {
+        size_t i = 0;
+        for (; i + 8 <= n; i += 8) {
+            memcpy(&w, s + i, 8);
+            acc |= w | ((w - lo) & ~w);
+        }
+        if (i < n) {
+            memcpy(&w, s + n - 8, 8);
+            acc |= w | ((w - lo) & ~w);
+        }
+        return !(acc & hi);
     }
-    for (; i < n; i++) {
-        unsigned char c = (unsigned char)s[i];
-        acc |= c ? c : 0x80;
+    if (n >= 4) {
+        uint32_t a, b;
+        memcpy(&a, s, 4);
+        memcpy(&b, s + n - 4, 4);
+        w = a | (uint64_t)b << 32;
+    } else if (n) {
+        w = (uint64_t)(uint8_t)s[0] | (uint64_t)(uint8_t)s[n / 2] << 8 |
+            (uint64_t)(uint8_t)s[n - 1] << 16 | 0x0101010101000000ULL;
+    } else {
+        return true;
     }
-    return !(acc & hi);
+    return !((w | ((w - lo) & ~w)) & hi);
 }
 
 static inline bool text_valid(const char *s, size_t n)

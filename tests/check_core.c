@@ -4,6 +4,7 @@
  * kind, forward compatibility, hostile input), UTF-8, the renderers (JSON,
  * text, diagnostic notation), ids and hashes, and allocation failure.
  */
+#include "codec_int.h"
 #include "suites.h"
 #include "testutil.h"
 
@@ -986,6 +987,38 @@ START_TEST(test_utf8)
 }
 END_TEST
 
+/* The decoder's fast test for plain ASCII (codec_int.h) says yes exactly
+ * when every byte is 1 to 0x7f, whatever the length and wherever the one
+ * odd byte is, reading no byte outside the text (each text is a block of
+ * its own length, for the sanitizers); text_valid agrees with
+ * envlog_utf8_valid everywhere. */
+START_TEST(test_plain_ascii)
+{
+    static const uint8_t odd[] = {0x00, 0x01, 0x7f, 0x80, 0xbf, 0xc3, 0xff};
+    for (size_t n = 0; n <= 40; n++) {
+        for (long at = -1; at < (long)n; at++) {
+            for (size_t v = 0; v < sizeof odd; v++) {
+                char *s = malloc(n ? n : 1);
+                ck_assert_ptr_nonnull(s);
+                for (size_t i = 0; i < n; i++)
+                    s[i] = (char)('a' + i % 26);
+                if (at >= 0)
+                    s[at] = (char)odd[v];
+                bool want = true;
+                for (size_t i = 0; i < n; i++)
+                    want = want && (uint8_t)s[i] >= 1 && (uint8_t)s[i] <= 0x7f;
+                ck_assert_msg(plain_ascii(s, n) == want, "n %zu, 0x%02x at %ld", n, odd[v], at);
+                ck_assert_msg(text_valid(s, n) == envlog_utf8_valid(s, n),
+                              "n %zu, 0x%02x at %ld", n, odd[v], at);
+                free(s);
+                if (at < 0)
+                    break;
+            }
+        }
+    }
+}
+END_TEST
+
 START_TEST(test_utf8_refused_on_encode)
 {
     envlog_buf b = {0};
@@ -1698,6 +1731,7 @@ Suite *suite_core(void)
 
     tc = tu_tcase(s, "utf8", 0);
     tcase_add_test(tc, test_utf8);
+    tcase_add_test(tc, test_plain_ascii);
     tcase_add_test(tc, test_utf8_refused_on_encode);
     tcase_add_test(tc, test_utf8_refused_on_decode);
 
