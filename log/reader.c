@@ -252,11 +252,12 @@ static envlog_err read_window(envlog_reader *r, int fd, const char *name, uint64
 
 /* In place, the mapping's pages come in as the frame reader reads them
  * (a fault maps a whole folio of the page cache: cheaper than a copy into
- * a window, and cheaper than asking for them ahead), and, when a keeper
- * takes the segment, those more than a step behind the reader leave
- * the resident set again (envlog_entry_keep gives back the rest at the
- * segment's end): a fold of many sessions holds a few steps of each, not
- * each one's segment whole. */
+ * a window, and cheaper than asking for them ahead), and those more than
+ * a step behind the reader leave the resident set again (a record handed
+ * out before stays valid: its page comes back from the page cache when it
+ * is read; a keeper gives back the rest at the segment's end,
+ * envlog_entry_keep): a merge of many sessions holds a few steps of each,
+ * not each one's segment whole. */
 #define DROP_STEP ((size_t)256 << 10)
 static void drop_behind(envlog_reader *r)
 {
@@ -279,7 +280,7 @@ static void drop_behind(envlog_reader *r)
 static envlog_fr_status next_frame(envlog_reader *r, envlog_err *err)
 {
     *err = ENVLOG_OK;
-    if (r->in_place && r->keep && r->map && r->data == r->map)
+    if (r->in_place && r->map && r->data == r->map)
         drop_behind(r);
     for (;;) {
         size_t pos = r->fr.pos;
