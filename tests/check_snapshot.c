@@ -535,11 +535,11 @@ END_TEST
  * of the longest makes its entry a miss with the damage counted (envlog(5)),
  * never a winner, and leaves every other entry's answer as it was. */
 #define LONG_KEYS 24
-static void long_cands(int i, char names[][48], const char **cands, size_t *n)
+static void long_cands(int i, char names[][96], const char **cands, size_t *n)
 {
     *n = 1 + (size_t)i * 200 / (LONG_KEYS - 1);
     for (size_t c = 0; c < *n; c++) {
-        snprintf(names[c], 48, "cand-%02d-%03zu-%.28s", i, c, "abcdefghijklmnopqrstuvwxyz0123");
+        snprintf(names[c], 96, "cand-%02d-%03zu-%.28s", i, c, "abcdefghijklmnopqrstuvwxyz0123");
         cands[c] = names[c];
     }
 }
@@ -548,7 +548,7 @@ START_TEST(test_lookup_long_entries)
 {
     char *dir = tu_mkdtemp("longent");
     envlog_env *env = tu_env(dir);
-    static char names[201][48];
+    static char names[201][96];
     const char *cands[201];
     size_t n;
     envlog_session *s = begin(env, "long");
