@@ -153,25 +153,15 @@ static const struct cbor_callbacks pull_cbs = {
     .indef_break = cb_indef,
 };
 
-/* The big-endian number of `w` bytes at `p`. */
-static inline uint64_t be_bytes(const uint8_t *p, size_t w)
-{
-    uint64_t v = 0;
-    for (size_t i = 0; i < w; i++)
-        v = v << 8 | p[i];
-    return v;
-}
-
-/* The same for `n` of 1, 2, 4 or 8 (the widths of a CBOR head's
- * argument): each width a loop of constant length, which the compiler
- * makes one load. */
+/* envlog_get_be() for `n` of 1, 2, 4 or 8 (the widths of a CBOR head's
+ * argument): each width a constant, so each is one load. */
 static inline uint64_t load_be(const uint8_t *p, size_t n)
 {
     switch (n) {
     case 1: return p[0];
-    case 2: return be_bytes(p, 2);
-    case 4: return be_bytes(p, 4);
-    default: return be_bytes(p, 8);
+    case 2: return envlog_get_be(p, 2);
+    case 4: return envlog_get_be(p, 4);
+    default: return envlog_get_be(p, 8);
     }
 }
 

@@ -165,6 +165,16 @@ static inline uint32_t envlog_get_le32(const uint8_t *p)
            ((uint32_t)p[3] << 24);
 }
 
+/* The big-endian number of the `n` bytes (at most 8) at `p`; for a
+ * constant `n` the compiler makes it one load. */
+static inline uint64_t envlog_get_be(const uint8_t *p, size_t n)
+{
+    uint64_t v = 0;
+    for (size_t i = 0; i < n; i++)
+        v = v << 8 | p[i];
+    return v;
+}
+
 /* True when `s` (of `n` bytes) is valid UTF-8 without NUL bytes (utf8.c). */
 bool envlog_utf8_valid(const char *s, size_t n);
 

@@ -356,11 +356,8 @@ envlog_err envlog_ahead_start(envlog_reader *const *readers, size_t n, size_t th
     a->threads = started;
     if (!started && threads) {
         /* No thread would start: the taker reads alone, a ring of one. */
-        for (size_t i = 0; i < n; i++) {
-            envlog_reader_set_in_place(a->rings[i].r, false);
-            if (keep)
-                envlog_reader_set_keep(a->rings[i].r, keep->fn, keep->ctx);
-        }
+        for (size_t i = 0; keep && i < n; i++)
+            envlog_reader_set_keep(a->rings[i].r, keep->fn, keep->ctx);
     }
     *out = a;
     return ENVLOG_OK;

@@ -356,7 +356,7 @@ extern const envlog_schema envlog_snap_manifest_schema;
 extern const envlog_schema envlog_snap_item_schema;
 extern const envlog_schema envlog_snap_index_schema;
 void envlog_put_be64(uint8_t *p, uint64_t v);
-uint64_t envlog_get_be64(const uint8_t *p);
+static inline uint64_t envlog_get_be64(const uint8_t *p) { return envlog_get_be(p, 8); }
 /* INDEX pairs compare as 16-byte strings: by key hash, then offset. */
 int envlog_snap_pair_cmp(const void *a, const void *b);
 

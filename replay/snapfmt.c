@@ -98,14 +98,6 @@ void envlog_put_be64(uint8_t *p, uint64_t v)
         p[i] = (uint8_t)(v >> (56 - 8 * i));
 }
 
-uint64_t envlog_get_be64(const uint8_t *p)
-{
-    uint64_t v = 0;
-    for (int i = 0; i < 8; i++)
-        v = v << 8 | p[i];
-    return v;
-}
-
 
 uint64_t envlog_entry_key_hash_n(envlog_table table, const char *ns, size_t ns_len,
                                  const void *key, size_t key_len, uint64_t checksum)
