@@ -83,14 +83,13 @@ static bool idx_block_ok(envlog_snap *s, size_t off)
 }
 
 /* Where the `len` bytes at file offset `off` are held for a pair's read
- * (read first when `fetch`), or NULL. */
-typedef const uint8_t *(*pair_src)(envlog_snap *s, size_t off, size_t len, bool fetch);
+ * (block_at, raw_at), or NULL. */
+typedef const uint8_t *(*pair_src)(envlog_snap *s, size_t off, size_t len);
 
 /* From the block they are in (envlog_snap_block): what a pair read
  * checked takes, its blocks checked first. */
-static const uint8_t *block_at(envlog_snap *s, size_t off, size_t len, bool fetch)
+static const uint8_t *block_at(envlog_snap *s, size_t off, size_t len)
 {
-    (void)fetch;
     size_t bl;
     const uint8_t *bp = envlog_snap_block(s, off / ENVLOG_BLOCK, &bl);
     return bp && off % ENVLOG_BLOCK + len <= bl ? bp + off % ENVLOG_BLOCK : NULL;
@@ -98,7 +97,7 @@ static const uint8_t *block_at(envlog_snap *s, size_t off, size_t len, bool fetc
 
 /* Pair `i` of an INDEX whose pairs start at `base` of its payload, its
  * bytes from `src`: its key hash and record offset. */
-static bool read_pair(envlog_snap *s, uint64_t base, uint64_t i, pair_src src, bool fetch,
+static bool read_pair(envlog_snap *s, uint64_t base, uint64_t i, pair_src src,
                       uint64_t *hash, uint64_t *off)
 {
     uint64_t at = base + 16 * i;
@@ -106,12 +105,12 @@ static bool read_pair(envlog_snap *s, uint64_t base, uint64_t i, pair_src src, b
     uint8_t b[16];
     const uint8_t *p;
     if (idx_file_off(s, at + 15) == f0 + 15) {
-        if (!(p = src(s, f0, 16, fetch)))
+        if (!(p = src(s, f0, 16)))
             return false;
         memcpy(b, p, 16);
     } else { /* across a block's header: gathered byte by byte */
         for (int k = 0; k < 16; k++) {
-            if (!(p = src(s, idx_file_off(s, at + (uint64_t)k), 1, fetch)))
+            if (!(p = src(s, idx_file_off(s, at + (uint64_t)k), 1)))
                 return false;
             b[k] = *p;
         }
@@ -132,7 +131,7 @@ static bool pair_at(envlog_snap *s, uint64_t i, uint64_t *hash, uint64_t *off)
     }
     uint64_t at = s->idx_base + 16 * i;
     return idx_block_ok(s, idx_file_off(s, at)) && idx_block_ok(s, idx_file_off(s, at + 15)) &&
-           read_pair(s, s->idx_base, i, block_at, true, hash, off);
+           read_pair(s, s->idx_base, i, block_at, hash, off);
 }
 
 /* The INDEX record's extent from its first fragment (at `pos`, `len`
@@ -385,14 +384,36 @@ static bool entry_is(const envlog_snap_item *item, const envlog_record *rec, env
  * it reads checked first (envlog_snap_find), which alone may answer that
  * the key is absent or that the snapshot is damaged. */
 
-/* Bytes read unchecked at a time: the pages around a guess. */
-#define RAW_SPAN 8192
+/* Bytes read unchecked by the first round of a search, centred on the
+ * guess, and by each later one.  The first guess, made from the key's hash
+ * alone, is off by some sqrt(n)/2 pairs at most (the spread of a uniform
+ * sample's order statistics): at 100k entries 2.5 KiB, at a million 8 KiB.
+ * Copying pages costs as much as a system call here, so the first read is
+ * kept short and a miss pays a second one; the second guess is made from
+ * the pairs the first read held (the hashes' density there), within a few
+ * dozen pairs, so it reads less still. */
+#define RAW_FIRST 4096
+#define RAW_NEXT 2048
+#define RAW_BUF (RAW_FIRST > RAW_NEXT ? RAW_FIRST : RAW_NEXT)
 
-/* [off, off + len) of the file, unchecked, when what was read holds it;
- * with `fetch`, read first (RAW_SPAN bytes from a page boundary, with at
- * least a half page before `off`) when it does not.  NULL when it is not
- * in the file, not held, or the read fails. */
-static const uint8_t *raw_at(envlog_snap *s, size_t off, size_t len, bool fetch)
+/* Payload offset of the INDEX record's first byte at or after file offset
+ * `x` (idx_file_off's inverse, rounding up past a fragment header). */
+static uint64_t idx_payload_at(const envlog_snap *s, size_t x)
+{
+    size_t first = s->idx_pos + ENVLOG_FRAG_HDR, blk0 = s->idx_pos / ENVLOG_BLOCK;
+    uint64_t room0 = (blk0 + 1) * ENVLOG_BLOCK - first, per = ENVLOG_BLOCK - ENVLOG_FRAG_HDR;
+    if (x <= first)
+        return 0;
+    if (x < (blk0 + 1) * ENVLOG_BLOCK)
+        return x - first;
+    size_t within = x % ENVLOG_BLOCK;
+    return room0 + (uint64_t)(x / ENVLOG_BLOCK - blk0 - 1) * per +
+           (within < ENVLOG_FRAG_HDR ? 0 : within - ENVLOG_FRAG_HDR);
+}
+
+/* [off, off + len) of the file, unchecked, when the last read (or the
+ * mapping) holds it; NULL when it does not. */
+static const uint8_t *raw_at(envlog_snap *s, size_t off, size_t len)
 {
     if (off > s->n || len > s->n - off)
         return NULL;
@@ -400,26 +421,55 @@ static const uint8_t *raw_at(envlog_snap *s, size_t off, size_t len, bool fetch)
         return s->p + off;
     if (s->raw_len && off >= s->raw_off && off + len <= s->raw_off + s->raw_len)
         return s->raw + (off - s->raw_off);
-    if (!fetch || (!s->raw && !(s->raw = envlog_malloc(RAW_SPAN))))
-        return NULL;
-    size_t from = off & ~(size_t)4095;
-    if (off % 4096 < 2048 && from >= 4096)
-        from -= 4096;
-    size_t to = s->n - from < RAW_SPAN ? s->n : from + RAW_SPAN;
+    return NULL;
+}
+
+/* Reads the `span` bytes of the file around `centre` (not before the
+ * INDEX), unchecked.  False when the read fails. */
+static bool raw_read(envlog_snap *s, size_t centre, size_t span)
+{
+    if (s->fd < 0)
+        return true;
+    if (!s->raw && !(s->raw = envlog_malloc(RAW_BUF)))
+        return false;
+    size_t from = centre > s->idx_pos + span / 2 ? centre - span / 2 : s->idx_pos;
+    if (from >= s->n)
+        return false;
+    size_t len = s->n - from < span ? s->n - from : span;
     s->raw_len = 0;
-    if (off + len > to || envlog_pread_full(s->fd, s->raw, to - from, (off_t)from))
-        return NULL;
+    if (envlog_pread_full(s->fd, s->raw, len, (off_t)from))
+        return false;
     s->raw_off = from;
-    s->raw_len = to - from;
-    return s->raw + (off - from);
+    s->raw_len = len;
+    return true;
 }
 
 /* Pair `i` of an INDEX whose pairs start at `base` of its payload, read
  * unchecked (raw_at). */
-static bool raw_pair(envlog_snap *s, uint64_t base, uint64_t i, bool fetch, uint64_t *hash,
-                     uint64_t *off)
+static bool raw_pair(envlog_snap *s, uint64_t base, uint64_t i, uint64_t *hash, uint64_t *off)
 {
-    return read_pair(s, base, i, raw_at, fetch, hash, off);
+    return read_pair(s, base, i, raw_at, hash, off);
+}
+
+/* Pair `i`, read first (the bytes around it) when the last read does not
+ * hold it. */
+static bool raw_next(envlog_snap *s, uint64_t base, uint64_t i, uint64_t *hash, uint64_t *off)
+{
+    return raw_pair(s, base, i, hash, off) ||
+           (raw_read(s, idx_file_off(s, base + 16 * i), RAW_NEXT) &&
+            raw_pair(s, base, i, hash, off));
+}
+
+/* The hash of pair `i`, which the last read holds: from its bytes when the
+ * pair does not cross a block's end, else gathered (raw_pair). */
+static uint64_t raw_hash(envlog_snap *s, uint64_t base, uint64_t i)
+{
+    size_t f0 = idx_file_off(s, base + 16 * i);
+    if (s->fd >= 0 && f0 % ENVLOG_BLOCK + 16 <= ENVLOG_BLOCK)
+        return envlog_get_be64(s->raw + (f0 - s->raw_off));
+    uint64_t h = 0, o;
+    raw_pair(s, base, i, &h, &o);
+    return h;
 }
 
 /* The length of a CBOR head for `v`. */
@@ -429,14 +479,14 @@ static uint64_t cbor_head_len(uint64_t v)
 }
 
 /* The first pair whose hash is not below `h`, among `n` pairs at `base`,
- * read unchecked: each round reads the pages around a guess interpolated
- * between what earlier rounds found, and searches what they hold; at a
- * million entries one or two rounds.  False when it cannot tell (pairs out
- * of order, a read that fails, too many rounds). */
+ * read unchecked: each round reads the bytes around a guess interpolated
+ * between what earlier rounds found, and searches the pairs the read
+ * holds whole; at a million entries one or two rounds.  False when it
+ * cannot tell (pairs out of order, a read that fails, too many rounds). */
 static bool raw_lower_bound(envlog_snap *s, uint64_t base, uint64_t n, uint64_t h,
                             uint64_t *at)
 {
-    uint64_t lo = 0, hi = n, ph, po; /* below lo: < h; from hi on: >= h */
+    uint64_t lo = 0, hi = n; /* below lo: < h; from hi on: >= h */
     double lo_h = 0, hi_h = 18446744073709551616.0;
     for (int round = 0; round < 8; round++) {
         if (lo >= hi) {
@@ -447,32 +497,32 @@ static bool raw_lower_bound(envlog_snap *s, uint64_t base, uint64_t n, uint64_t 
         uint64_t g = lo + (uint64_t)((f < 0 ? 0 : f > 1 ? 1 : f) * (double)(hi - lo));
         if (g >= hi)
             g = hi - 1;
-        if (!raw_pair(s, base, g, true, &ph, &po))
+        if (!raw_read(s, idx_file_off(s, base + 16 * g), round ? RAW_NEXT : RAW_FIRST))
             return false;
-        /* [a, b]: the pairs around g that the read holds. */
-        uint64_t a = g, b = g, step;
-        for (step = 1; a >= lo + step && raw_pair(s, base, a - step, false, &ph, &po); step *= 2)
-            a -= step;
-        for (step /= 2; step; step /= 2)
-            if (a >= lo + step && raw_pair(s, base, a - step, false, &ph, &po))
-                a -= step;
-        for (step = 1; b + step < hi && raw_pair(s, base, b + step, false, &ph, &po); step *= 2)
-            b += step;
-        for (step /= 2; step; step /= 2)
-            if (b + step < hi && raw_pair(s, base, b + step, false, &ph, &po))
-                b += step;
+        /* [a, b]: the pairs of [lo, hi) that the read holds whole. */
+        uint64_t a = lo, b = hi - 1;
+        if (s->fd >= 0) {
+            uint64_t p0 = idx_payload_at(s, s->raw_off),
+                     p1 = idx_payload_at(s, s->raw_off + s->raw_len);
+            uint64_t first = p0 <= base ? 0 : (p0 - base + 15) / 16;
+            if (p1 < base + 16)
+                return false;
+            uint64_t last = (p1 - base) / 16 - 1;
+            a = first > lo ? first : lo;
+            b = last < hi - 1 ? last : hi - 1;
+            if (a > b || g < a || g > b)
+                return false;
+        }
         /* The first of [a, b + 1) not below h. */
-        uint64_t l = a, r = b + 1, ah, bh;
+        uint64_t l = a, r = b + 1;
         while (l < r) {
             uint64_t mid = l + (r - l) / 2;
-            raw_pair(s, base, mid, false, &ph, &po);
-            if (ph < h)
+            if (raw_hash(s, base, mid) < h)
                 l = mid + 1;
             else
                 r = mid;
         }
-        raw_pair(s, base, a, false, &ah, &po);
-        raw_pair(s, base, b, false, &bh, &po);
+        uint64_t ah = raw_hash(s, base, a), bh = raw_hash(s, base, b);
         if (ah > bh || (double)ah < lo_h || (double)bh > hi_h)
             return false; /* out of order: not for this search to judge */
         if (l > a && l <= b) {
@@ -504,7 +554,7 @@ static int first_search(envlog_snap *s, uint64_t h, envlog_table table, const ch
     uint64_t i, ph, po;
     if (!raw_lower_bound(s, base, n, h, &i))
         return 0;
-    for (; i < n && raw_pair(s, base, i, true, &ph, &po) && ph == h; i++) {
+    for (; i < n && raw_next(s, base, i, &ph, &po) && ph == h; i++) {
         size_t len;
         if (entry_at(s, po, s->idx_pos + 1, item, rec, &len))
             return 0;

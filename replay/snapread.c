@@ -5,7 +5,7 @@
  * must, and the damage found, noted once per place.
  *
  * A snapshot opened from its file for lookups reads what they need (its
- * first page, its tail, a page or two of INDEX pairs or, checked, INDEX
+ * first page, its tail, a few KiB of INDEX pairs or, checked, INDEX
  * blocks, an entry) by pread into a few buffers of its own; walks read
  * the mapping, made by the first of them (envlog_snap_mapped).  A first touch of a
  * mapped page costs a page fault, and unmapping what was touched costs

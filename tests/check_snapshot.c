@@ -465,6 +465,96 @@ START_TEST(test_index_in_place)
 }
 END_TEST
 
+/* A lookup's first search reads the INDEX bytes around a guess made from
+ * the key's hash, then around a guess made from the pairs that read held,
+ * and answers from the ENTRY it finds; only when it cannot does the checked
+ * search run.  Three snapshots of MANY keys (the INDEX three blocks, pairs
+ * straddling their headers), the reads counted through the I/O table:
+ *  - keys whose hashes spread as hashes do: every key is answered by the
+ *    first search, from one INDEX read and the ENTRY's;
+ *  - half the keys whose hash falls in the second quarter of the hash
+ *    space left out: the first guess is hundreds of pairs off, and every
+ *    key is still answered by the first search, in later rounds;
+ *  - three keys in four in the lowest eighth: the rounds run out for
+ *    many keys, and the checked search finds them.
+ * In each, every key comes back with its own winner and an absent key
+ * misses, with no damage counted. */
+typedef enum { SPREAD_EVEN, SPREAD_HOLE, SPREAD_HEAP } key_spread;
+
+static bool spread_keeps(key_spread how, uint64_t h, int i, int kept)
+{
+    if (how == SPREAD_HOLE)
+        return h >> 62 != 1 || i % 2 == 0;
+    if (how == SPREAD_HEAP)
+        return h >> 61 == 0 || kept % 4 == 0;
+    return true;
+}
+
+/* Looks every key up; the reads it took, and how many the first search
+ * answered. */
+static long first_search_reads(key_spread how, uint64_t *first)
+{
+    char *dir = tu_mkdtemp("first");
+    envlog_env *env = tu_env(dir);
+    envlog_session_opts o = tu_opts("first", 0);
+    envlog_session *ss;
+    static char keys[MANY][32];
+    uint64_t sum = envlog_tune_checksum(CANDS, 3);
+    ck_assert_ok(envlog_session_begin(env, &o, &ss));
+    int n = 0;
+    for (int i = 0; n < MANY; i++) {
+        snprintf(keys[n], sizeof keys[n], "first-%d", i);
+        uint64_t h = envlog_entry_key_hash(ENVLOG_TABLE_TUNE, NS1, keys[n], strlen(keys[n]), sum);
+        if (spread_keeps(how, h, i, n))
+            tune(ss, NS1, keys[n], n % 3, true, false), n++;
+    }
+    ck_assert_ok(envlog_session_end(ss));
+    ck_assert_ok(envlog_compact(env, ENVLOG_EVIDENCE_NONE, NULL));
+    envlog_env_close(env);
+    envlog_snap *s;
+    envlog_snap_item it;
+    envlog_record rec;
+    ck_assert_ok(envlog_env_open(dir, ENVLOG_OPEN_READONLY, &env));
+    ck_assert_ok(envlog_snap_map_file(env, "current", false, &s));
+    ck_assert_ptr_nonnull(s);
+    tu_fault_arm(TU_PREAD, 0, 0);
+    for (int i = 0; i < n; i++) {
+        envlog_err e = envlog_snap_find(s, ENVLOG_TABLE_TUNE, NS1, keys[i], NULL, sum, &it, &rec);
+        ck_assert_msg(e == ENVLOG_OK, "%s: %s (%s)", keys[i], envlog_strerror(e),
+                      envlog_errmsg());
+        ck_assert_str_eq(rec.u.tune.key, keys[i]);
+        ck_assert_str_eq(rec.u.tune.candidates[rec.u.tune.winner], CANDS[i % 3]);
+    }
+    long reads = tu_fault_calls(TU_PREAD);
+    tu_fault_disarm();
+    *first = s->first_found;
+    ck_assert_err(envlog_snap_find(s, ENVLOG_TABLE_TUNE, NS1, "absent", NULL, sum, &it, &rec),
+                  ENVLOG_NOT_FOUND);
+    ck_assert_uint_eq(s->lookup_bad, 0);
+    envlog_snap_free(s);
+    envlog_env_close(env);
+    tu_rmrf(dir);
+    free(dir);
+    return reads;
+}
+
+START_TEST(test_first_search)
+{
+    uint64_t first;
+    long even = first_search_reads(SPREAD_EVEN, &first);
+    ck_assert_uint_eq(first, MANY);
+    /* One INDEX read and one ENTRY read a key, but for entries that cross
+     * a block's end. */
+    ck_assert_int_lt(even, 2 * MANY + MANY / 50);
+    long hole = first_search_reads(SPREAD_HOLE, &first);
+    ck_assert_uint_eq(first, MANY);
+    ck_assert_int_gt(hole, even + MANY / 4);
+    first_search_reads(SPREAD_HEAP, &first);
+    ck_assert_uint_lt(first, MANY);
+}
+END_TEST
+
+
 /* INDEX pairs of the snapshot at `path` that point at the zero bytes
  * ending the block before their record's first fragment. */
 static uint64_t pairs_in_zero_tails(const char *path)
@@ -1951,6 +2041,7 @@ Suite *suite_snapshot(void)
     tcase_add_test(tc, test_trusted_item_encoding);
     tcase_add_test(tc, test_compact_keeps_evidence);
     tcase_add_test(tc, test_index_in_place);
+    tcase_add_test(tc, test_first_search);
     tcase_add_test(tc, test_index_damage);
     tcase_add_test(tc, test_index_pair_damage);
     tcase_add_test(tc, test_snapshot_alloc_faults);
