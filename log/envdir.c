@@ -314,6 +314,7 @@ static envlog_err check_marker(envlog_env *env, unsigned flags)
         if ((e = write_marker(env->dirfd, &lost)))
             break;
         if (!lost) {
+            envlog_buf_free(&b);
             env->format = ENVLOG_FORMAT_VERSION;
             return ENVLOG_OK;
         }
