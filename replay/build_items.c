@@ -7,6 +7,7 @@
  */
 #include "build_int.h"
 
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -33,6 +34,53 @@ envlog_err envlog_build_grow(void **v, size_t *cap, size_t n, size_t elem)
     *v = p;
     *cap = envlog_big_size(c * elem) / elem;
     return ENVLOG_OK;
+}
+
+/* Whether the fields of the map whose head `t` was just read from `p` are
+ * all of the tune schema, of the part `top` says (a record's own map holds
+ * the envelope and the fold fields, its detail the others), and none is
+ * the trials; *detail: the detail's bytes, when the map holds one. */
+static bool fields_without_trials(envlog_pull *p, const envlog_tok *t, bool top,
+                                  envlog_bytes *detail)
+{
+    const envlog_schema *s = envlog_schema_of(ENVLOG_KIND_TUNE);
+    envlog_tok k, v;
+    if (t->type != ENVLOG_TOK_MAP)
+        return false;
+    for (uint64_t i = 0; i < t->u; i++) {
+        if (envlog_pull_next(p, &k) || k.type != ENVLOG_TOK_UINT || envlog_pull_next(p, &v))
+            return false;
+        if (top && k.u == ENVLOG_K_DETAIL && v.type == ENVLOG_TOK_BYTES) {
+            *detail = (envlog_bytes){v.data, v.len};
+            continue;
+        }
+        if (!top || k.u > ENVLOG_K_EFFECT) {
+            const envlog_field *f = envlog_schema_field(s, k.u);
+            if (!f || (f->fold != 0) != top || f->off == offsetof(envlog_tune, trials))
+                return false;
+        }
+        if (envlog_pull_skip_at(p, &v, 1))
+            return false;
+    }
+    return true;
+}
+
+/* Whether the tune record `in` (checked when it was read) holds no trials
+ * and is laid out as envlog writes one: stripping its trials would encode
+ * the very same bytes, so they are taken as they are. */
+static bool no_trials(const envlog_bytes *in)
+{
+    envlog_pull p = {in->data, in->size, 0}, d;
+    envlog_tok t;
+    envlog_bytes detail = {NULL, 0};
+    if (envlog_pull_next(&p, &t) || !fields_without_trials(&p, &t, true, &detail) ||
+        p.pos != p.n)
+        return false;
+    if (!detail.data)
+        return true;
+    d = (envlog_pull){detail.data, detail.size, 0};
+    return !envlog_pull_next(&d, &t) && t.u && fields_without_trials(&d, &t, false, &detail) &&
+           d.pos == d.n;
 }
 
 /* The tune record without its trials (--evidence none), appended to
@@ -77,7 +125,8 @@ static envlog_err take_item(void *ctx, const envlog_state_item *it)
     r->indexed = it->table != ENVLOG_TABLE_USER;
     r->hash = it->key_hash;
     r->ns = r->indexed ? it->ns : NULL;
-    if (it->table == ENVLOG_TABLE_TUNE && c->b->o->evidence == ENVLOG_EVIDENCE_NONE) {
+    if (it->table == ENVLOG_TABLE_TUNE && c->b->o->evidence == ENVLOG_EVIDENCE_NONE &&
+        !no_trials(&it->payload)) {
         size_t n;
         if ((e = strip_trials(c, &it->payload, &r->strip_at, &n)))
             return e;

@@ -1470,6 +1470,99 @@ START_TEST(test_bundle_round_trip)
 }
 END_TEST
 
+/* At --evidence none a tune ENTRY is its record without the trials: a
+ * record that has trials is encoded again without them, one that has none
+ * is taken as it is (the same bytes an encoding would give).  Four kinds
+ * of tune (trials and a policy; a policy and parameters but no trials;
+ * nothing but the fold's fields; trials alone), exported from the sessions
+ * and again from a snapshot compacted at --evidence full: each ENTRY holds
+ * no trial, keeps every other field, and its bytes are its own encoding. */
+static void check_stripped(const char *path, size_t want)
+{
+    envlog_buf z = {0}, enc = {0};
+    ck_assert_ok(envlog_bundle_read_path(path, &z));
+    envlog_bundle_opened o;
+    ck_assert_ok(envlog_bundle_open_mem(z.p, z.len, true, &o));
+    envlog_snap_item it;
+    envlog_record rec;
+    size_t seen = 0;
+    while (envlog_snap_next(o.snap, &it, &rec) == ENVLOG_OK) {
+        if (it.kind != ENVLOG_KIND_ENTRY || it.table != ENVLOG_TABLE_TUNE)
+            continue;
+        const envlog_tune *t = &rec.u.tune;
+        int k = t->key[strlen(t->key) - 1] - '0';
+        ck_assert_uint_eq(t->n_trials, 0);
+        ck_assert_uint_eq(t->n_candidates, 3);
+        ck_assert_int_eq(t->winner, k % 3);
+        if (k == 0 || k == 1)
+            ck_assert_str_eq(t->policy, "median");
+        else
+            ck_assert_ptr_null(t->policy);
+        ck_assert_uint_eq(t->n_params, k == 1 ? 2 : 0);
+        if (k == 1)
+            ck_assert(t->params[1].value == 0.25);
+        ck_assert_ok(envlog_event_encode(&enc, ENVLOG_KIND_TUNE, &rec.stamp, rec.effect,
+                                         ENVLOG_LEVEL_FULL, t));
+        ck_assert_uint_eq(enc.len, it.record.size);
+        ck_assert_mem_eq(enc.p, it.record.data, enc.len);
+        seen++;
+    }
+    ck_assert_uint_eq(seen, want);
+    envlog_bundle_close(&o);
+    envlog_buf_free(&z);
+    envlog_buf_free(&enc);
+}
+
+START_TEST(test_bundle_strips_trials)
+{
+    char *dir = tu_mkdtemp("strip");
+    envlog_env *env = tu_env(dir);
+    envlog_session_opts so = tu_opts("strip", 0);
+    envlog_session *s;
+    ck_assert_ok(envlog_session_begin(env, &so, &s));
+    envlog_trial tr[3];
+    for (int i = 0; i < 3; i++)
+        tr[i] = (envlog_trial){.name = CANDS[i], .index = (uint32_t)i, .samples = 3,
+                               .min_ns = 50.0 + i, .median_ns = 60.0 + i, .mean_ns = 61.0 + i,
+                               .max_ns = 70.0 + i, .stddev_ns = 1};
+    envlog_param pm[2] = {{"block", 128}, {"ratio", 0.25}};
+    for (int round = 0; round < 10; round++)
+        for (int k = 0; k < 4; k++) {
+            char key[32];
+            snprintf(key, sizeof key, "strip-%d-%d", round, k);
+            envlog_tune t = {.ns = NS1, .key = key, .checksum = envlog_tune_checksum(CANDS, 3),
+                             .candidates = CANDS, .n_candidates = 3, .winner = k % 3,
+                             .margin = 0.125, .wall_ns = 900 + (uint64_t)k, .stored = true};
+            if (k == 0 || k == 3)
+                t.trials = tr, t.n_trials = 3;
+            if (k == 0 || k == 1)
+                t.policy = "median";
+            if (k == 1)
+                t.params = pm, t.n_params = 2;
+            ck_assert_ok(envlog_record_tune(s, &t, NULL));
+        }
+    ck_assert_ok(envlog_session_end(s));
+    char *from_sessions = export_bundle(env, "strip-a", NULL, 0, ENVLOG_EVIDENCE_NONE);
+    check_stripped(from_sessions, 40);
+    ck_assert_ok(envlog_compact(env, ENVLOG_EVIDENCE_ALL, NULL));
+    char *from_snapshot = export_bundle(env, "strip-b", NULL, 0, ENVLOG_EVIDENCE_NONE);
+    check_stripped(from_snapshot, 40);
+    /* A snapshot whose entries hold no trials: the next export takes them
+     * as they are. */
+    ck_assert_ok(envlog_compact(env, ENVLOG_EVIDENCE_NONE, NULL));
+    char *again = export_bundle(env, "strip-c", NULL, 0, ENVLOG_EVIDENCE_NONE);
+    check_stripped(again, 40);
+    unlink(from_sessions);
+    unlink(from_snapshot);
+    unlink(again);
+    free(from_sessions);
+    free(from_snapshot);
+    free(again);
+    envlog_env_close(env);
+    free(dir);
+}
+END_TEST
+
 START_TEST(test_bundle_namespace_filter)
 {
     char *src = tu_mkdtemp("bfsrc"), *dst = tu_mkdtemp("bfdst");
@@ -2057,6 +2150,7 @@ Suite *suite_snapshot(void)
     tc = tcase_create("bundles");
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_bundle_round_trip);
+    tcase_add_test(tc, test_bundle_strips_trials);
     tcase_add_test(tc, test_bundle_namespace_filter);
     tcase_add_test(tc, test_local_after_import_and_stale);
     tcase_add_test(tc, test_bundle_of_several_environments);
