@@ -4,8 +4,9 @@
  * unless the environment says otherwise), in a temporary root that is
  * removed at the end however the tests went.
  *
- * `runner [SUITE...]` runs the named suites only; CK_RUN_SUITE and
- * CK_RUN_CASE work as Check documents them.
+ * `runner [SUITE...]` runs the named suites only, `runner -SUITE...`
+ * every suite but those; CK_RUN_SUITE and CK_RUN_CASE work as Check
+ * documents them.
  */
 #include "suites.h"
 #include "testutil.h"
@@ -43,11 +44,23 @@ int main(int argc, char **argv)
     setenv("XDG_CACHE_HOME", root, 1);
 
     SRunner *sr = NULL;
+    bool except = argc > 1 && argv[1][0] == '-';
+    for (int k = 1; k < argc; k++) {
+        bool known = false;
+        for (size_t i = 0; i < N_SUITES; i++)
+            known |= !strcmp(argv[k] + except, suites[i].name);
+        if ((argv[k][0] == '-') != except || !known) {
+            fprintf(stderr, "envlog tests: %s: name the suites to run, or (each after a "
+                            "'-') those not to run, not both\n", argv[k]);
+            tu_rmrf(root);
+            return 2;
+        }
+    }
     for (size_t i = 0; i < N_SUITES; i++) {
-        bool want = argc < 2;
+        bool named = false;
         for (int k = 1; k < argc; k++)
-            want |= !strcmp(argv[k], suites[i].name);
-        if (!want)
+            named |= !strcmp(argv[k] + except, suites[i].name);
+        if (argc > 1 && named == except)
             continue;
         if (!sr)
             sr = srunner_create(suites[i].make());
