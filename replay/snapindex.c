@@ -388,12 +388,17 @@ static bool entry_is(const envlog_snap_item *item, const envlog_record *rec, env
  * guess, and by each later one.  The first guess, made from the key's hash
  * alone, is off by some sqrt(n)/2 pairs at most (the spread of a uniform
  * sample's order statistics): at 100k entries 2.5 KiB, at a million 8 KiB.
- * Copying pages costs as much as a system call here, so the first read is
- * kept short and a miss pays a second one; the second guess is made from
- * the pairs the first read held (the hashes' density there), within a few
- * dozen pairs, so it reads less still. */
+ * Copying from the page cache costs about what a system call costs here,
+ * so reads are kept short and a miss pays another: the next guess, made
+ * from the pairs a read held (the hashes' density there), is good to a few
+ * dozen pairs.  Past RAW_WIDE entries a first read of RAW_FIRST bytes
+ * would miss more often than not (and one wide enough to hit would copy
+ * more than a second read costs): it serves to place the second, and reads
+ * RAW_PROBE bytes only. */
 #define RAW_FIRST 4096
 #define RAW_NEXT 2048
+#define RAW_PROBE 512
+#define RAW_WIDE 262144
 #define RAW_BUF (RAW_FIRST > RAW_NEXT ? RAW_FIRST : RAW_NEXT)
 
 /* Payload offset of the INDEX record's first byte at or after file offset
@@ -497,7 +502,8 @@ static bool raw_lower_bound(envlog_snap *s, uint64_t base, uint64_t n, uint64_t 
         uint64_t g = lo + (uint64_t)((f < 0 ? 0 : f > 1 ? 1 : f) * (double)(hi - lo));
         if (g >= hi)
             g = hi - 1;
-        if (!raw_read(s, idx_file_off(s, base + 16 * g), round ? RAW_NEXT : RAW_FIRST))
+        size_t span = round ? RAW_NEXT : n > RAW_WIDE ? RAW_PROBE : RAW_FIRST;
+        if (!raw_read(s, idx_file_off(s, base + 16 * g), span))
             return false;
         /* [a, b]: the pairs of [lo, hi) that the read holds whole. */
         uint64_t a = lo, b = hi - 1;

@@ -468,7 +468,7 @@ END_TEST
 /* A lookup's first search reads the INDEX bytes around a guess made from
  * the key's hash, then around a guess made from the pairs that read held,
  * and answers from the ENTRY it finds; only when it cannot does the checked
- * search run.  Three snapshots of MANY keys (the INDEX three blocks, pairs
+ * search run.  Snapshots of MANY keys (the INDEX three blocks, pairs
  * straddling their headers), the reads counted through the I/O table:
  *  - keys whose hashes spread as hashes do: every key is answered by the
  *    first search, from one INDEX read and the ENTRY's;
@@ -477,8 +477,12 @@ END_TEST
  *    key is still answered by the first search, in later rounds;
  *  - three keys in four in the lowest eighth: the rounds run out for
  *    many keys, and the checked search finds them.
- * In each, every key comes back with its own winner and an absent key
- * misses, with no damage counted. */
+ * And a snapshot of WIDE keys, past the size where the first read is a
+ * short probe that places the second: every key looked up is answered by
+ * the first search, in two INDEX reads most of the time.  In each, every
+ * key comes back with its own winner and an absent key misses, with no
+ * damage counted. */
+#define WIDE 270000
 typedef enum { SPREAD_EVEN, SPREAD_HOLE, SPREAD_HEAP } key_spread;
 
 static bool spread_keeps(key_spread how, uint64_t h, int i, int kept)
@@ -490,23 +494,30 @@ static bool spread_keeps(key_spread how, uint64_t h, int i, int kept)
     return true;
 }
 
-/* Looks every key up; the reads it took, and how many the first search
- * answered. */
-static long first_search_reads(key_spread how, uint64_t *first)
+/* Records `n` keys spread as `how` says, compacts them and looks every
+ * `every`th up; the reads that took, and (*first) how many lookups the
+ * first search answered, of (*asked). */
+static long first_search_reads(key_spread how, int n, int every, uint64_t *first,
+                               uint64_t *asked)
 {
     char *dir = tu_mkdtemp("first");
     envlog_env *env = tu_env(dir);
     envlog_session_opts o = tu_opts("first", 0);
     envlog_session *ss;
-    static char keys[MANY][32];
+    char (*keys)[32] = malloc((size_t)n * sizeof *keys);
     uint64_t sum = envlog_tune_checksum(CANDS, 3);
+    envlog_config cfg; /* the compaction below is the one that runs */
+    envlog_config_defaults(&cfg);
+    cfg.auto_compact = false;
+    ck_assert_ok(envlog_config_write(env, &cfg));
+    ck_assert_ptr_nonnull(keys);
     ck_assert_ok(envlog_session_begin(env, &o, &ss));
-    int n = 0;
-    for (int i = 0; n < MANY; i++) {
-        snprintf(keys[n], sizeof keys[n], "first-%d", i);
-        uint64_t h = envlog_entry_key_hash(ENVLOG_TABLE_TUNE, NS1, keys[n], strlen(keys[n]), sum);
-        if (spread_keeps(how, h, i, n))
-            tune(ss, NS1, keys[n], n % 3, true, false), n++;
+    for (int i = 0, kept = 0; kept < n; i++) {
+        snprintf(keys[kept], sizeof keys[kept], "first-%d", i);
+        uint64_t h = envlog_entry_key_hash(ENVLOG_TABLE_TUNE, NS1, keys[kept],
+                                           strlen(keys[kept]), sum);
+        if (spread_keeps(how, h, i, kept))
+            tune(ss, NS1, keys[kept], kept % 3, true, false), kept++;
     }
     ck_assert_ok(envlog_session_end(ss));
     ck_assert_ok(envlog_compact(env, ENVLOG_EVIDENCE_NONE, NULL));
@@ -517,8 +528,9 @@ static long first_search_reads(key_spread how, uint64_t *first)
     ck_assert_ok(envlog_env_open(dir, ENVLOG_OPEN_READONLY, &env));
     ck_assert_ok(envlog_snap_map_file(env, "current", false, &s));
     ck_assert_ptr_nonnull(s);
+    *asked = 0;
     tu_fault_arm(TU_PREAD, 0, 0);
-    for (int i = 0; i < n; i++) {
+    for (int i = 0; i < n; i += every, (*asked)++) {
         envlog_err e = envlog_snap_find(s, ENVLOG_TABLE_TUNE, NS1, keys[i], NULL, sum, &it, &rec);
         ck_assert_msg(e == ENVLOG_OK, "%s: %s (%s)", keys[i], envlog_strerror(e),
                       envlog_errmsg());
@@ -534,23 +546,32 @@ static long first_search_reads(key_spread how, uint64_t *first)
     envlog_snap_free(s);
     envlog_env_close(env);
     tu_rmrf(dir);
+    free(keys);
     free(dir);
     return reads;
 }
 
 START_TEST(test_first_search)
 {
-    uint64_t first;
-    long even = first_search_reads(SPREAD_EVEN, &first);
+    uint64_t first, asked;
+    long even = first_search_reads(SPREAD_EVEN, MANY, 1, &first, &asked);
     ck_assert_uint_eq(first, MANY);
     /* One INDEX read and one ENTRY read a key, but for entries that cross
      * a block's end. */
     ck_assert_int_lt(even, 2 * MANY + MANY / 50);
-    long hole = first_search_reads(SPREAD_HOLE, &first);
+    long hole = first_search_reads(SPREAD_HOLE, MANY, 1, &first, &asked);
     ck_assert_uint_eq(first, MANY);
     ck_assert_int_gt(hole, even + MANY / 4);
-    first_search_reads(SPREAD_HEAP, &first);
+    first_search_reads(SPREAD_HEAP, MANY, 1, &first, &asked);
     ck_assert_uint_lt(first, MANY);
+    /* The probe and the read it places, then the ENTRY: three reads a key
+     * but for the few the probe finds (a first read of RAW_FIRST bytes
+     * finds half of them here, 2.5 reads a key) and the few that take a
+     * third round. */
+    long wide = first_search_reads(SPREAD_EVEN, WIDE, 97, &first, &asked);
+    ck_assert_uint_eq(first, asked);
+    ck_assert_int_gt(4 * wide, 11 * (long)asked);
+    ck_assert_int_lt(5 * wide, 16 * (long)asked);
 }
 END_TEST
 
