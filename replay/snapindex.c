@@ -416,14 +416,13 @@ static uint64_t idx_payload_at(const envlog_snap *s, size_t x)
            (within < ENVLOG_FRAG_HDR ? 0 : within - ENVLOG_FRAG_HDR);
 }
 
-/* [off, off + len) of the file, unchecked, when the last read (or the
- * mapping) holds it; NULL when it does not. */
+/* [off, off + len) of the file, unchecked, when the last read holds it;
+ * NULL when it does not.  (The first search runs on a snapshot read by
+ * pread only: a mapped one is searched checked.) */
 static const uint8_t *raw_at(envlog_snap *s, size_t off, size_t len)
 {
     if (off > s->n || len > s->n - off)
         return NULL;
-    if (s->fd < 0)
-        return s->p + off;
     if (s->raw_len && off >= s->raw_off && off + len <= s->raw_off + s->raw_len)
         return s->raw + (off - s->raw_off);
     return NULL;
@@ -433,8 +432,6 @@ static const uint8_t *raw_at(envlog_snap *s, size_t off, size_t len)
  * INDEX), unchecked.  False when the read fails. */
 static bool raw_read(envlog_snap *s, size_t centre, size_t span)
 {
-    if (s->fd < 0)
-        return true;
     if (!s->raw && !(s->raw = envlog_malloc(RAW_BUF)))
         return false;
     size_t from = centre > s->idx_pos + span / 2 ? centre - span / 2 : s->idx_pos;
@@ -470,7 +467,7 @@ static bool raw_next(envlog_snap *s, uint64_t base, uint64_t i, uint64_t *hash, 
 static uint64_t raw_hash(envlog_snap *s, uint64_t base, uint64_t i)
 {
     size_t f0 = idx_file_off(s, base + 16 * i);
-    if (s->fd >= 0 && f0 % ENVLOG_BLOCK + 16 <= ENVLOG_BLOCK)
+    if (f0 % ENVLOG_BLOCK + 16 <= ENVLOG_BLOCK)
         return envlog_get_be64(s->raw + (f0 - s->raw_off));
     uint64_t h = 0, o;
     raw_pair(s, base, i, &h, &o);
@@ -506,19 +503,14 @@ static bool raw_lower_bound(envlog_snap *s, uint64_t base, uint64_t n, uint64_t 
         if (!raw_read(s, idx_file_off(s, base + 16 * g), span))
             return false;
         /* [a, b]: the pairs of [lo, hi) that the read holds whole. */
-        uint64_t a = lo, b = hi - 1;
-        if (s->fd >= 0) {
-            uint64_t p0 = idx_payload_at(s, s->raw_off),
-                     p1 = idx_payload_at(s, s->raw_off + s->raw_len);
-            uint64_t first = p0 <= base ? 0 : (p0 - base + 15) / 16;
-            if (p1 < base + 16)
-                return false;
-            uint64_t last = (p1 - base) / 16 - 1;
-            a = first > lo ? first : lo;
-            b = last < hi - 1 ? last : hi - 1;
-            if (a > b || g < a || g > b)
-                return false;
-        }
+        uint64_t p0 = idx_payload_at(s, s->raw_off),
+                 p1 = idx_payload_at(s, s->raw_off + s->raw_len);
+        if (p1 < base + 16)
+            return false;
+        uint64_t first = p0 <= base ? 0 : (p0 - base + 15) / 16, last = (p1 - base) / 16 - 1;
+        uint64_t a = first > lo ? first : lo, b = last < hi - 1 ? last : hi - 1;
+        if (a > b || g < a || g > b)
+            return false;
         /* The first of [a, b + 1) not below h. */
         uint64_t l = a, r = b + 1;
         while (l < r) {

@@ -29,6 +29,15 @@ static const struct {
 };
 #define N_SUITES (sizeof suites / sizeof suites[0])
 
+/* The index of the suite called `name`; N_SUITES when none is. */
+static size_t suite_of(const char *name)
+{
+    size_t i = 0;
+    while (i < N_SUITES && strcmp(name, suites[i].name))
+        i++;
+    return i;
+}
+
 int main(int argc, char **argv)
 {
     const char *tmp = getenv("TMPDIR");
@@ -45,21 +54,17 @@ int main(int argc, char **argv)
 
     SRunner *sr = NULL;
     bool except = argc > 1 && argv[1][0] == '-';
-    for (int k = 1; k < argc; k++) {
-        bool known = false;
-        for (size_t i = 0; i < N_SUITES; i++)
-            known |= !strcmp(argv[k] + except, suites[i].name);
-        if ((argv[k][0] == '-') != except || !known) {
+    for (int k = 1; k < argc; k++)
+        if ((argv[k][0] == '-') != except || suite_of(argv[k] + except) == N_SUITES) {
             fprintf(stderr, "envlog tests: %s: name the suites to run, or (each after a "
                             "'-') those not to run, not both\n", argv[k]);
             tu_rmrf(root);
             return 2;
         }
-    }
     for (size_t i = 0; i < N_SUITES; i++) {
         bool named = false;
         for (int k = 1; k < argc; k++)
-            named |= !strcmp(argv[k] + except, suites[i].name);
+            named |= suite_of(argv[k] + except) == i;
         if (argc > 1 && named == except)
             continue;
         if (!sr)
