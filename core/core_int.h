@@ -415,14 +415,29 @@ typedef struct envlog_text {
 /* The most fields a record's schema has (envlog_event_decode_slices). */
 #define ENVLOG_FIELDS_MAX 32
 
+/* The bytes of an array of texts that envlog_event_decode_slices() checked
+ * last (a tune's candidates: the same list, byte for byte, in record after
+ * record of a tune set).  The same bytes where such an array begins are the
+ * same item with the same verdict, as a CBOR item delimits itself, so they
+ * are taken without checking each text again.  Zeroed: empty.  One memo
+ * serves one decoder at a time. */
+#define ENVLOG_MEMO_MAX 512
+typedef struct envlog_dec_memo {
+    const void *field;       /* the schema field the run was the value of */
+    size_t len, head, n;     /* the run's bytes, its array head's, its items */
+    uint8_t run[ENVLOG_MEMO_MAX];
+} envlog_dec_memo;
+
 /* envlog_event_decode_fold() for the kinds with a detail (tune, compile,
  * ...): their text fields (namespace, key, candidates, name, options, ...)
  * are checked as ever and handed out as slices of the payload, indexed as
  * the kind's schema lists its fields, instead of copies: their members of
- * rec->u stay NULL.  Other kinds decode as envlog_event_decode_fold(). */
+ * rec->u stay NULL.  Other kinds decode as envlog_event_decode_fold().
+ * `memo` (NULL: none) is read and updated. */
 envlog_err envlog_event_decode_slices(const uint8_t *p, size_t n, envlog_record *rec,
                                       envlog_arena *arena,
-                                      envlog_text slices[ENVLOG_FIELDS_MAX]);
+                                      envlog_text slices[ENVLOG_FIELDS_MAX],
+                                      envlog_dec_memo *memo);
 
 /* Decodes a map of `s`-described fields from `pull` into `out`, the map head
  * `t` having been read; used for framing records too. */

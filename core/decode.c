@@ -36,6 +36,7 @@ typedef struct dec_ctx {
     envlog_bytes detail;          /* key 23's bytes, when it has one */
     uint64_t seen;                /* the fields of `own` met, by index */
     envlog_text *slices;          /* text of `own`'s fields, not copied */
+    envlog_dec_memo *memo;        /* with slices: the last array of texts */
 } dec_ctx;
 
 static envlog_err bad(const envlog_field *f, const char *what)
@@ -370,17 +371,38 @@ static envlog_err dec_field(envlog_pull *p, const envlog_field *f, void *out,
                               f >= c->own->fields && f < c->own->fields + c->own->n_fields
                           ? &c->slices[f - c->own->fields]
                           : NULL;
+    envlog_dec_memo *m = sl ? c->memo : NULL;
+    size_t from = p->pos;
+    if (m && m->field == f && m->len <= p->n - from && !memcmp(p->p + from, m->run, m->len)) {
+        /* The array checked last, byte for byte. */
+        p->pos = from + m->len;
+        sl->p = (const char *)p->p + from + m->head;
+        sl->n = m->n;
+        *AT(out, f->off, void *) = NULL;
+        *AT(out, f->count_off, size_t) = m->n;
+        return ENVLOG_OK;
+    }
     if ((e = dec_array(p, f, elem, c->a, out != NULL && !sl, &arr, &n)))
         return e;
     if (sl) {
         sl->p = (const char *)p->p + p->pos;
         sl->n = n;
+        size_t head = p->pos - from;
         for (size_t i = 0; i < n && !e; i++)
             e = dec_text(p, f, c->a, NULL);
+        if (e)
+            return e;
+        if (m && p->pos - from <= sizeof m->run) {
+            m->field = f;
+            m->len = p->pos - from;
+            m->head = head;
+            m->n = n;
+            memcpy(m->run, p->p + from, m->len);
+        }
         /* The count stands in the struct, for the rules across fields. */
         *AT(out, f->off, void *) = NULL;
         *AT(out, f->count_off, size_t) = n;
-        return e;
+        return ENVLOG_OK;
     }
     for (size_t i = 0; i < n; i++) {
         void *item = arr ? (char *)arr + i * elem : NULL;
@@ -538,7 +560,7 @@ envlog_err envlog_struct_decode(envlog_pull *pull, const envlog_tok *t,
 {
     if (t->type != ENVLOG_TOK_MAP)
         return envlog__fail(ENVLOG_BAD_DATA, "%s: expected a map", s->name);
-    dec_ctx c = {arena, {0, false}, NULL, NULL, {NULL, 0}, 0, NULL};
+    dec_ctx c = {arena, {0, false}, NULL, NULL, {NULL, 0}, 0, NULL, NULL};
     envlog_keyset ks;
     envlog_keyset_init(&ks);
     envlog_err e = dec_pairs(pull, t->u, s, out, &c, 0, &ks, NULL);
@@ -571,7 +593,7 @@ static envlog_err detail_fields(envlog_record *rec, dec_ctx *c)
     if (t.type != ENVLOG_TOK_MAP)
         return envlog__fail(ENVLOG_BAD_DATA, "the detail is not a map");
     uint64_t top = c->seen;
-    dec_ctx bc = {c->a, {0, false}, s, NULL, {NULL, 0}, 0, NULL};
+    dec_ctx bc = {c->a, {0, false}, s, NULL, {NULL, 0}, 0, NULL, NULL};
     envlog_keyset ks;
     envlog_keyset_init(&ks);
     /* Its keys are read as a record's are, so the fields met are noted. */
@@ -617,7 +639,8 @@ static envlog_err read_detail(envlog_record *rec, dec_ctx *c)
 }
 
 static envlog_err event_decode(const uint8_t *data, size_t n, envlog_record *rec,
-                               envlog_arena *arena, bool fold, envlog_text *slices)
+                               envlog_arena *arena, bool fold, envlog_text *slices,
+                               envlog_dec_memo *memo)
 {
     envlog_pull p = {data, n, 0};
     envlog_tok t, k, v;
@@ -644,7 +667,7 @@ static envlog_err event_decode(const uint8_t *data, size_t n, envlog_record *rec
     if (rec->kind == ENVLOG_KIND_TUNE)
         rec->u.tune.winner = -1;
     dec_ctx c = {arena, {0, false}, s, s && s->detail ? s : NULL, {NULL, 0}, 0,
-                 slices && s && s->detail ? slices : NULL};
+                 slices && s && s->detail ? slices : NULL, memo};
     if (c.slices)
         memset(slices, 0, s->n_fields * sizeof *slices);
     envlog_keyset ks;
@@ -668,17 +691,18 @@ static envlog_err event_decode(const uint8_t *data, size_t n, envlog_record *rec
 envlog_err envlog_event_decode(const uint8_t *data, size_t n, envlog_record *rec,
                                envlog_arena *arena)
 {
-    return event_decode(data, n, rec, arena, false, NULL);
+    return event_decode(data, n, rec, arena, false, NULL, NULL);
 }
 
 envlog_err envlog_event_decode_fold(const uint8_t *data, size_t n, envlog_record *rec,
                                     envlog_arena *arena)
 {
-    return event_decode(data, n, rec, arena, true, NULL);
+    return event_decode(data, n, rec, arena, true, NULL, NULL);
 }
 
 envlog_err envlog_event_decode_slices(const uint8_t *data, size_t n, envlog_record *rec,
-                                      envlog_arena *arena, envlog_text slices[ENVLOG_FIELDS_MAX])
+                                      envlog_arena *arena, envlog_text slices[ENVLOG_FIELDS_MAX],
+                                      envlog_dec_memo *memo)
 {
-    return event_decode(data, n, rec, arena, true, slices);
+    return event_decode(data, n, rec, arena, true, slices, memo);
 }

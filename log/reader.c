@@ -64,6 +64,7 @@ struct envlog_reader {
     bool fold;
     uint64_t damaged_bytes;
     envlog_text slices[ENVLOG_FIELDS_MAX]; /* fold: the record's text fields */
+    envlog_dec_memo memo;  /* fold: the candidates checked last */
     envlog_keep_fn keep;   /* takes the segments' bytes instead of freeing */
     void *keep_ctx;
 };
@@ -488,7 +489,8 @@ static envlog_err check_seal(envlog_reader *r, const uint8_t *p, size_t n)
 static envlog_err take_event(envlog_reader *r, const uint8_t *p, size_t n)
 {
     envlog_arena_reset(&r->arena);
-    envlog_err e = r->fold ? envlog_event_decode_slices(p, n, &r->rec, &r->arena, r->slices)
+    envlog_err e = r->fold ? envlog_event_decode_slices(p, n, &r->rec, &r->arena, r->slices,
+                                                      &r->memo)
                            : envlog_event_decode(p, n, &r->rec, &r->arena);
     if (e == ENVLOG_NOMEM)
         return e;

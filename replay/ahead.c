@@ -41,6 +41,7 @@ typedef struct ring {
     bool done;              /* the reader ended (under mu) */
     bool claimed;           /* a worker fills it (under mu) */
     bool taking;            /* the taker holds the item at head */
+    envlog_dec_memo memo;   /* its items' decoding (whoever fills it) */
 } ring;
 
 struct envlog_ahead {
@@ -153,7 +154,8 @@ static void read_item(const envlog_ahead *a, ring *g, envlog_ahead_item *it, boo
         p = it->copy.p;
     }
     envlog_arena_reset(&it->arena);
-    it->code = a->fold ? envlog_event_decode_slices(p, n, &it->rec, &it->arena, it->slices)
+    it->code = a->fold ? envlog_event_decode_slices(p, n, &it->rec, &it->arena, it->slices,
+                                                  &g->memo)
                        : envlog_event_decode(p, n, &it->rec, &it->arena);
     it->rec.stamp = rec->stamp;
     it->rec.segment = rec->segment;

@@ -656,6 +656,89 @@ START_TEST(test_fold_and_full_reader_agree)
 }
 END_TEST
 
+/* The fold's memo of the last candidates it checked changes no verdict and
+ * no value: a tune record with every bit of every byte flipped in turn, and
+ * cut short at every length, decodes the same with a memo primed by the
+ * record itself as without one, and as the full reader decodes it, its
+ * slices lying in the bytes decoded. */
+static void memo_agrees(const envlog_buf *b, const envlog_dec_memo *primed, size_t cand,
+                        const char *what, size_t *taken)
+{
+    envlog_arena a1 = {0}, a2 = {0}, a3 = {0};
+    envlog_record with, without, full;
+    envlog_text s_with[ENVLOG_FIELDS_MAX], s_without[ENVLOG_FIELDS_MAX];
+    envlog_dec_memo m = *primed;
+    envlog_err e1 = envlog_event_decode_slices(b->p, b->len, &with, &a1, s_with, &m);
+    envlog_err e2 = envlog_event_decode_slices(b->p, b->len, &without, &a2, s_without, NULL);
+    envlog_err e3 = envlog_event_decode(b->p, b->len, &full, &a3);
+    tu_check(e1 == e2 && e2 == e3, "%s: with the memo %s, without it %s, the full reader %s",
+             what, envlog_strerror(e1), envlog_strerror(e2), envlog_strerror(e3));
+    if (!e1 && !e2 && with.kind == ENVLOG_KIND_TUNE) {
+        *taken += 1;
+        tu_check(with.u.tune.n_candidates == without.u.tune.n_candidates &&
+                     s_with[cand].p == s_without[cand].p && s_with[cand].n == s_without[cand].n,
+                 "%s: the candidates differ with the memo", what);
+        tu_check(!s_with[cand].n || ((const uint8_t *)s_with[cand].p >= b->p &&
+                                     (const uint8_t *)s_with[cand].p < b->p + b->len),
+                 "%s: the candidates lie outside the record", what);
+    }
+    envlog_arena_free(&a1);
+    envlog_arena_free(&a2);
+    envlog_arena_free(&a3);
+}
+
+START_TEST(test_fold_memo)
+{
+    const envlog_schema *sc = envlog_schema_of(ENVLOG_KIND_TUNE);
+    size_t cand = 0;
+    while (strcmp(sc->fields[cand].name, "candidates"))
+        cand++;
+    for (int v = TU_TYPICAL; v <= TU_UNICODE; v += 2) {
+        tu_sample s;
+        tu_sample_make(&s, ENVLOG_KIND_TUNE, (tu_variant)v);
+        ck_assert_uint_ge(s.u.tune.n_candidates, 2);
+        envlog_buf b = {0}, m = {0};
+        ck_assert_ok(envlog_event_encode(&b, ENVLOG_KIND_TUNE, &stamp0, ENVLOG_CHANGED,
+                                         ENVLOG_LEVEL_FULL, &s.u));
+        envlog_dec_memo primed;
+        memset(&primed, 0, sizeof primed);
+        envlog_arena a = {0};
+        envlog_record rec;
+        envlog_text sl[ENVLOG_FIELDS_MAX];
+        ck_assert_ok(envlog_event_decode_slices(b.p, b.len, &rec, &a, sl, &primed));
+        ck_assert_msg(primed.len > primed.head && primed.n == s.u.tune.n_candidates,
+                      "the memo holds no candidates");
+        /* Taken from the memo: the same record's slices, in its own bytes. */
+        ck_assert_ok(envlog_buf_append(&m, b.p, b.len));
+        envlog_dec_memo again = primed;
+        envlog_text sl2[ENVLOG_FIELDS_MAX];
+        ck_assert_ok(envlog_event_decode_slices(m.p, m.len, &rec, &a, sl2, &again));
+        ck_assert(sl2[cand].p == (const char *)m.p + ((const uint8_t *)sl[cand].p - b.p));
+        char what[96];
+        size_t taken = 0;
+        for (size_t at = 0; at < b.len; at++)
+            for (int bit = 0; bit < 8; bit++) {
+                m.len = 0;
+                ck_assert_ok(envlog_buf_append(&m, b.p, b.len));
+                m.p[at] ^= (uint8_t)(1u << bit);
+                snprintf(what, sizeof what, "variant %d, byte %zu bit %d", v, at, bit);
+                memo_agrees(&m, &primed, cand, what, &taken);
+            }
+        for (size_t cut = 0; cut < b.len; cut++) {
+            envlog_buf c = {b.p, cut, cut};
+            snprintf(what, sizeof what, "variant %d, cut at %zu", v, cut);
+            memo_agrees(&c, &primed, cand, what, &taken);
+        }
+        /* Flips in the detail and in values after the candidates leave
+         * records that decode. */
+        ck_assert_uint_gt(taken, 8);
+        envlog_arena_free(&a);
+        envlog_buf_free(&m);
+        envlog_buf_free(&b);
+    }
+}
+END_TEST
+
 /* Values across fields: the same rules for the writer and both readers. */
 START_TEST(test_cross_field_rules)
 {
@@ -1724,6 +1807,7 @@ Suite *suite_core(void)
     tcase_add_test(tc, test_lying_lengths);
     tcase_add_test(tc, test_cbor_check_item);
     tcase_add_test(tc, test_fold_and_full_reader_agree);
+    tcase_add_test(tc, test_fold_memo);
     tcase_add_test(tc, test_version);
     tcase_add_test(tc, test_cross_field_rules);
     tcase_add_test(tc, test_format2_detail);
