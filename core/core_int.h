@@ -370,7 +370,24 @@ struct envlog_schema {
      * in a detail (key 23); 0 for kinds the fold reads whole (session,
      * forget, user) and for maps that are not records. */
     uint8_t detail;
+    /* A hand-written encoder for the struct's common shape (envlog_enc_fast),
+     * for the maps recorded most; 0: the walk of `fields` alone. */
+    uint8_t fast;
 };
+
+enum { ENVLOG_FAST_NONE, ENVLOG_FAST_TRIAL };
+
+/* Appends the map of `in`, a struct of schema `s`, when the struct has the
+ * shape s->fast's encoder takes (a trial: a short ASCII name, no error, no
+ * start, no samples at `level`), as the walk of s->fields would write it,
+ * and returns true; otherwise, or out of memory, writes nothing and returns
+ * false (the walk then encodes it, and says why it cannot). */
+bool envlog_enc_fast(envlog_buf *b, const envlog_schema *s, const void *in,
+                     envlog_level level);
+/* envlog_struct_encode() by the walk of s->fields alone (no envlog_enc_fast),
+ * which the fast encoders' test holds them to. */
+envlog_err envlog_struct_encode_walk(envlog_buf *b, const envlog_schema *s,
+                                     const void *in, envlog_level level);
 
 /* The schema of an event kind, or NULL for framing and unknown kinds. */
 const envlog_schema *envlog_schema_of(envlog_kind kind);

@@ -43,10 +43,13 @@
 #define CIDX(k, ty, nm, st, mem)                                               \
     {k, ty, 0, nm, offsetof(st, mem), 0, NOPRES, NULL, NULL, 0, 1, 0}
 #define SCHEMA(var, nm, st, tab)                                               \
-    const envlog_schema var = {nm, sizeof(st), tab, sizeof tab / sizeof tab[0], 0}
+    const envlog_schema var = {nm, sizeof(st), tab, sizeof tab / sizeof tab[0], 0, 0}
+/* A map with a hand-written encoder for its common shape (encode.c). */
+#define SCHEMA_FAST(var, nm, st, tab, fast)                                    \
+    const envlog_schema var = {nm, sizeof(st), tab, sizeof tab / sizeof tab[0], 0, fast}
 /* An event kind whose format 2 records carry a detail (key 23). */
 #define SCHEMA_DETAIL(var, nm, st, tab)                                          \
-    const envlog_schema var = {nm, sizeof(st), tab, sizeof tab / sizeof tab[0], 1}
+    const envlog_schema var = {nm, sizeof(st), tab, sizeof tab / sizeof tab[0], 1, 0}
 
 static const char *const level_names[] = {"off", "basic", "full", NULL};
 static const char *const outcome_names[] = {"compiled", "loaded", "failed", NULL};
@@ -78,7 +81,7 @@ static const envlog_field trial_f[] = {
     OPT(10, ENVLOG_F_U64, "start_ns", envlog_trial, start_ns, has_start),
     OPT(11, ENVLOG_F_U64, "wall_ns", envlog_trial, wall_ns, has_start),
 };
-static SCHEMA(trial_s, "trial", envlog_trial, trial_f);
+static SCHEMA_FAST(trial_s, "trial", envlog_trial, trial_f, ENVLOG_FAST_TRIAL);
 
 static const envlog_field session_f[] = {
     F(4, ENVLOG_F_H128, "id", envlog_session_rec, id),

@@ -34,7 +34,7 @@ static const envlog_field header_f[] = {
 };
 const envlog_schema envlog_seg_header_schema = {
     "header", sizeof(envlog_seg_header), header_f,
-    sizeof header_f / sizeof header_f[0], 0};
+    sizeof header_f / sizeof header_f[0], 0, 0};
 
 static const envlog_field seal_f[] = {
     SF(0, "kind", kind),
@@ -43,7 +43,7 @@ static const envlog_field seal_f[] = {
     SF(6, "chain", chain),
 };
 const envlog_schema envlog_seg_seal_schema = {
-    "seal", sizeof(envlog_seg_seal), seal_f, sizeof seal_f / sizeof seal_f[0], 0};
+    "seal", sizeof(envlog_seg_seal), seal_f, sizeof seal_f / sizeof seal_f[0], 0, 0};
 
 uint64_t envlog_seg_seed(const envlog_id128 *id, uint32_t segment)
 {

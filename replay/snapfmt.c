@@ -18,9 +18,9 @@
 #define ENUMF(k, nm, st, mem, names)                                           \
     {k, ENVLOG_F_ENUM, 0, nm, offsetof(st, mem), 0, NOPRES, NULL, names, 0, 0, 0}
 #define SCHEMA(var, nm, st, tab)                                               \
-    static const envlog_schema var = {nm, sizeof(st), tab, sizeof tab / sizeof tab[0], 0}
+    static const envlog_schema var = {nm, sizeof(st), tab, sizeof tab / sizeof tab[0], 0, 0}
 #define PUB_SCHEMA(var, nm, st, tab)                                           \
-    const envlog_schema var = {nm, sizeof(st), tab, sizeof tab / sizeof tab[0], 0}
+    const envlog_schema var = {nm, sizeof(st), tab, sizeof tab / sizeof tab[0], 0, 0}
 
 static const envlog_field env_f[] = {
     FLD(0, ENVLOG_F_TEXT, "label", envlog_snap_env, label),

@@ -739,6 +739,100 @@ START_TEST(test_fold_memo)
 }
 END_TEST
 
+/* The hand-written encoders (envlog_enc_fast) write what the walk of
+ * their schema writes, byte for byte, or nothing: trials filled field by
+ * field from the schema (a field added to it is filled too, and the fast
+ * encoder must then write it or leave the trial to the walk) with values
+ * at every edge of their encodings, at both levels. */
+static uint64_t xs_next(uint64_t *x)
+{
+    *x ^= *x << 13;
+    *x ^= *x >> 7;
+    *x ^= *x << 17;
+    return *x;
+}
+
+static void fill_random(void *in, const envlog_schema *sc, uint64_t *x)
+{
+    static const char *const texts[] = {NULL, "", "m128n128k64w8s3", "a23-byte-name-ascii-xyz",
+                                        "a-24-byte-name-ascii-xyz", "na\xc3\xafve", "\xff\xfe",
+                                        "m64n64k32w2s5"};
+    static const uint64_t ints[] = {0, 1, 23, 24, 255, 256, 65535, 65536, 0xffffffffu,
+                                    0x100000000ull, UINT64_MAX};
+    static const double reals[] = {0.0, -0.0, 1.5, 30720.001953125, 0.1, 1e300, 5e-324,
+                                   NAN, INFINITY, -INFINITY, 65504.0, 16777217.0};
+    static const double samples[] = {1.0, 0.1, 2.5};
+    memset(in, 0, sc->size);
+    for (size_t i = 0; i < sc->n_fields; i++) {
+        const envlog_field *f = &sc->fields[i];
+        char *at = (char *)in + f->off;
+        uint64_t r = xs_next(x);
+        if (f->present_off != SIZE_MAX)
+            *(bool *)((char *)in + f->present_off) = r % 4 == 0;
+        r >>= 2;
+        switch ((envlog_fty)f->type) {
+        case ENVLOG_F_TEXT: {
+            /* Mostly a name that is there and no error: the common shape. */
+            size_t k = r % 16 < 10 ? (i == 0 ? 2 : 0) : (r >> 4) % 8;
+            *(const char **)at = texts[k];
+            break;
+        }
+        case ENVLOG_F_U32: *(uint32_t *)at = (uint32_t)(r % 2 ? ints[(r >> 1) % 11] : r >> 8); break;
+        case ENVLOG_F_U64: *(uint64_t *)at = r % 2 ? ints[(r >> 1) % 11] : r >> 8; break;
+        case ENVLOG_F_F64:
+            *(double *)at = r % 3 == 0 ? reals[(r >> 2) % 12]
+                            : r % 3 == 1 ? (double)(float)((double)(r >> 20) / 1024.0)
+                                         : (double)(r >> 11) / 3.0;
+            break;
+        case ENVLOG_F_F64S:
+            *(const double **)at = samples;
+            *(size_t *)((char *)in + f->count_off) = r % 4 == 0 ? 1 + r / 4 % 3 : 0;
+            break;
+        default: ck_abort_msg("%s.%s: a type this test does not fill", sc->name, f->name);
+        }
+    }
+}
+
+START_TEST(test_fast_encoders)
+{
+    const envlog_schema *tune = envlog_schema_of(ENVLOG_KIND_TUNE), *trial = NULL;
+    for (size_t i = 0; i < tune->n_fields; i++)
+        if (tune->fields[i].type == ENVLOG_F_OBJS && !strcmp(tune->fields[i].name, "trials"))
+            trial = tune->fields[i].sub;
+    ck_assert_ptr_nonnull(trial);
+    ck_assert_int_eq(trial->fast, ENVLOG_FAST_TRIAL);
+    uint64_t x = 0x9e3779b97f4a7c15ULL;
+    size_t fast = 0, walked = 0;
+    envlog_buf w = {0}, f = {0}, g = {0};
+    envlog_trial t;
+    for (int i = 0; i < 20000; i++) {
+        fill_random(&t, trial, &x);
+        for (envlog_level lv = ENVLOG_LEVEL_BASIC; lv <= ENVLOG_LEVEL_FULL; lv++) {
+            w.len = f.len = g.len = 0;
+            envlog_err ew = envlog_struct_encode_walk(&w, trial, &t, lv);
+            if (envlog_enc_fast(&f, trial, &t, lv)) {
+                fast++;
+                ck_assert_msg(!ew && w.len == f.len && !memcmp(w.p, f.p, w.len),
+                              "trial %d at level %d: the fast encoder's %zu bytes differ "
+                              "from the walk's %zu", i, (int)lv, f.len, w.len);
+            } else {
+                walked++;
+                ck_assert_msg(f.len == 0, "trial %d: the fast encoder wrote and gave up", i);
+            }
+            /* What the writer uses: one or the other, the same bytes. */
+            envlog_err eg = envlog_struct_encode(&g, trial, &t, lv);
+            ck_assert_msg(eg == ew && (ew || (g.len == w.len && !memcmp(g.p, w.p, w.len))),
+                          "trial %d at level %d: the writer and the walk differ", i, (int)lv);
+        }
+    }
+    ck_assert_uint_gt(fast, 5000);
+    ck_assert_uint_gt(walked, 5000);
+    envlog_buf_free(&w);
+    envlog_buf_free(&f);
+    envlog_buf_free(&g);
+}
+END_TEST
+
 /* Values across fields: the same rules for the writer and both readers. */
 START_TEST(test_cross_field_rules)
 {
@@ -1808,6 +1902,7 @@ Suite *suite_core(void)
     tcase_add_test(tc, test_cbor_check_item);
     tcase_add_test(tc, test_fold_and_full_reader_agree);
     tcase_add_test(tc, test_fold_memo);
+    tcase_add_test(tc, test_fast_encoders);
     tcase_add_test(tc, test_version);
     tcase_add_test(tc, test_cross_field_rules);
     tcase_add_test(tc, test_format2_detail);
