@@ -292,7 +292,7 @@ static envlog_err enc_map(envlog_buf *b, const envlog_schema *s, const void *in,
 {
     envlog_err e;
     *at = SIZE_MAX;
-    if (extra + detail + part_size(s, which) >= 24)
+    if (extra + detail + s->n_fields >= 24 && extra + detail + part_size(s, which) >= 24)
         return envlog_enc_map(b, extra + count_fields(s, in, level, which) +
                                      (detail && count_fields(s, in, level, PART_DETAIL)));
     if ((e = room(b, 1)))
