@@ -1,12 +1,27 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * fuzz_event.c - the event decoder and the renderers on raw CBOR payloads.
+ * fuzz_event.c - the event decoder and the renderers on raw CBOR payloads,
+ * and the fold's decoders held to the full reader's verdict: the fold's
+ * copy, and its slices with a memo that lives from input to input (so the
+ * candidates of one input meet the bytes of the next).
  */
 #include "fuzz.h"
+
+#include <stdlib.h>
+
+static envlog_dec_memo memo;
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     envlog_arena a = {0};
+    envlog_record full, fold, sliced;
+    envlog_text sl[ENVLOG_FIELDS_MAX];
+    envlog_err e1 = envlog_event_decode(data, size, &full, &a);
+    envlog_err e2 = envlog_event_decode_fold(data, size, &fold, &a);
+    envlog_err e3 = envlog_event_decode_slices(data, size, &sliced, &a, sl, &memo);
+    /* One truth: every reader takes the same records. */
+    if ((e1 == ENVLOG_OK) != (e2 == ENVLOG_OK) || (e1 == ENVLOG_OK) != (e3 == ENVLOG_OK))
+        abort();
     fuzz_record(data, size, &a);
     (void)envlog_cbor_check_item(data, size);
     envlog_arena_free(&a);
