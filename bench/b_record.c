@@ -201,17 +201,17 @@ static double rate_limit(int e, const bench_variant *v, const char **by)
 }
 
 /* Where a recording's time goes: building and encoding the records (no
- * I/O), against copying their bytes (memcpy, the limits section: no
- * encoder writes them faster); and the rest of each policy's time (its
- * runs less the encoding runs made beside them), against its limit, which
- * stores bytes made beforehand.  A share of the limit above the first
- * ratio's reach is out of reach for any encoder. */
+ * I/O), for tune records against copying their bytes a record at a time
+ * (the limits section's memcpy, measured on tune records: no encoder
+ * writes them faster); and the rest of each policy's time (its runs less
+ * the encoding runs made beside them), against its limit, which stores
+ * bytes made beforehand. */
 static void split_rows(const char *section, const char *what, const bench_variant *v,
-                       double payload)
+                       double payload, bool tune)
 {
     bench_row r = bench_row_make(section, "ns/rec", BENCH_NS_PER, &v[V_ENCODE], NULL,
                                  "%s encoding alone", what);
-    if (bench_lim.memcpy_Bps > 0)
+    if (tune && bench_lim.memcpy_Bps > 0)
         bench_row_limit(&r, 1e9 * payload / bench_lim.memcpy_Bps, "memcpy");
     bench_emit(&r);
     for (int e = V_NONE; e <= V_CLOSE; e++) {
@@ -232,9 +232,10 @@ static void split_rows(const char *section, const char *what, const bench_varian
     }
 }
 
-/* Runs the variants and prints the rows of one record kind. */
+/* Runs the variants and prints the rows of one record kind (`tune`: tune
+ * records, which also get rows in ns/rec and the memcpy bound). */
 static void record_rows(const char *section, const char *what, rec_ctx *ctx,
-                        bool ns_rows)
+                        bool tune)
 {
     bench_variant v[V_COUNT];
     for (int i = 0; i < V_COUNT; i++) {
@@ -253,7 +254,7 @@ static void record_rows(const char *section, const char *what, rec_ctx *ctx,
                                      "%s %s", what, p->label);
         bench_row_limit(&r, lim, by);
         bench_emit(&r);
-        if (ns_rows) {
+        if (tune) {
             r = bench_row_make(section, "ns/rec", BENCH_NS_PER, &v[p->e], &v[p->s],
                                "%s %s", what, p->label);
             bench_row_limit(&r, lim > 0 ? 1e9 / lim : 0, by);
@@ -269,7 +270,7 @@ static void record_rows(const char *section, const char *what, rec_ctx *ctx,
         bench_row_limit(&r, lim, by);
         bench_emit(&r);
     }
-    split_rows(section, what, v, payload);
+    split_rows(section, what, v, payload, tune);
     bench_row r = bench_row_make(section, "B/rec", BENCH_DISK_PER, &v[V_CLOSE],
                                  &v[V_COMMIT], "%s on disk | commit per record", what);
     bench_row_limit(&r, payload, "payload");
