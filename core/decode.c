@@ -250,6 +250,44 @@ static inline void keys_done(envlog_keyset *ks)
         envlog_keyset_free(ks);
 }
 
+/* An array of texts of the record's own map, checked and handed out as a
+ * slice (where its items begin, and how many); the same bytes as the
+ * array c->memo holds are taken without checking each text again. */
+static envlog_err dec_slice_array(envlog_pull *p, const envlog_field *f, void *out,
+                                  dec_ctx *c, envlog_text *sl)
+{
+    envlog_dec_memo *m = c->memo;
+    size_t from = p->pos, head, n;
+    void *arr;
+    envlog_err e = ENVLOG_OK;
+    if (m && m->field == f && m->len <= p->n - from && !memcmp(p->p + from, m->run, m->len)) {
+        p->pos = from + m->len;
+        head = m->head;
+        n = m->n;
+    } else {
+        if ((e = dec_array(p, f, sizeof(char *), c->a, false, &arr, &n)))
+            return e;
+        head = p->pos - from;
+        for (size_t i = 0; i < n && !e; i++)
+            e = dec_text(p, f, c->a, NULL);
+        if (e)
+            return e;
+        if (m && p->pos - from <= sizeof m->run) {
+            m->field = f;
+            m->len = p->pos - from;
+            m->head = head;
+            m->n = n;
+            memcpy(m->run, p->p + from, m->len);
+        }
+    }
+    sl->p = (const char *)p->p + from + head;
+    sl->n = n;
+    /* The count stands in the struct, for the rules across fields. */
+    *AT(out, f->off, void *) = NULL;
+    *AT(out, f->count_off, size_t) = n;
+    return ENVLOG_OK;
+}
+
 /* Decodes the value of field `f`, which lies at depth `depth`, into `out`;
  * with `out` NULL only checks it. */
 static envlog_err dec_field(envlog_pull *p, const envlog_field *f, void *out,
@@ -371,39 +409,10 @@ static envlog_err dec_field(envlog_pull *p, const envlog_field *f, void *out,
                               f >= c->own->fields && f < c->own->fields + c->own->n_fields
                           ? &c->slices[f - c->own->fields]
                           : NULL;
-    envlog_dec_memo *m = sl ? c->memo : NULL;
-    size_t from = p->pos;
-    if (m && m->field == f && m->len <= p->n - from && !memcmp(p->p + from, m->run, m->len)) {
-        /* The array checked last, byte for byte. */
-        p->pos = from + m->len;
-        sl->p = (const char *)p->p + from + m->head;
-        sl->n = m->n;
-        *AT(out, f->off, void *) = NULL;
-        *AT(out, f->count_off, size_t) = m->n;
-        return ENVLOG_OK;
-    }
-    if ((e = dec_array(p, f, elem, c->a, out != NULL && !sl, &arr, &n)))
+    if (sl)
+        return dec_slice_array(p, f, out, c, sl);
+    if ((e = dec_array(p, f, elem, c->a, out != NULL, &arr, &n)))
         return e;
-    if (sl) {
-        sl->p = (const char *)p->p + p->pos;
-        sl->n = n;
-        size_t head = p->pos - from;
-        for (size_t i = 0; i < n && !e; i++)
-            e = dec_text(p, f, c->a, NULL);
-        if (e)
-            return e;
-        if (m && p->pos - from <= sizeof m->run) {
-            m->field = f;
-            m->len = p->pos - from;
-            m->head = head;
-            m->n = n;
-            memcpy(m->run, p->p + from, m->len);
-        }
-        /* The count stands in the struct, for the rules across fields. */
-        *AT(out, f->off, void *) = NULL;
-        *AT(out, f->count_off, size_t) = n;
-        return ENVLOG_OK;
-    }
     for (size_t i = 0; i < n; i++) {
         void *item = arr ? (char *)arr + i * elem : NULL;
         if (f->type == ENVLOG_F_TEXTS) {

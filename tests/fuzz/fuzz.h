@@ -31,14 +31,16 @@ static inline void fuzz_sink_record(const envlog_record *rec)
     (void)envlog_cbor_diag(rec->payload.data, rec->payload.size, fuzz_null_write, NULL);
 }
 
-static inline void fuzz_record(const uint8_t *p, size_t n, envlog_arena *a)
+static inline envlog_err fuzz_record(const uint8_t *p, size_t n, envlog_arena *a)
 {
     envlog_record rec;
     envlog_arena_reset(a);
-    if (envlog_event_decode(p, n, &rec, a) == ENVLOG_OK)
+    envlog_err e = envlog_event_decode(p, n, &rec, a);
+    if (e == ENVLOG_OK)
         fuzz_sink_record(&rec);
     else
         (void)envlog_cbor_diag(p, n, fuzz_null_write, NULL);
+    return e;
 }
 
 /* A bounded inflate for the state path (the library's own is private). */
