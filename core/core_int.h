@@ -249,6 +249,13 @@ envlog_err envlog_pull_next(envlog_pull *p, envlog_tok *t);
 envlog_err envlog_pull_skip_at(envlog_pull *p, const envlog_tok *t, int depth);
 /* envlog_pull_skip_at() for an item at depth 0. */
 envlog_err envlog_pull_skip_after(envlog_pull *p, const envlog_tok *t);
+/* Finds the end of the item whose head `t`, at depth `depth`, was just
+ * read, by its heads alone: it refuses what envlog_pull_skip_at() refuses
+ * of the heads (an item cut short, a reserved or indefinite head, more
+ * items than bytes left, the nesting) and checks nothing else (no keys, no
+ * text, no simple values): for an item decoded whole afterwards, whose
+ * decode checks the rest. */
+envlog_err envlog_pull_delimit(envlog_pull *p, const envlog_tok *t, int depth);
 /* Checks that [data, data+n) is exactly one well-formed item, placed at
  * depth `depth` (0: counted from itself). */
 envlog_err envlog_cbor_check_at(const void *data, size_t n, int depth);
@@ -461,6 +468,13 @@ envlog_err envlog_event_decode_slices(const uint8_t *p, size_t n, envlog_record 
 envlog_err envlog_struct_decode(envlog_pull *pull, const envlog_tok *t,
                                 const envlog_schema *s, void *out,
                                 envlog_arena *arena);
+/* The same for a caller that decodes each ENVLOG_F_RECORD field whole with
+ * envlog_event_decode() next (a snapshot's ENTRY): those are delimited by
+ * envlog_pull_delimit(), not checked twice.  The two together accept
+ * exactly what envlog_struct_decode() and that decode accept. */
+envlog_err envlog_struct_decode_records_later(envlog_pull *pull, const envlog_tok *t,
+                                              const envlog_schema *s, void *out,
+                                              envlog_arena *arena);
 /* Appends `in` as a map of the fields `s` describes (text is checked to be
  * UTF-8; a RAW field to be one CBOR item): ENVLOG_INVALID_ARG otherwise. */
 envlog_err envlog_struct_encode(envlog_buf *b, const envlog_schema *s,

@@ -37,6 +37,7 @@ typedef struct dec_ctx {
     uint64_t seen;                /* the fields of `own` met, by index */
     envlog_text *slices;          /* text of `own`'s fields, not copied */
     envlog_dec_memo *memo;        /* with slices: the last array of texts */
+    bool records_later;           /* RECORD fields are decoded whole next */
 } dec_ctx;
 
 static envlog_err bad(const envlog_field *f, const char *what)
@@ -367,7 +368,10 @@ static envlog_err dec_field(envlog_pull *p, const envlog_field *f, void *out,
         size_t start = p->pos;
         /* A record stored inline counts its depth from its own map. */
         int d = f->type == ENVLOG_F_RECORD ? 0 : depth;
-        if ((e = pull(p, &t)) || (e = envlog_pull_skip_at(p, &t, d)))
+        if ((e = pull(p, &t)))
+            return e;
+        if ((e = f->type == ENVLOG_F_RECORD && c->records_later ? envlog_pull_delimit(p, &t, d)
+                                                                 : envlog_pull_skip_at(p, &t, d)))
             return e;
         if (f->type == ENVLOG_F_RECORD && t.type != ENVLOG_TOK_MAP)
             return bad(f, "expected a record (a map)");
@@ -563,18 +567,32 @@ static envlog_err dec_pairs(envlog_pull *p, uint64_t pairs, const envlog_schema 
     return dec_pairs_x(p, pairs, s, out, c, depth, ks, env, false);
 }
 
-envlog_err envlog_struct_decode(envlog_pull *pull, const envlog_tok *t,
+static envlog_err struct_decode(envlog_pull *pull, const envlog_tok *t,
                                 const envlog_schema *s, void *out,
-                                envlog_arena *arena)
+                                envlog_arena *arena, bool records_later)
 {
     if (t->type != ENVLOG_TOK_MAP)
         return envlog__fail(ENVLOG_BAD_DATA, "%s: expected a map", s->name);
-    dec_ctx c = {arena, {0, false}, NULL, NULL, {NULL, 0}, 0, NULL, NULL};
+    dec_ctx c = {arena, {0, false}, NULL, NULL, {NULL, 0}, 0, NULL, NULL, records_later};
     envlog_keyset ks;
     envlog_keyset_init(&ks);
     envlog_err e = dec_pairs(pull, t->u, s, out, &c, 0, &ks, NULL);
     keys_done(&ks);
     return e;
+}
+
+envlog_err envlog_struct_decode(envlog_pull *pull, const envlog_tok *t,
+                                const envlog_schema *s, void *out,
+                                envlog_arena *arena)
+{
+    return struct_decode(pull, t, s, out, arena, false);
+}
+
+envlog_err envlog_struct_decode_records_later(envlog_pull *pull, const envlog_tok *t,
+                                              const envlog_schema *s, void *out,
+                                              envlog_arena *arena)
+{
+    return struct_decode(pull, t, s, out, arena, true);
 }
 
 /* The rules across fields (envlog_record_problem), with what the walk saw
@@ -602,7 +620,7 @@ static envlog_err detail_fields(envlog_record *rec, dec_ctx *c)
     if (t.type != ENVLOG_TOK_MAP)
         return envlog__fail(ENVLOG_BAD_DATA, "the detail is not a map");
     uint64_t top = c->seen;
-    dec_ctx bc = {c->a, {0, false}, s, NULL, {NULL, 0}, 0, NULL, NULL};
+    dec_ctx bc = {c->a, {0, false}, s, NULL, {NULL, 0}, 0, NULL, NULL, false};
     envlog_keyset ks;
     envlog_keyset_init(&ks);
     /* Its keys are read as a record's are, so the fields met are noted. */
@@ -676,7 +694,7 @@ static envlog_err event_decode(const uint8_t *data, size_t n, envlog_record *rec
     if (rec->kind == ENVLOG_KIND_TUNE)
         rec->u.tune.winner = -1;
     dec_ctx c = {arena, {0, false}, s, s && s->detail ? s : NULL, {NULL, 0}, 0,
-                 slices && s && s->detail ? slices : NULL, memo};
+                 slices && s && s->detail ? slices : NULL, memo, false};
     if (c.slices)
         memset(slices, 0, s->n_fields * sizeof *slices);
     envlog_keyset ks;

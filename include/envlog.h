@@ -1299,6 +1299,12 @@ envlog_err envlog_bundle_import_memory(envlog_env *env, const void *data,
 typedef struct envlog_import_opts {
     void (*on_progress)(void *ctx, const char *step, uint64_t done, uint64_t total);
     void *ctx;
+    /* Whether the bundle's entries are read and decoded on a thread of
+     * their own while the calling thread checks and records them: 0 when
+     * the machine has two CPUs or more, 1 never (the calling thread
+     * alone), 2 or more always.  The import is the same whatever it
+     * says. */
+    int threads;
 } envlog_import_opts;
 
 /*! envlog_bundle_import_x() : envlog_bundle_import_memory() with options.

@@ -184,7 +184,7 @@ static void reject(import_ctx *c, const envlog_record *rec, const char *why)
 }
 
 static envlog_err import_entry(import_ctx *c, const envlog_snap_item *it,
-                               envlog_record *rec)
+                               const envlog_record *rec)
 {
     const char *why = entry_problem(it, rec);
     if (why) {
@@ -257,16 +257,22 @@ envlog_err envlog_bundle_import_x(envlog_env *env, const void *data, size_t size
         goto out;
     if ((e = envlog_state_each(c.live, note_ns, &c)))
         goto out;
-    envlog_snap_item it;
-    envlog_record rec;
+    const envlog_snap_item *it;
+    const envlog_record *rec;
     envlog_snap_rewind(o.snap);
+    /* Each entry is read and decoded (on a thread of its own where there
+     * are CPUs for it) while the one before is checked and recorded. */
+    envlog_snap_ahead *ahead;
+    if ((e = envlog_snap_ahead_start(o.snap, opts ? opts->threads : 0, &ahead)))
+        goto out;
     uint64_t entries = c.m->tunes + c.m->kernels, done = 0;
-    while (!e && !(e = envlog_snap_next(o.snap, &it, &rec)))
-        if (it.kind == ENVLOG_KIND_ENTRY && it.table != ENVLOG_TABLE_USER) {
-            e = import_entry(&c, &it, &rec);
+    while (!e && !(e = envlog_snap_ahead_next(ahead, &it, &rec)))
+        if (it->kind == ENVLOG_KIND_ENTRY && it->table != ENVLOG_TABLE_USER) {
+            e = import_entry(&c, it, rec);
             if (opts && opts->on_progress)
                 opts->on_progress(opts->ctx, "importing", ++done, entries);
         }
+    envlog_snap_ahead_stop(ahead);
     if (e == ENVLOG_END)
         e = ENVLOG_OK;
     if (!e && !envlog_snap_content_ok(o.snap) && !envlog_snap_bad_records(o.snap))

@@ -460,6 +460,27 @@ void envlog_snap_rewind(envlog_snap *s);
  * import) rewind with envlog_snap_rewind(). */
 void envlog_snap_rewind_fold(envlog_snap *s);
 envlog_err envlog_snap_next(envlog_snap *s, envlog_snap_item *it, envlog_record *rec);
+/* The same, the strings of `it` and `rec` in `a` (reset first), and with
+ * `copy` (may be NULL) a record gathered from its fragments copied into
+ * it: what it hands out then stays valid until `a` or `copy` is used
+ * again, whatever else reads `s` (snap_ahead.c). */
+envlog_err envlog_snap_next_in(envlog_snap *s, envlog_arena *a, envlog_buf *copy,
+                               envlog_snap_item *it, envlog_record *rec);
+
+/* A walk of a snapshot read ahead of its taker on a thread of its own
+ * (snap_ahead.c): envlog_snap_next() on that thread, its records handed
+ * out in the same order, each valid until the next call.  `threads` as
+ * envlog_import_opts says: 0 a thread when the machine has two CPUs or
+ * more, 1 none (the taker reads itself), more: a thread.  The snapshot,
+ * rewound before, belongs to the walk until envlog_snap_ahead_stop(),
+ * which ends it wherever it is; read its counts (damage, content hash)
+ * after that. */
+typedef struct envlog_snap_ahead envlog_snap_ahead;
+envlog_err envlog_snap_ahead_start(envlog_snap *s, int threads, envlog_snap_ahead **out);
+/* As envlog_snap_next(): ENVLOG_OK, ENVLOG_END, or the walk's failure. */
+envlog_err envlog_snap_ahead_next(envlog_snap_ahead *a, const envlog_snap_item **it,
+                                  const envlog_record **rec);
+void envlog_snap_ahead_stop(envlog_snap_ahead *a);
 
 /* The damaged places walks found, the first ENVLOG_SNAP_DAMAGE_KEPT of them
  * (envlog_snap_bad_records() counts them all). */

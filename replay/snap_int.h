@@ -130,8 +130,8 @@ envlog_err envlog_snap_decode_as(const uint8_t *p, size_t n, const envlog_schema
 /* An ENTRY or EVIDENCE payload and the record inside it, checked as
  * envlog(5) requires of a record any reader takes; `fold`: the record as
  * envlog_event_decode_fold() gives it (its detail skipped by length, which
- * drops no record), else whole. */
-envlog_err envlog_snap_decode_item(envlog_snap *s, const uint8_t *p, size_t n, bool fold,
+ * drops no record), else whole; its strings in `a`, reset first. */
+envlog_err envlog_snap_decode_item(envlog_arena *a, const uint8_t *p, size_t n, bool fold,
                                    envlog_snap_item *it, envlog_record *rec);
 
 /* ------------------------------------------------ snapindex.c */

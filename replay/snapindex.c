@@ -359,7 +359,7 @@ static envlog_err entry_at(envlog_snap *s, uint64_t po, uint64_t from, envlog_sn
                        ? envlog__fail(ENVLOG_CORRUPT, "snapshot index points outside")
                        : envlog_snap_record(s, (size_t)po, &p, n);
     /* What a lookup hands on is folded (known.c): the detail is not read. */
-    return e ? e : envlog_snap_decode_item(s, p, *n, true, item, rec);
+    return e ? e : envlog_snap_decode_item(&s->arena, p, *n, true, item, rec);
 }
 
 /* Whether what entry_at() read is the entry of the key looked up. */

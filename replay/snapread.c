@@ -222,16 +222,16 @@ envlog_err envlog_snap_decode_as(const uint8_t *p, size_t n, const envlog_schema
  * that stands (a stored tune with a winner, a compiled kernel with its
  * binary, a user record) of its table's kind, whose origin is its record's
  * own.  Anything else is damage: no reader ever takes it. */
-envlog_err envlog_snap_decode_item(envlog_snap *s, const uint8_t *p, size_t n, bool fold,
+envlog_err envlog_snap_decode_item(envlog_arena *a, const uint8_t *p, size_t n, bool fold,
                               envlog_snap_item *it, envlog_record *rec)
 {
-    envlog_arena_reset(&s->arena);
+    envlog_arena_reset(a);
     envlog_pull pl = {p, n, 0};
     envlog_tok t;
     memset(it, 0, sizeof *it);
     envlog_err e = envlog_pull_next(&pl, &t);
     if (!e)
-        e = envlog_struct_decode(&pl, &t, &envlog_snap_item_schema, it, &s->arena);
+        e = envlog_struct_decode_records_later(&pl, &t, &envlog_snap_item_schema, it, a);
     if (!e && pl.pos != n)
         e = envlog__fail(ENVLOG_BAD_DATA, "bytes after the record");
     if (e)
@@ -242,7 +242,7 @@ envlog_err envlog_snap_decode_item(envlog_snap *s, const uint8_t *p, size_t n, b
     if (entry && it->rule > ENVLOG_RULE_IMPORTED)
         return envlog__fail(ENVLOG_BAD_DATA, "an entry whose rule does not make it stand");
     if ((e = (fold ? envlog_event_decode_fold : envlog_event_decode)(
-             it->record.data, it->record.size, rec, &s->arena)))
+             it->record.data, it->record.size, rec, a)))
         return e;
     if (rec->stamp.seq != it->stamp.seq || rec->stamp.offset_ns != it->stamp.offset_ns)
         return envlog__fail(ENVLOG_BAD_DATA, "a record whose stamp is not its own");

@@ -383,6 +383,12 @@ static void walk_end(envlog_snap *s, const uint8_t *seal, size_t seal_len, size_
 
 envlog_err envlog_snap_next(envlog_snap *s, envlog_snap_item *it, envlog_record *rec)
 {
+    return envlog_snap_next_in(s, &s->arena, NULL, it, rec);
+}
+
+envlog_err envlog_snap_next_in(envlog_snap *s, envlog_arena *a, envlog_buf *copy,
+                               envlog_snap_item *it, envlog_record *rec)
+{
     if (s->chain_pending) { /* a walk's start (every walk rewinds first) */
         envlog_err e = envlog_snap_mapped(s);
         if (e)
@@ -422,7 +428,15 @@ envlog_err envlog_snap_next(envlog_snap *s, envlog_snap_item *it, envlog_record 
             envlog_h128_update(&s->walk_hash, len, 4);
             envlog_h128_update(&s->walk_hash, p, n);
         }
-        envlog_err e = envlog_snap_decode_item(s, p, n, s->walk_fold, it, rec);
+        /* A record gathered from its fragments lies in the frame reader's
+         * buffer, which the next record overwrites. */
+        if (copy && (p < s->fr.p || p >= s->fr.p + s->fr.n)) {
+            copy->len = 0;
+            if (envlog_buf_append(copy, p, n))
+                return envlog__fail(ENVLOG_NOMEM, "reading a snapshot record");
+            p = copy->p;
+        }
+        envlog_err e = envlog_snap_decode_item(a, p, n, s->walk_fold, it, rec);
         if (e == ENVLOG_NOMEM)
             return e; /* not damage: the caller must not skip the record */
         if (!e && s->walk_have_last &&

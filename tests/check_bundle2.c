@@ -353,6 +353,107 @@ START_TEST(test_bundle2_damage_catalogue)
 }
 END_TEST
 
+/* ------------------------------------------------- read ahead or not */
+
+/* One import of [z, z+n) into a new environment, `threads` as
+ * envlog_import_opts says, and then (when `again`) a second of the same:
+ * what each report says, as text, and in *st the environment's state. */
+static char *import_outcome(const uint8_t *z, size_t n, int threads, bool again,
+                            rp_renv *t, envlog_state **st)
+{
+    envlog_buf out = {0};
+    *t = rp_renv_new("b2-threads-in");
+    envlog_import_opts o = {.threads = threads};
+    for (int round = 0; round < 1 + again; round++) {
+        envlog_import_report rep;
+        envlog_err e = envlog_bundle_import_x(t->env, z, n, &o, &rep);
+        char line[1024];
+        snprintf(line, sizeof line, "%s %s: taken %llu skipped %llu rejected %llu foreign "
+                 "%llu other %llu (%s) first reject: %s\n", envlog_strerror(e),
+                 e ? envlog_errmsg() : "", (unsigned long long)rep.taken,
+                 (unsigned long long)rep.skipped, (unsigned long long)rep.rejected,
+                 (unsigned long long)rep.foreign, (unsigned long long)rep.other_version,
+                 rep.other_versions, rep.first_reject);
+        ck_assert_ok(envlog_buf_append(&out, line, strlen(line)));
+    }
+    ck_assert_ok(envlog_buf_append(&out, "", 1));
+    *st = rp_sopen(t->env, NULL);
+    return (char *)out.p;
+}
+
+/* An import reads the bundle's entries on a thread of its own or on the
+ * calling one (envlog_import_opts.threads): the reports and the states are
+ * the same, for bundles of both formats with more entries than the read
+ * ahead holds at once and kernels of several blocks (copied out of the
+ * frame reader, and over the size it holds one at a time), and for a
+ * bundle with damaged records among the others (counted, the rest taken). */
+START_TEST(test_bundle2_import_threads)
+{
+    rp_renv r = varied("b2-threads");
+    envlog_session *s = rp_sbegin(r.env, "many", 0);
+    char key[32];
+    for (int i = 0; i < 700; i++) {
+        snprintf(key, sizeof key, "many-%d", i);
+        rp_rtune(s, i % 3 ? NS_A : NS_B, key, i % 2);
+        if (i % 200 == 7) { /* a kernel over 256 KiB */
+            size_t size = 300000 + (size_t)i;
+            uint8_t *bin = malloc(size);
+            for (size_t k = 0; k < size; k++)
+                bin[k] = (uint8_t)(k * 13 + (size_t)i + k / 1000);
+            envlog_compile c = {.ns = KNS_A, .name = "huge",
+                                .kernel_key = rp_kkey((uint8_t)(100 + i / 200)),
+                                .options = "-O3", .compiler_version = "12.4",
+                                .arch = "sm_90", .outcome = ENVLOG_COMPILED,
+                                .duration_ns = 10,
+                                .binary_hash = envlog_hash128_bytes(bin, size),
+                                .binary_size = size, .binary = {bin, size}};
+            ck_assert_ok(envlog_record_compile(s, &c, NULL));
+            free(bin);
+        }
+    }
+    rp_end(s);
+    for (int format = 1; format <= 3; format++) {
+        char *path;
+        size_t n;
+        uint8_t *z = exported(&r, format == 3 ? 1 : format, ENVLOG_EVIDENCE_ALL, &path, &n);
+        if (format == 3) {
+            /* Format 1 with a byte of a record in its middle changed: that
+             * record is damage, counted and rejected, the others taken. */
+            int f;
+            envlog_buf snap = snapshot_in(z, n, &f);
+            snap.p[snap.len / 2] ^= 0x40;
+            free(z);
+            size_t cap = ZSTD_compressBound(snap.len);
+            z = malloc(cap);
+            n = ZSTD_compress(z, cap, snap.p, snap.len, 3);
+            ck_assert(!ZSTD_isError(n));
+            envlog_buf_free(&snap);
+        }
+        rp_renv ta, tb;
+        envlog_state *sa, *sb;
+        char *alone = import_outcome(z, n, 1, true, &ta, &sa);
+        ck_assert_msg(!strncmp(alone, "success : taken 7", 17), "format %d: %s", format,
+                      alone); /* 700 and more */
+        ck_assert_msg(!!strstr(alone, "rejected 0 ") == (format != 3), "format %d: %s",
+                      format, alone);
+        for (int threads = 0; threads <= 2; threads += 2) {
+            char *ahead = import_outcome(z, n, threads, true, &tb, &sb);
+            ck_assert_str_eq(ahead, alone);
+            ck_assert_uint_ge(sn_compare_states(sa, sb), 700);
+            free(ahead);
+            envlog_state_close(sb);
+            rp_renv_free(&tb);
+        }
+        envlog_state_close(sa);
+        rp_renv_free(&ta);
+        free(alone);
+        free(z);
+        free(path);
+    }
+    rp_renv_free(&r);
+}
+END_TEST
+
 /* --------------------------------------------------------- hostile images */
 
 /* An image with the header fields given and `n_cols` columns. */
@@ -518,5 +619,6 @@ void sn_add_bundle2_tcases(Suite *s)
     tcase_add_test(tc, test_bundle2_damage_catalogue);
     tcase_add_test(tc, test_bundle2_hostile);
     tcase_add_test(tc, test_bundle2_hash_and_id);
+    tcase_add_test(tc, test_bundle2_import_threads);
     suite_add_tcase(s, tc);
 }

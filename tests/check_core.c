@@ -656,14 +656,44 @@ START_TEST(test_fold_and_full_reader_agree)
 }
 END_TEST
 
+/* `fn` on [b] with each bit of each byte flipped in turn, and cut short at
+ * every length, `what` naming each ("<label>, byte 3 bit 5"). */
+static void each_damage(const envlog_buf *b, const char *label,
+                        void (*fn)(const envlog_buf *, const char *what, void *ctx), void *ctx)
+{
+    envlog_buf m = {0};
+    char what[96];
+    for (size_t at = 0; at < b->len; at++)
+        for (int bit = 0; bit < 8; bit++) {
+            m.len = 0;
+            ck_assert_ok(envlog_buf_append(&m, b->p, b->len));
+            m.p[at] ^= (uint8_t)(1u << bit);
+            snprintf(what, sizeof what, "%s, byte %zu bit %d", label, at, bit);
+            fn(&m, what, ctx);
+        }
+    for (size_t cut = 0; cut < b->len; cut++) {
+        envlog_buf c = {b->p, cut, cut};
+        snprintf(what, sizeof what, "%s, cut at %zu", label, cut);
+        fn(&c, what, ctx);
+    }
+    envlog_buf_free(&m);
+}
+
 /* The fold's memo of the last candidates it checked changes no verdict and
  * no value: a tune record with every bit of every byte flipped in turn, and
  * cut short at every length, decodes the same with a memo primed by the
  * record itself as without one, and as the full reader decodes it, its
  * slices lying in the bytes decoded. */
-static void memo_agrees(const envlog_buf *b, const envlog_dec_memo *primed, size_t cand,
-                        const char *what, size_t *taken)
+typedef struct memo_case {
+    const envlog_dec_memo *primed;
+    size_t cand, taken;
+} memo_case;
+
+static void memo_agrees(const envlog_buf *b, const char *what, void *ctx)
 {
+    memo_case *mc = ctx;
+    const envlog_dec_memo *primed = mc->primed;
+    size_t cand = mc->cand;
     envlog_arena a1 = {0}, a2 = {0}, a3 = {0};
     envlog_record with, without, full;
     envlog_text s_with[ENVLOG_FIELDS_MAX], s_without[ENVLOG_FIELDS_MAX];
@@ -674,7 +704,7 @@ static void memo_agrees(const envlog_buf *b, const envlog_dec_memo *primed, size
     tu_check(e1 == e2 && e2 == e3, "%s: with the memo %s, without it %s, the full reader %s",
              what, envlog_strerror(e1), envlog_strerror(e2), envlog_strerror(e3));
     if (!e1 && !e2 && with.kind == ENVLOG_KIND_TUNE) {
-        *taken += 1;
+        mc->taken++;
         tu_check(with.u.tune.n_candidates == without.u.tune.n_candidates &&
                      s_with[cand].p == s_without[cand].p && s_with[cand].n == s_without[cand].n,
                  "%s: the candidates differ with the memo", what);
@@ -714,28 +744,92 @@ START_TEST(test_fold_memo)
         envlog_text sl2[ENVLOG_FIELDS_MAX];
         ck_assert_ok(envlog_event_decode_slices(m.p, m.len, &rec, &a, sl2, &again));
         ck_assert(sl2[cand].p == (const char *)m.p + ((const uint8_t *)sl[cand].p - b.p));
-        char what[96];
-        size_t taken = 0;
-        for (size_t at = 0; at < b.len; at++)
-            for (int bit = 0; bit < 8; bit++) {
-                m.len = 0;
-                ck_assert_ok(envlog_buf_append(&m, b.p, b.len));
-                m.p[at] ^= (uint8_t)(1u << bit);
-                snprintf(what, sizeof what, "variant %d, byte %zu bit %d", v, at, bit);
-                memo_agrees(&m, &primed, cand, what, &taken);
-            }
-        for (size_t cut = 0; cut < b.len; cut++) {
-            envlog_buf c = {b.p, cut, cut};
-            snprintf(what, sizeof what, "variant %d, cut at %zu", v, cut);
-            memo_agrees(&c, &primed, cand, what, &taken);
-        }
+        char what[32];
+        snprintf(what, sizeof what, "variant %d", v);
+        memo_case mc = {&primed, cand, 0};
+        each_damage(&b, what, memo_agrees, &mc);
         /* Flips in the detail and in values after the candidates leave
          * records that decode. */
-        ck_assert_uint_gt(taken, 8);
+        ck_assert_uint_gt(mc.taken, 8);
         envlog_arena_free(&a);
         envlog_buf_free(&m);
         envlog_buf_free(&b);
     }
+}
+END_TEST
+
+/* A snapshot ENTRY's record is delimited by its heads alone
+ * (envlog_pull_delimit) and then decoded whole, where it was skipped with
+ * every check (envlog_pull_skip_at) and then decoded: the two accept the
+ * same bytes.  Over records with every kind of item in an unknown key
+ * (nested maps and arrays, tags, floats, strings, a nesting at the limit
+ * and past it), every bit flipped and every cut: where the skip takes the
+ * item the delimiting does, ending at the same byte, and the decode of
+ * what each delimits gives the same verdict. */
+static void delimit_agrees(const envlog_buf *b, const char *what, void *ctx)
+{
+    size_t *both = ctx;
+    envlog_pull p1 = {b->p, b->len, 0}, p2 = {b->p, b->len, 0};
+    envlog_tok t;
+    if (envlog_pull_next(&p1, &t) != ENVLOG_OK)
+        return; /* no head: neither is asked */
+    p2.pos = p1.pos;
+    envlog_err skip = envlog_pull_skip_at(&p1, &t, 0);
+    envlog_err lim = envlog_pull_delimit(&p2, &t, 0);
+    tu_check(skip || !lim, "%s: skipped, but not delimited: %s", what, envlog_errmsg());
+    tu_check(lim || p2.pos <= b->len, "%s: delimited past the end", what);
+    if (!skip && !lim)
+        tu_check(p1.pos == p2.pos, "%s: skipped to %zu, delimited to %zu", what, p1.pos, p2.pos);
+    envlog_arena a = {0};
+    envlog_record rec;
+    bool old_ok = !skip && t.type == ENVLOG_TOK_MAP &&
+                  envlog_event_decode(b->p, p1.pos, &rec, &a) == ENVLOG_OK;
+    bool new_ok = !lim && t.type == ENVLOG_TOK_MAP &&
+                  envlog_event_decode(b->p, p2.pos, &rec, &a) == ENVLOG_OK;
+    tu_check(old_ok == new_ok, "%s: %s after the skip, %s after the delimiting", what,
+             old_ok ? "taken" : "refused", new_ok ? "taken" : "refused");
+    *both += old_ok;
+    envlog_arena_free(&a);
+}
+
+START_TEST(test_delimit_agrees)
+{
+    /* The value of the unknown key 99: an array of a map with a text key, a
+     * tag, floats of each width, byte and text strings, true/null and
+     * negative integers; then arrays nested past the limit; then a text,
+     * ending the record. */
+    static const uint8_t mixed[] = {
+        0x86, 0xa2, 0x61, 'k', 0x82, 0x01, 0x39, 0x01, 0x00, 0x02, 0xc1, 0x1a, 0x5f, 0, 0, 1,
+        0xf9, 0x3c, 0x00, 0xfa, 0x3f, 0x80, 0, 0, 0x43, 1, 2, 3, 0x82, 0xf5, 0xf6,
+        0xfb, 0x40, 0x09, 0x21, 0xfb, 0x54, 0x44, 0x2d, 0x18};
+    size_t both = 0;
+    for (int shape = 0; shape < 5; shape++) {
+        tu_sample s;
+        tu_sample_make(&s, ENVLOG_KIND_TUNE, shape & 1 ? TU_UNICODE : TU_TYPICAL);
+        envlog_buf b = {0};
+        ck_assert_ok(envlog_event_encode_as(&b, ENVLOG_KIND_TUNE, &stamp0, ENVLOG_CHANGED,
+                                            ENVLOG_LEVEL_FULL, &s.u, 1));
+        ck_assert(b.p[0] >= 0xa1 && b.p[0] < 0xb7);
+        if (shape >= 2) { /* key 99 and its value, one more pair */
+            b.p[0]++;
+            ck_assert_ok(envlog_buf_append(&b, "\x18\x63", 2));
+            if (shape == 2) {
+                ck_assert_ok(envlog_buf_append(&b, mixed, sizeof mixed));
+            } else if (shape == 4) { /* a string last */
+                ck_assert_ok(envlog_buf_append(&b, "\x63\x61\x62\x63", 4));
+            } else { /* arrays from depth 1 to 64, in the last an item at 65 */
+                for (int d = 0; d < ENVLOG_CBOR_MAX_DEPTH - 1; d++)
+                    ck_assert_ok(envlog_buf_append(&b, "\x81", 1));
+                ck_assert_ok(envlog_buf_append(&b, "\x81\x00", 2));
+            }
+        }
+        char what[32];
+        snprintf(what, sizeof what, "shape %d", shape);
+        delimit_agrees(&b, what, &both);
+        each_damage(&b, what, delimit_agrees, &both);
+        envlog_buf_free(&b);
+    }
+    ck_assert_uint_gt(both, 100);
 }
 END_TEST
 
@@ -1902,6 +1996,7 @@ Suite *suite_core(void)
     tcase_add_test(tc, test_cbor_check_item);
     tcase_add_test(tc, test_fold_and_full_reader_agree);
     tcase_add_test(tc, test_fold_memo);
+    tcase_add_test(tc, test_delimit_agrees);
     tcase_add_test(tc, test_fast_encoders);
     tcase_add_test(tc, test_version);
     tcase_add_test(tc, test_cross_field_rules);
