@@ -19,13 +19,11 @@ static bool text_ok(const char *s, size_t max)
 {
     if (!s || !*s)
         return false;
-    size_t n = strlen(s);
-    if (n > max)
-        return false;
-    for (size_t i = 0; i < n; i++)
-        if ((unsigned char)s[i] < 0x20 || s[i] == 0x7f)
+    const unsigned char *p = (const unsigned char *)s;
+    for (; *p; p++)
+        if (*p < 0x20 || *p == 0x7f)
             return false;
-    return true;
+    return (size_t)(p - (const unsigned char *)s) <= max;
 }
 
 /* Namespaces are '/'-separated components, none empty, "." or "..". */
