@@ -14,9 +14,11 @@
  *    what envlog wrote before format 2: envlog bundle export --format 1);
  *    SQLite: ATTACH a new file, create the table, INSERT ... SELECT every
  *    entry, DETACH: the bundle file, complete and closed.
- *  - import, envlog: envlog_bundle_import into a new, empty environment
- *    (every entry checked and recorded as IMPORTED in an import session,
- *    synced at its end); SQLite: INSERT OR IGNORE ... SELECT from the
+ *  - import, envlog: the bundle file read and envlog_bundle_import_x into a
+ *    new, empty environment (every entry checked and recorded as IMPORTED
+ *    in an import session, synced at its end), with the defaults, and with
+ *    its records read on a thread of their own (threads = 2: the default
+ *    on 4 CPUs or more); SQLite: INSERT OR IGNORE ... SELECT from the
  *    attached bundle into a new, empty cache (WAL, synchronous=NORMAL).
  *  - size: envlog's bundle file against the SQLite bundle file, and against
  *    that file compressed with zstd -19, which a user could ship instead.
@@ -42,6 +44,7 @@ typedef enum bd_side {
     BD_EXPORT_F1,     /* envlog in bundle format 1 */
     BD_IMPORT_ENVLOG,
     BD_IMPORT_SQLITE,
+    BD_IMPORT_THREAD, /* envlog, its records read on a thread of their own */
     BD_SIDES
 } bd_side;
 
@@ -90,6 +93,20 @@ static int64_t sql_count(sqlite3 *db, const char *table)
     return n;
 }
 
+static void *read_whole(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    struct stat st;
+    if (!f || fstat(fileno(f), &st))
+        bench_die("reading %s: %s", path, strerror(errno));
+    void *p = malloc((size_t)st.st_size + 1);
+    if (!p || fread(p, 1, (size_t)st.st_size, f) != (size_t)st.st_size)
+        bench_die("reading %s: %s", path, strerror(errno));
+    fclose(f);
+    *len = (size_t)st.st_size;
+    return p;
+}
+
 static const char *const create_entries =
     "CREATE TABLE %s(namespace TEXT, key TEXT, value BLOB, origin INTEGER, "
     "PRIMARY KEY(namespace, key))";
@@ -134,15 +151,21 @@ static void run_bundle(void *vctx, double scale, bench_run *out)
         size = bench_sql_du(c->sql_bundle);
         break;
     }
-    case BD_IMPORT_ENVLOG: {
+    case BD_IMPORT_ENVLOG:
+    case BD_IMPORT_THREAD: {
         envlog_env *env;
         envlog_import_report rep;
+        envlog_import_opts io = {.threads = c->side == BD_IMPORT_THREAD ? 2 : 0};
         bench_fresh_dir(target, sizeof target, "import");
         bench_check(envlog_env_open(target, ENVLOG_OPEN_CREATE, &env), "creating an environment");
         envlog_env_close(env);
         t0 = bench_now_ns();
         bench_check(envlog_env_open(target, 0, &env), "opening the environment");
-        bench_check(envlog_bundle_import(env, c->bundle, &rep), "importing a bundle");
+        /* The file read whole, as envlog_bundle_import() reads it. */
+        size_t len;
+        void *data = read_whole(c->bundle, &len);
+        bench_check(envlog_bundle_import_x(env, data, len, &io, &rep), "importing a bundle");
+        free(data);
         envlog_env_close(env);
         t1 = bench_now_ns();
         bench_expect(rep.taken == c->entries && !rep.rejected,
@@ -233,7 +256,7 @@ static void bundle_rows(uint64_t n, const char *label)
 
     static const char *const names[BD_SIDES] = {"envlog export", "sqlite export",
                                                 "envlog export f1", "envlog import",
-                                                "sqlite import"};
+                                                "sqlite import", "envlog import, thread"};
     bd_ctx ctx[BD_SIDES];
     bench_variant v[BD_SIDES];
     for (int i = 0; i < BD_SIDES; i++) {
@@ -245,7 +268,7 @@ static void bundle_rows(uint64_t n, const char *label)
     }
     /* Exports first: the imports read what they wrote. */
     bench_alternate(v, 3);
-    bench_alternate(v + BD_IMPORT_ENVLOG, 2);
+    bench_alternate(v + BD_IMPORT_ENVLOG, 3);
     double values_z, file_z;
     size_limits(cache.db, sql_bundle, &values_z, &file_z);
 
@@ -274,6 +297,9 @@ static void bundle_rows(uint64_t n, const char *label)
     bench_emit(&r);
     r = bench_row_make("bundle", "ms", BENCH_SECS_MS, &v[BD_IMPORT_ENVLOG],
                        &v[BD_IMPORT_SQLITE], "import, %s entries", label);
+    bench_emit(&r);
+    r = bench_row_make("bundle", "ms", BENCH_SECS_MS, &v[BD_IMPORT_THREAD],
+                       &v[BD_IMPORT_SQLITE], "import, a thread reading, %s entries", label);
     bench_emit(&r);
     r = bench_row_make("bundle", "B/entry", BENCH_DISK_PER, &v[BD_IMPORT_ENVLOG],
                        &v[BD_IMPORT_SQLITE], "imported, on disk, %s entries", label);

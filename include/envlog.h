@@ -1301,7 +1301,7 @@ typedef struct envlog_import_opts {
     void *ctx;
     /* Whether the bundle's entries are read and decoded on a thread of
      * their own while the calling thread checks and records them: 0 when
-     * the machine has two CPUs or more, 1 never (the calling thread
+     * the machine has four CPUs or more, 1 never (the calling thread
      * alone), 2 or more always.  The import is the same whatever it
      * says. */
     int threads;

@@ -470,7 +470,7 @@ envlog_err envlog_snap_next_in(envlog_snap *s, envlog_arena *a, envlog_buf *copy
 /* A walk of a snapshot read ahead of its taker on a thread of its own
  * (snap_ahead.c): envlog_snap_next() on that thread, its records handed
  * out in the same order, each valid until the next call.  `threads` as
- * envlog_import_opts says: 0 a thread when the machine has two CPUs or
+ * envlog_import_opts says: 0 a thread when the machine has four CPUs or
  * more, 1 none (the taker reads itself), more: a thread.  The snapshot,
  * rewound before, belongs to the walk until envlog_snap_ahead_stop(),
  * which ends it wherever it is; read its counts (damage, content hash)
