@@ -777,7 +777,9 @@ END_TEST
 
 /* Import with every I/O call failing in turn (_i 0), then every allocation
  * (_i 1): a clean error and the environment as before, or success and the
- * environment as after; never half an import. */
+ * environment as after; never half an import.  _i 2 and 3: the same with
+ * the bundle in memory and read on a thread of its own (threads = 2),
+ * whose failures reach the importing thread. */
 START_TEST(test_import_all_or_nothing)
 {
     char *src = tu_mkdtemp("isrc");
@@ -788,6 +790,8 @@ START_TEST(test_import_all_or_nothing)
                             .zstd_level = 3};
     ck_assert_ok(envlog_bundle_export(a, &bo, bundle, NULL));
     envlog_env_close(a);
+    size_t zn;
+    uint8_t *z = tu_read(bundle, &zn);
     /* The importing side has a history of its own. */
     char *base = tu_mkdtemp("ibase");
     history(base, 22, 1, 30);
@@ -808,13 +812,16 @@ START_TEST(test_import_all_or_nothing)
         tu_rmrf(dst);
         tu_copytree(base, dst);
         envlog_env *b = tu_env(dst);
-        tu_fault_arm(TU_ANY, _i == 0 ? n : 0, n % 3 == 0 ? ENOSPC : EIO);
-        if (_i)
+        bool alloc = _i % 2;
+        tu_fault_arm(TU_ANY, !alloc ? n : 0, n % 3 == 0 ? ENOSPC : EIO);
+        if (alloc)
             envlog_alloc_fail_after(n);
         envlog_import_report r;
-        envlog_err e = envlog_bundle_import(b, bundle, &r);
-        bool hit = _i == 0 ? tu_fault_disarm() : envlog_alloc_fail_reset() >= n;
-        if (_i)
+        envlog_import_opts io = {.threads = 2};
+        envlog_err e = _i < 2 ? envlog_bundle_import(b, bundle, &r)
+                              : envlog_bundle_import_x(b, z, zn, &io, &r);
+        bool hit = !alloc ? tu_fault_disarm() : envlog_alloc_fail_reset() >= n;
+        if (alloc)
             tu_fault_disarm();
         envlog_env_close(b);
         if (e) {
@@ -826,12 +833,12 @@ START_TEST(test_import_all_or_nothing)
             char *got = dump_dir(dst);
             ck_assert_msg(!strcmp(got, before),
                           "import failed at %s %ld (%s: %s) but changed the environment",
-                          _i ? "allocation" : "call", n, envlog_strerror(e), why);
+                          alloc ? "allocation" : "call", n, envlog_strerror(e), why);
             free(got);
         } else {
             char *got = entries_dir(dst);
             ck_assert_msg(!strcmp(got, after), "import succeeded at %s %ld but is incomplete",
-                          _i ? "allocation" : "call", n);
+                          alloc ? "allocation" : "call", n);
             free(got);
         }
         tu_rmrf(dst);
@@ -843,6 +850,7 @@ START_TEST(test_import_all_or_nothing)
     }
     ck_assert_int_gt(failures, 10);
     ck_assert_int_lt(n, 20000);
+    free(z);
     free(before);
     free(after);
     unlink(bundle);
@@ -1698,7 +1706,7 @@ Suite *suite_reliability(void)
     tcase_add_loop_test(tc, test_power_loss, 0, 4);
     tc = tu_tcase(s, "faults", 300);
     tcase_add_loop_test(tc, test_compact_alloc_faults, 0, 2);
-    tcase_add_loop_test(tc, test_import_all_or_nothing, 0, 2);
+    tcase_add_loop_test(tc, test_import_all_or_nothing, 0, 4);
     tcase_add_test(tc, test_repair_faults);
     tc = tu_tcase(s, "fulldisk", 120);
     tcase_add_loop_test(tc, test_full_disk, 0, 4);
