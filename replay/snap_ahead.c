@@ -147,7 +147,9 @@ static bool made(envlog_snap_ahead *a, size_t h)
 
 static void fill(envlog_snap_ahead *a, slot *sl)
 {
-    sl->e = envlog_snap_next_in(a->s, &sl->arena, a->threaded ? &sl->copy : NULL, &sl->it,
+    /* (With a ring of more than one, a record gathered from fragments is
+     * copied out of the frame reader, which the next record overwrites.) */
+    sl->e = envlog_snap_next_in(a->s, &sl->arena, a->cap > 1 ? &sl->copy : NULL, &sl->it,
                                 &sl->rec);
     if (sl->e && sl->e != ENVLOG_END)
         snprintf(sl->why, sizeof sl->why, "%s", envlog_errmsg());
@@ -207,8 +209,11 @@ envlog_err envlog_snap_ahead_start(envlog_snap *s, int threads, envlog_snap_ahea
     a->s = s;
     pthread_mutex_init(&a->mu, NULL);
     pthread_cond_init(&a->cv, NULL);
-    /* No thread would start: the taker walks alone. */
-    a->threaded = thread && pthread_create(&a->tid, NULL, walker, a) == 0;
+    /* Set before the walker starts; no thread would start: the taker walks
+     * alone. */
+    a->threaded = thread;
+    if (thread && pthread_create(&a->tid, NULL, walker, a) != 0)
+        a->threaded = false;
     *out = a;
     return ENVLOG_OK;
 }
