@@ -65,13 +65,13 @@ TEST_PKGS  := check pkg-config python3-cbor2 python3-xxhash zstd libsqlite3-dev 
               python3-jsonschema python3-matplotlib redis-server libhiredis-dev
 DEB_PKGS   := $(BUILD_PKGS) $(TEST_PKGS)
 
-.PHONY: all deps deps-build check demo bench install uninstall clean asan ubsan \
+.PHONY: all deps deps-build check demo bench install uninstall clean asan ubsan tsan \
         checksymbols dist distcheck help FORCE
 
 all: $(STATIC) $(SHARED) $(BIN)
 
 help:
-	@echo "make [all|deps|check|demo|bench|install|uninstall|clean|asan|ubsan|checksymbols|dist|distcheck|fuzz]"
+	@echo "make [all|deps|check|demo|bench|install|uninstall|clean|asan|ubsan|tsan|checksymbols|dist|distcheck|fuzz]"
 	@echo "  PREFIX=$(PREFIX) LIBDIR INCLUDEDIR BINDIR MANDIR DATADIR DESTDIR; CFLAGS, LDFLAGS are respected;"
 	@echo "  WERROR=-Werror makes warnings errors"
 
@@ -236,9 +236,18 @@ asan:
 ubsan:
 	CK_TIMEOUT_MULTIPLIER=$${CK_TIMEOUT_MULTIPLIER:-2} $(MAKE) B=build-ubsan CFLAGS="$(SAN_FLAGS) -fsanitize=undefined" \
 	  LDFLAGS="-fsanitize=undefined" check
+# ThreadSanitizer over the suites whose code runs threads: the fold's and an
+# import's read-ahead, sessions recorded from many threads, the imports of
+# the reliability harness (about 10 minutes on 2 CPUs).
+tsan:
+	$(MAKE) B=build-tsan CFLAGS="$(SAN_FLAGS) -fsanitize=thread" LDFLAGS="-fsanitize=thread" \
+	  build-tsan/tests/runner
+	CK_TIMEOUT_MULTIPLIER=$${CK_TIMEOUT_MULTIPLIER:-10} \
+	  TSAN_OPTIONS="suppressions=$(CURDIR)/tests/tsan.supp halt_on_error=1 $${TSAN_OPTIONS:-}" \
+	  build-tsan/tests/runner replay session snapshot reliability
 
 clean:
-	rm -rf build build-asan build-ubsan build-fuzz
+	rm -rf build build-asan build-ubsan build-tsan build-fuzz
 
 # Each mk/*.mk fragment adds its test targets to CHECK_TARGETS, its demo
 # steps to DEMO_TARGETS and its programs to BENCH_TARGETS.
