@@ -462,70 +462,39 @@ envlog_err envlog_pull_skip_at(envlog_pull *p, const envlog_tok *t, int depth)
     return ENVLOG_OK;
 }
 
-/* The heads of `items` items at depth `depth`, and of all they hold. */
-static envlog_err delimit_items(envlog_pull *p, uint64_t items, int depth)
-{
-    if (items > p->n - p->pos)
-        return envlog__fail(ENVLOG_BAD_DATA, "CBOR container claims %llu items in %zu bytes",
-                            (unsigned long long)items, p->n - p->pos);
-    for (uint64_t i = 0; i < items; i++) {
-        if (depth > ENVLOG_CBOR_MAX_DEPTH)
-            return envlog__fail(ENVLOG_BAD_DATA, "CBOR nested deeper than %d levels",
-                                ENVLOG_CBOR_MAX_DEPTH);
-        if (p->pos >= p->n)
-            return envlog__fail(ENVLOG_BAD_DATA, "CBOR item cut short at byte %zu", p->pos);
-        uint8_t ib = p->p[p->pos++];
-        unsigned major = ib >> 5, ai = ib & 31;
-        uint64_t v = ai;
-        if (ai >= 28)
-            return envlog__fail(ENVLOG_BAD_DATA, "%s CBOR at byte %zu",
-                                ai == 31 ? "indefinite-length" : "malformed", p->pos - 1);
-        if (ai >= 24) {
-            size_t w = (size_t)1 << (ai - 24);
-            if (p->n - p->pos < w)
-                return envlog__fail(ENVLOG_BAD_DATA, "truncated CBOR at byte %zu",
-                                    p->pos - 1);
-            v = 0;
-            for (size_t k = 0; k < w; k++)
-                v = v << 8 | p->p[p->pos + k];
-            p->pos += w;
-        }
-        envlog_err e = ENVLOG_OK;
-        switch (major) {
-        case 2: case 3: /* a string: its bytes */
-            if (v > p->n - p->pos)
-                return envlog__fail(ENVLOG_BAD_DATA, "truncated CBOR at byte %zu", p->pos);
-            p->pos += (size_t)v;
-            break;
-        case 4: e = delimit_items(p, v, depth + 1); break;
-        case 5:
-            if (v > UINT64_MAX / 2)
-                return envlog__fail(ENVLOG_BAD_DATA, "CBOR map too large");
-            e = delimit_items(p, 2 * v, depth + 1);
-            break;
-        case 6: e = delimit_items(p, 1, depth + 1); break;
-        default: break; /* an integer, a float or a simple value: its head */
-        }
-        if (e)
-            return e;
-    }
-    return ENVLOG_OK;
-}
-
+/* envlog_pull_skip_at()'s walk without its map keys' checks. */
 envlog_err envlog_pull_delimit(envlog_pull *p, const envlog_tok *t, int depth)
 {
     if (depth > ENVLOG_CBOR_MAX_DEPTH)
         return envlog__fail(ENVLOG_BAD_DATA, "CBOR nested deeper than %d levels",
                             ENVLOG_CBOR_MAX_DEPTH);
+    uint64_t items;
     switch (t->type) {
-    case ENVLOG_TOK_ARRAY: return delimit_items(p, t->u, depth + 1);
+    case ENVLOG_TOK_ARRAY: items = t->u; break;
     case ENVLOG_TOK_MAP:
         if (t->u > UINT64_MAX / 2)
             return envlog__fail(ENVLOG_BAD_DATA, "CBOR map too large");
-        return delimit_items(p, t->u * 2, depth + 1);
-    case ENVLOG_TOK_TAG: return delimit_items(p, 1, depth + 1);
+        items = t->u * 2;
+        break;
+    case ENVLOG_TOK_TAG: items = 1; break;
     default: return ENVLOG_OK;
     }
+    if (items > p->n - p->pos)
+        return envlog__fail(ENVLOG_BAD_DATA, "CBOR container claims %llu items in %zu bytes",
+                            (unsigned long long)items, p->n - p->pos);
+    for (uint64_t i = 0; i < items; i++) {
+        /* The usual heads inline; any other, and a cut, as the pull says. */
+        envlog_tok c;
+        envlog_err e = p->pos < p->n && pull_fast(p, &c) > 0 ? ENVLOG_OK : envlog_pull_next(p, &c);
+        if (e)
+            return e;
+        /* (a scalar: only the nesting to check, as the call would) */
+        if (c.type == ENVLOG_TOK_ARRAY || c.type == ENVLOG_TOK_MAP || c.type == ENVLOG_TOK_TAG ||
+            depth + 1 > ENVLOG_CBOR_MAX_DEPTH)
+            if ((e = envlog_pull_delimit(p, &c, depth + 1)))
+                return e;
+    }
+    return ENVLOG_OK;
 }
 
 envlog_err envlog_pull_skip_after(envlog_pull *p, const envlog_tok *t)

@@ -249,12 +249,8 @@ envlog_err envlog_pull_next(envlog_pull *p, envlog_tok *t);
 envlog_err envlog_pull_skip_at(envlog_pull *p, const envlog_tok *t, int depth);
 /* envlog_pull_skip_at() for an item at depth 0. */
 envlog_err envlog_pull_skip_after(envlog_pull *p, const envlog_tok *t);
-/* Finds the end of the item whose head `t`, at depth `depth`, was just
- * read, by its heads alone: it refuses what envlog_pull_skip_at() refuses
- * of the heads (an item cut short, a reserved or indefinite head, more
- * items than bytes left, the nesting) and checks nothing else (no keys, no
- * text, no simple values): for an item decoded whole afterwards, whose
- * decode checks the rest. */
+/* envlog_pull_skip_at() without checking the keys of the maps it passes:
+ * for an item decoded whole afterwards, whose decode checks them. */
 envlog_err envlog_pull_delimit(envlog_pull *p, const envlog_tok *t, int depth);
 /* Checks that [data, data+n) is exactly one well-formed item, placed at
  * depth `depth` (0: counted from itself). */
