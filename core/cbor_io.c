@@ -153,18 +153,6 @@ static const struct cbor_callbacks pull_cbs = {
     .indef_break = cb_indef,
 };
 
-/* envlog_get_be() for `n` of 1, 2, 4 or 8 (the widths of a CBOR head's
- * argument): each width a constant, so each is one load. */
-static inline uint64_t load_be(const uint8_t *p, size_t n)
-{
-    switch (n) {
-    case 1: return p[0];
-    case 2: return envlog_get_be(p, 2);
-    case 4: return envlog_get_be(p, 4);
-    default: return envlog_get_be(p, 8);
-    }
-}
-
 /* Reads the heads records are made of without a call into libcbor, exactly
  * as cbor_stream_decode and the callbacks above would: 1 when read (*t and
  * p->pos set), -1 when the data is cut short (libcbor's NEDATA), 0 to leave
@@ -183,7 +171,7 @@ static inline int pull_fast(envlog_pull *p, envlog_tok *t)
             size_t w = (size_t)1 << (ai - 24);
             if (w > left - 1)
                 return -1;
-            v = load_be(s + 1, w);
+            v = envlog_load_be(s + 1, w);
             hl += w;
         }
         switch (major) {
@@ -236,7 +224,7 @@ static inline int pull_fast(envlog_pull *p, envlog_tok *t)
     case 0xfa: {
         if (left < 5)
             return -1;
-        uint32_t u = (uint32_t)load_be(s + 1, 4);
+        uint32_t u = (uint32_t)envlog_load_be(s + 1, 4);
         float f;
         memcpy(&f, &u, 4);
         t->type = ENVLOG_TOK_FLOAT;
@@ -247,7 +235,7 @@ static inline int pull_fast(envlog_pull *p, envlog_tok *t)
     case 0xfb: {
         if (left < 9)
             return -1;
-        uint64_t u = load_be(s + 1, 8);
+        uint64_t u = envlog_load_be(s + 1, 8);
         double d;
         memcpy(&d, &u, 8);
         t->type = ENVLOG_TOK_FLOAT;

@@ -175,6 +175,18 @@ static inline uint64_t envlog_get_be(const uint8_t *p, size_t n)
     return v;
 }
 
+/* envlog_get_be() for `n` of 1, 2, 4 or 8 (the widths of a CBOR head's
+ * argument): each width a constant, so each is one load. */
+static inline uint64_t envlog_load_be(const uint8_t *p, size_t n)
+{
+    switch (n) {
+    case 1: return p[0];
+    case 2: return envlog_get_be(p, 2);
+    case 4: return envlog_get_be(p, 4);
+    default: return envlog_get_be(p, 8);
+    }
+}
+
 /* True when `s` (of `n` bytes) is valid UTF-8 without NUL bytes (utf8.c). */
 bool envlog_utf8_valid(const char *s, size_t n);
 
@@ -445,6 +457,8 @@ typedef struct envlog_text {
 typedef struct envlog_dec_memo {
     const void *field;       /* the schema field the run was the value of */
     size_t len, head, n;     /* the run's bytes, its array head's, its items */
+    uint64_t fast;           /* records read in the encoder's shape by the
+                                path for it (a count, for tests) */
     uint8_t run[ENVLOG_MEMO_MAX];
 } envlog_dec_memo;
 
