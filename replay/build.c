@@ -136,9 +136,9 @@ static const char *record_ns(const envlog_merge_rec *m, char *buf, size_t size)
 /* Sessions' bytes stay with the state, which keeps their segments;
  * snapshots stay mapped until the build ends: a record read in place is
  * referred to, one reassembled from fragments copied (the merge says which). */
-static void build_coming(void *ctx, const envlog_merge_rec *m)
+static bool build_coming(void *ctx, const envlog_merge_rec *m, uint64_t *hash)
 {
-    envlog_state_fold_hint(((const build_ctx *)ctx)->st, m);
+    return envlog_state_fold_hint(((const build_ctx *)ctx)->st, m, hash);
 }
 
 static envlog_err build_visit(void *ctx, const envlog_merge_rec *m)

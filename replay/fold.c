@@ -105,7 +105,10 @@ static bool setting_key(const envlog_fold_in *in, envlog_key_ref *k, envlog_orig
     } else {
         return false;
     }
-    envlog_key_ref_hash(k);
+    if (in->has_key_hash)
+        k->hash = in->key_hash;
+    else
+        envlog_key_ref_hash(k);
     return true;
 }
 
@@ -176,7 +179,8 @@ envlog_err envlog_state_fold_in(envlog_state *st, const envlog_fold_in *in)
 static envlog_fold_in fold_in_of(const envlog_merge_rec *m)
 {
     return (envlog_fold_in){.rec = m->r.rec, .slices = m->slices, .unix_ns = m->r.unix_ns,
-                            .item = m->item, .kept = m->kept, .loc = m->loc};
+                            .item = m->item, .kept = m->kept, .loc = m->loc,
+                            .key_hash = m->hinted, .has_key_hash = m->has_hinted};
 }
 
 envlog_err envlog_state_fold_merged(envlog_state *st, const envlog_merge_rec *m)
@@ -185,14 +189,17 @@ envlog_err envlog_state_fold_merged(envlog_state *st, const envlog_merge_rec *m)
     return envlog_state_fold_in(st, &in);
 }
 
-void envlog_state_fold_hint(const envlog_state *st, const envlog_merge_rec *m)
+bool envlog_state_fold_hint(const envlog_state *st, const envlog_merge_rec *m, uint64_t *hash)
 {
     envlog_fold_in in = fold_in_of(m);
     envlog_key_ref k;
     envlog_origin origin;
     pthread_once(&fields_once, find_fields);
-    if (setting_key(&in, &k, &origin))
-        envlog_table_prefetch(&st->tab, k.hash);
+    if (!setting_key(&in, &k, &origin))
+        return false;
+    envlog_table_prefetch(&st->tab, k.hash);
+    *hash = k.hash;
+    return true;
 }
 
 envlog_err envlog_state_fold_item(envlog_state *st, const envlog_record *rec,

@@ -35,6 +35,8 @@ typedef struct cursor {
     uint64_t start_ns;
     uint64_t key_ns;            /* start + offset of rec */
     size_t source;              /* the environment it reads (its index) */
+    uint64_t hinted;            /* what the hint gave for rec (has_hinted) */
+    bool has_hinted;
 } cursor;
 
 static int cur_cmp(const cursor *a, const cursor *b)
@@ -427,6 +429,8 @@ static void merge_rec_of(const merge *m, cursor *c, bool fold, envlog_merge_rec 
         /* A record read in place stays in the snapshot's mapping; one
          * put together from fragments does not. */
         .kept = envlog_snap_holds(c->snap, c->rec->payload.data, c->rec->payload.size),
+        .hinted = c->hinted,
+        .has_hinted = c->has_hinted,
     };
     if (!c->snap) {
         mr->slices = fold ? c->it->slices : NULL;
@@ -440,10 +444,11 @@ static envlog_err advance_hinted(merge *m, cursor *c, bool fold, envlog_merge_hi
                                  void *ctx)
 {
     envlog_err e = advance(m, c);
+    c->has_hinted = false;
     if (!e && c->rec && hint) {
         envlog_merge_rec mr;
         merge_rec_of(m, c, fold, &mr);
-        hint(ctx, &mr);
+        c->has_hinted = hint(ctx, &mr, &c->hinted);
     }
     return e;
 }

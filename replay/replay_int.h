@@ -544,19 +544,24 @@ typedef struct envlog_merge_rec {
     const envlog_text *slices;
     const uint8_t *kept; /* where the payload's bytes stay (NULL: nowhere) */
     const envlog_frag_loc *loc;
+    uint64_t hinted;     /* what the hint gave for it (has_hinted) */
+    bool has_hinted;
 } envlog_merge_rec;
 typedef envlog_err (*envlog_merge_fn)(void *ctx, const envlog_merge_rec *m);
 /* A record the merge will hand out later, told as soon as it is read (it
  * stays valid until handed out): a fold asks for the memory it will touch
- * then, while the records before it are folded. */
-typedef void (*envlog_merge_hint_fn)(void *ctx, const envlog_merge_rec *m);
+ * then, while the records before it are folded.  A value it gives (true,
+ * *value) comes back with the record (hinted): what it worked out to ask
+ * is not worked out again. */
+typedef bool (*envlog_merge_hint_fn)(void *ctx, const envlog_merge_rec *m, uint64_t *value);
 
 /* Folds the record the merge handed out into `st` (write lock held): its
  * bytes referred to where they stay (kept, loc), else copied. */
 envlog_err envlog_state_fold_merged(envlog_state *st, const envlog_merge_rec *m);
 /* Asks for the memory the fold of `m` will touch, ahead of it (an
- * envlog_merge_hint_fn's work). */
-void envlog_state_fold_hint(const envlog_state *st, const envlog_merge_rec *m);
+ * envlog_merge_hint_fn's work), and gives the hash of the key it sets (true)
+ * for the fold of `m` to take. */
+bool envlog_state_fold_hint(const envlog_state *st, const envlog_merge_rec *m, uint64_t *hash);
 
 /* Who takes the segments' bytes the merge's readers are done with, so the
  * records handed out stay where they are (envlog_reader_set_keep). */

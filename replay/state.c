@@ -110,9 +110,9 @@ static envlog_err fold_one(void *ctx, const envlog_merge_rec *m)
     return envlog_state_fold_merged(((open_ctx *)ctx)->st, m);
 }
 
-static void fold_coming(void *ctx, const envlog_merge_rec *m)
+static bool fold_coming(void *ctx, const envlog_merge_rec *m, uint64_t *hash)
 {
-    envlog_state_fold_hint(((open_ctx *)ctx)->st, m);
+    return envlog_state_fold_hint(((open_ctx *)ctx)->st, m, hash);
 }
 
 static void count_damage(void *ctx, const envlog_damage *d, bool torn)

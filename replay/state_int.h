@@ -97,6 +97,8 @@ typedef struct envlog_fold_in {
                                     same bytes, maybe another address) */
     const envlog_frag_loc *loc;  /* else, where a kept segment holds it in
                                     fragments (NULL: it must be copied) */
+    uint64_t key_hash;           /* the hash of the key it sets, when */
+    bool has_key_hash;           /* worked out already (the fold's hint) */
 } envlog_fold_in;
 
 /* A text field of a fold input (field `index` of its kind's schema): its

@@ -740,28 +740,43 @@ START_TEST(test_state_open_read_faults)
 END_TEST
 
 /* The merge's hint: every record it hands out was told of first, once, at
- * the same address, and the fold of a state (which asks for its slots
- * then) is the fold without it. */
+ * the same address, with the value the hint gave for it (here one for
+ * every record of an odd seq, none for the others), and the fold of a state
+ * (which asks for its slots then, and takes the key's hash the hint worked
+ * out) is the fold without it. */
 typedef struct hinted {
     const envlog_record *told[64]; /* told of and not handed out yet */
-    size_t n_told, hints, handed;
+    size_t n_told, hints, handed, valued;
     bool fail;
 } hinted;
 
-static void hint_one(void *ctx, const envlog_merge_rec *m)
+static uint64_t hint_value(const envlog_record *rec)
+{
+    return rec->stamp.seq * 0x9e3779b97f4a7c15u ^ rec->stamp.session.b[0];
+}
+
+static bool hint_one(void *ctx, const envlog_merge_rec *m, uint64_t *value)
 {
     hinted *h = ctx;
     h->hints++;
+    if (m->has_hinted)
+        h->fail = true; /* a value before the hint gave one */
     if (h->n_told == sizeof h->told / sizeof h->told[0])
         h->fail = true;
     else
         h->told[h->n_told++] = m->r.rec;
+    *value = hint_value(m->r.rec);
+    return m->r.rec->stamp.seq % 2;
 }
 
 static envlog_err hand_one(void *ctx, const envlog_merge_rec *m)
 {
     hinted *h = ctx;
     h->handed++;
+    bool odd = m->r.rec->stamp.seq % 2;
+    if (m->has_hinted != odd || (odd && m->hinted != hint_value(m->r.rec)))
+        h->fail = true; /* not the value the hint gave for this record */
+    h->valued += m->has_hinted;
     for (size_t i = 0; i < h->n_told; i++)
         if (h->told[i] == m->r.rec) {
             h->told[i] = h->told[--h->n_told];
@@ -893,6 +908,7 @@ START_TEST(test_merge_hint)
         ck_assert_uint_eq(h.n_told, 0);
         ck_assert_uint_eq(h.hints, h.handed);
         ck_assert_uint_ge(h.handed, 200);
+        ck_assert_uint_ge(h.valued, 100);
         envlog_snap_unmap(sn);
     }
     rp_renv_free(&r);
