@@ -62,6 +62,9 @@ uint64_t envlog_framed_size(uint64_t pos, uint64_t n);
 uint64_t envlog_chain_next(uint64_t chain, uint32_t csum);
 /* The kind of an encoded record (its first key), or -1. */
 int envlog_payload_kind(const uint8_t *p, size_t n);
+/* The same, each head read in turn (what the usual shape's shortcut must
+ * agree with: check_log). */
+int envlog_payload_kind_by_heads(const uint8_t *p, size_t n);
 
 /* The chain value after a record of `n` bytes framed at `pos`, without
  * framing it (what envlog_frame_write() would leave in *chain). */

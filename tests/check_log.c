@@ -69,6 +69,34 @@ static void check_fragments(const uint8_t *buf, uint64_t start, uint64_t end,
     ck_assert_uint_eq(got, n);
 }
 
+/* A payload's kind as its first three heads give it: a map of at least one
+ * pair, key 0, an unsigned kind that fits an int; -1 otherwise.  Over every
+ * first byte, the second byte's heads for 0 (and a few others), every third
+ * byte and a fourth, with a few bytes after: the reader's shortcut for the
+ * usual shape gives what the heads read one by one give. */
+START_TEST(test_payload_kind)
+{
+    static const uint8_t second[] = {0x00, 0x01, 0x18, 0x20, 0x60, 0xf4};
+    uint8_t b[8] = {0};
+    size_t usual = 0;
+    for (unsigned a = 0; a < 256; a++)
+        for (size_t s = 0; s < sizeof second; s++)
+            for (unsigned c = 0; c < 256; c++)
+                for (unsigned d = 0; d < 256; d += 51)
+                    for (size_t n = 0; n <= sizeof b; n += n < 4 ? 1 : 4) {
+                        b[0] = (uint8_t)a;
+                        b[1] = second[s];
+                        b[2] = (uint8_t)c;
+                        b[3] = (uint8_t)d;
+                        int want = envlog_payload_kind_by_heads(b, n), got = envlog_payload_kind(b, n);
+                        ck_assert_msg(got == want, "%02x %02x %02x %02x (%zu bytes): %d, not %d",
+                                      a, second[s], c, d, n, got, want);
+                        usual += want >= 0;
+                    }
+    ck_assert_uint_gt(usual, 1000);
+}
+END_TEST
+
 START_TEST(test_framing_sizes)
 {
     const uint64_t seed = 0x1234abcdu;
@@ -1555,6 +1583,7 @@ Suite *suite_log(void)
 {
     Suite *s = suite_create("log");
     TCase *tc = tu_tcase(s, "framing", 60);
+    tcase_add_test(tc, test_payload_kind);
     tcase_add_test(tc, test_framing_sizes);
     tcase_add_test(tc, test_framing_sequence);
     tcase_add_test(tc, test_frame_reader_resync);
