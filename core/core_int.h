@@ -467,7 +467,8 @@ typedef struct envlog_dec_memo {
  * are checked as ever and handed out as slices of the payload, indexed as
  * the kind's schema lists its fields, instead of copies: their members of
  * rec->u stay NULL.  Other kinds decode as envlog_event_decode_fold().
- * `memo` (NULL: none) is read and updated. */
+ * `memo` (NULL: none) is read and updated.  With `slices` NULL the texts
+ * are copied, as envlog_event_decode_fold() copies them. */
 envlog_err envlog_event_decode_slices(const uint8_t *p, size_t n, envlog_record *rec,
                                       envlog_arena *arena,
                                       envlog_text slices[ENVLOG_FIELDS_MAX],

@@ -772,6 +772,8 @@ static inline bool ff_value(const uint8_t **at, const uint8_t *end, const envlog
         q++;
         break;
     case ENVLOG_F_TEXT:
+        if (!c->slices)
+            goto walk;
         if (!ff_head(&q, end, 3, &v, &d) || !text_valid((const char *)d, (size_t)v))
             return false;
         c->slices[i] = (envlog_text){(const char *)d, (size_t)v};
@@ -786,15 +788,17 @@ static inline bool ff_value(const uint8_t **at, const uint8_t *end, const envlog
             return false;
         memcpy(AT(out, f->off, envlog_id128)->b, d, 16);
         break;
-    case ENVLOG_F_TEXTS: {
+    default:
+    walk: {
+        /* Read by dec_field() itself (for texts, by dec_slice_array()
+         * when the fold takes slices). */
         envlog_pull p = {whole->p, whole->n, (size_t)(q - whole->p)};
-        if (dec_slice_array(&p, f, out, c, &c->slices[i]))
+        if (f->type == ENVLOG_F_TEXTS && c->slices ? dec_slice_array(&p, f, out, c, &c->slices[i])
+                                                   : dec_field(&p, f, out, c, 1))
             return false;
         q = p.p + p.pos;
         break;
     }
-    default:
-        return false;
     }
     *at = q;
     return true;
@@ -877,8 +881,9 @@ static envlog_err event_decode(const uint8_t *data, size_t n, envlog_record *rec
     bool fold_only = fold && rec->kind != ENVLOG_KIND_SESSION &&
                      rec->kind != ENVLOG_KIND_FORGET && rec->kind != ENVLOG_KIND_USER;
     size_t body = p.pos;
-    if (!c.slices || !fold_fast(&p, t.u - 1, s, rec, &c)) {
-        if (c.slices) {
+    bool shaped = fold_only && c.detail_of;
+    if (!shaped || !fold_fast(&p, t.u - 1, s, rec, &c)) {
+        if (shaped) {
             p.pos = body;
             body_reset(rec, &c);
         }
