@@ -128,16 +128,25 @@ static void read_item(const envlog_ahead *a, ring *g, envlog_ahead_item *it, boo
     }
     if (it->code)
         return;
-    it->rec = *rec;
     it->kept = envlog_reader_kept(g->r);
     if (!it->kept)
         it->has_loc = envlog_reader_loc(g->r, &it->loc);
     const envlog_schema *s = envlog_schema_of(rec->kind);
     bool sliced = a->fold && s && s->detail;
+    if (!own) {
+        /* Read when asked for: the reader's record and texts stand until
+         * this session's next record is asked for. */
+        it->r = rec;
+        it->sl = envlog_reader_slices(g->r);
+        return;
+    }
+    it->rec = *rec;
+    it->r = &it->rec;
+    it->sl = it->slices;
     if (sliced)
         memcpy(it->slices, envlog_reader_slices(g->r), s->n_fields * sizeof *it->slices);
     bool whole = !sliced && s; /* strings in the reader's arena */
-    if (!own || (it->kept && !whole))
+    if (it->kept && !whole)
         return;
     if (it->has_loc && sliced && a->keep && a->keep->by_loc &&
         rec->kind == ENVLOG_KIND_COMPILE && keep_texts(it, s))

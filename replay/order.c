@@ -168,7 +168,7 @@ static envlog_err next_of(merge *m, cursor *c, const envlog_damage **dmg)
     }
     envlog_err e = envlog_ahead_next(m->ahead, c->ring, &c->it);
     if (!e && !(e = c->it->code))
-        c->rec = &c->it->rec;
+        c->rec = c->it->r;
     *dmg = &c->it->dmg;
     return e;
 }
@@ -433,7 +433,7 @@ static void merge_rec_of(const merge *m, cursor *c, bool fold, envlog_merge_rec 
         .has_hinted = c->has_hinted,
     };
     if (!c->snap) {
-        mr->slices = fold ? c->it->slices : NULL;
+        mr->slices = fold ? c->it->sl : NULL;
         mr->kept = c->it->kept;
         mr->loc = c->it->has_loc ? &c->it->loc : NULL;
     }

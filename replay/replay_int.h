@@ -589,8 +589,11 @@ typedef struct envlog_merge_src {
  * (ENVLOG_END) or an error. */
 typedef struct envlog_ahead_item {
     envlog_err code;
-    envlog_record rec;
-    envlog_text slices[ENVLOG_FIELDS_MAX]; /* fold mode: rec's text fields */
+    const envlog_record *r;       /* the record: rec, or the reader's own */
+    const envlog_text *sl;        /* fold mode: its text fields (slices, or
+                                     the reader's own) */
+    envlog_record rec;            /* read ahead: the record and its text */
+    envlog_text slices[ENVLOG_FIELDS_MAX]; /* fields, standing on their own */
     const uint8_t *kept;          /* where the keeper has rec's bytes */
     bool has_loc;                 /* else a kept segment has them at loc */
     envlog_frag_loc loc;
