@@ -14,7 +14,7 @@ FUZZ_B       := build-fuzz
 FUZZ_LIB_OBJ := $(patsubst %.c,$(FUZZ_B)/%.o,$(wildcard core/*.c log/*.c replay/*.c))
 .SECONDARY:
 
-$(FUZZ_B)/%.o: %.c $(HEADERS) tests/fuzz/fuzz.h
+$(FUZZ_B)/%.o: %.c $(HEADERS) tests/fuzz/fuzz.h tests/fold_agree.h
 	@mkdir -p $(dir $@)
 	@echo "  CC  $< (fuzz)"
 	@$(FUZZ_CC) $(LIB_CPPFLAGS) -Itests/fuzz -std=c11 -D_GNU_SOURCE $(FUZZ_FLAGS) -c $< -o $@
@@ -24,7 +24,7 @@ $(FUZZ_B)/fuzz-%: $(FUZZ_B)/tests/fuzz/fuzz_%.o $(FUZZ_LIB_OBJ)
 	@$(FUZZ_CC) -fsanitize=fuzzer,address,undefined -o $@ $^ $(LDLIBS_ALL)
 
 # The corpus replay: the target's entry point and a plain main.
-$(B)/fuzz/replay-%: tests/fuzz/fuzz_%.c tests/fuzz/replay.c tests/fuzz/fuzz.h $(STATIC)
+$(B)/fuzz/replay-%: tests/fuzz/fuzz_%.c tests/fuzz/replay.c tests/fuzz/fuzz.h tests/fold_agree.h $(STATIC)
 	@mkdir -p $(dir $@)
 	@echo "  LD  $@"
 	@$(CC) $(LIB_CPPFLAGS) -Itests/fuzz $(CFLAGS_ALL) $(LDFLAGS) -o $@ \

@@ -5,6 +5,7 @@
  * text, diagnostic notation), ids and hashes, and allocation failure.
  */
 #include "codec_int.h"
+#include "fold_agree.h"
 #include "suites.h"
 #include "testutil.h"
 
@@ -770,58 +771,6 @@ typedef struct fast_case {
     uint64_t fast, taken;
 } fast_case;
 
-static size_t field_size(const envlog_field *f)
-{
-    switch ((envlog_fty)f->type) {
-    case ENVLOG_F_U64:
-    case ENVLOG_F_I64: return 8;
-    case ENVLOG_F_U32: return 4;
-    case ENVLOG_F_ENUM: return sizeof(int);
-    case ENVLOG_F_F64: return sizeof(double);
-    case ENVLOG_F_BOOL: return sizeof(bool);
-    case ENVLOG_F_H128: return 16;
-    case ENVLOG_F_BYTES:
-    case ENVLOG_F_RAW:
-    case ENVLOG_F_RECORD: return sizeof(envlog_bytes);
-    case ENVLOG_F_STAMP: return sizeof(envlog_stamp);
-    default: return 0; /* texts and arrays: compared apart */
-    }
-}
-
-static bool same_text(const char *a, const char *b)
-{
-    return a && b ? !strcmp(a, b) : a == b;
-}
-
-/* Field `f` (index `i`) of `got` (its texts in `sl`, or strings when NULL)
- * against the walk's `want`. */
-static void same_field(const envlog_field *f, size_t i, const envlog_record *got,
-                       const envlog_text *sl, const envlog_record *want, const char *what)
-{
-    const char *pg = (const char *)&got->u + f->off, *pw = (const char *)&want->u + f->off;
-    if (f->type == ENVLOG_F_TEXT) {
-        const char *w = *(const char *const *)pw;
-        if (sl)
-            tu_check(w ? sl[i].p && sl[i].n == strlen(w) && !memcmp(sl[i].p, w, sl[i].n)
-                       : !sl[i].p,
-                     "%s: field %s differs (slices)", what, f->name);
-        else
-            tu_check(same_text(*(const char *const *)pg, w), "%s: field %s differs", what,
-                     f->name);
-    } else if (f->count_off) {
-        size_t n = *(const size_t *)((const char *)&want->u + f->count_off);
-        tu_check(*(const size_t *)((const char *)&got->u + f->count_off) == n,
-                 "%s: field %s has another count", what, f->name);
-        const char *const *g = *(const char *const *const *)pg,
-                          *const *w = *(const char *const *const *)pw;
-        for (size_t k = 0; !sl && f->type == ENVLOG_F_TEXTS && k < n; k++)
-            tu_check(same_text(g[k], w[k]), "%s: field %s, item %zu differs", what, f->name, k);
-    } else {
-        size_t n = field_size(f);
-        tu_check(n && !memcmp(pg, pw, n), "%s: field %s differs", what, f->name);
-    }
-}
-
 static void fast_agrees(const envlog_buf *b, const char *what, void *ctx)
 {
     fast_case *fc = ctx;
@@ -840,15 +789,9 @@ static void fast_agrees(const envlog_buf *b, const char *what, void *ctx)
     const envlog_schema *s = e1 || e2 || e3 ? NULL : envlog_schema_of(full.kind);
     if (s && s->detail) {
         fc->taken++;
-        const envlog_record *got[2] = {&sliced, &fold};
-        for (int g = 0; g < 2; g++) {
-            tu_check(got[g]->kind == full.kind && got[g]->effect == full.effect &&
-                         got[g]->stamp.seq == full.stamp.seq &&
-                         got[g]->stamp.offset_ns == full.stamp.offset_ns,
-                     "%s: the envelopes differ", what);
-            for (size_t i = 0; i < s->n_fields && s->fields[i].fold; i++)
-                same_field(&s->fields[i], i, got[g], g ? NULL : sl, &full, what);
-        }
+        const char *d1 = fold_agree(&sliced, sl, &full), *d2 = fold_agree(&fold, NULL, &full);
+        tu_check(!d1, "%s: %s differs (slices)", what, d1);
+        tu_check(!d2, "%s: %s differs", what, d2);
     }
     envlog_arena_free(&a1);
     envlog_arena_free(&a2);

@@ -6,6 +6,7 @@
  * candidates of one input meet the bytes of the next).
  */
 #include "fuzz.h"
+#include "../fold_agree.h"
 
 #include <stdlib.h>
 
@@ -19,9 +20,21 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     envlog_err e1 = fuzz_record(data, size, &a);
     envlog_err e2 = envlog_event_decode_fold(data, size, &fold, &a);
     envlog_err e3 = envlog_event_decode_slices(data, size, &sliced, &a, sl, &memo);
-    /* One truth: every reader takes the same records. */
+    /* One truth: every reader takes the same records, and the fold's
+     * readings give the full reader's values for the fields it reads. */
     if ((e1 == ENVLOG_OK) != (e2 == ENVLOG_OK) || (e1 == ENVLOG_OK) != (e3 == ENVLOG_OK))
         abort();
+    if (e1 == ENVLOG_OK) {
+        envlog_arena fa = {0};
+        envlog_record full;
+        const envlog_schema *s;
+        if (envlog_event_decode(data, size, &full, &fa) != ENVLOG_OK)
+            abort();
+        if ((s = envlog_schema_of(full.kind)) && s->detail &&
+            (fold_agree(&fold, NULL, &full) || fold_agree(&sliced, sl, &full)))
+            abort();
+        envlog_arena_free(&fa);
+    }
     (void)envlog_cbor_check_item(data, size);
     envlog_arena_free(&a);
     return 0;
