@@ -17,10 +17,11 @@
  * The writer (bundle_colenc.c) takes the snapshot as a snapshot writer's
  * sink hands it out (framed) and takes the framing off; the reader
  * (bundle_coldec.c) rebuilds the records from the columns and frames them
- * again.  This file is what they share: the tree of contexts, made as
- * the walk (bundle_cols_int.h, inline in each side) meets them.
+ * again.  This file is what they share: the tree of contexts
+ * (bundle_cols_tree.h), made as the walk (bundle_cols_int.h, inline in
+ * each side) meets them.
  */
-#include "bundle_cols_int.h"
+#include "bundle_cols_tree.h"
 
 #include <string.h>
 
