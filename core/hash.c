@@ -20,7 +20,12 @@ uint64_t envlog_xxh64(const void *data, size_t n, uint64_t seed)
 
 uint64_t envlog_xxh64_2(const void *a, size_t na, const void *b, size_t nb, uint64_t seed)
 {
+    /* A state on the stack is initialized before a reset with a seed:
+     * xxHash 0.8.1's reset keeps the state's secret when the stale state
+     * holds the same seed and no external secret, so garbage that looks
+     * like that is used as the secret (XXH3_INITSTATE, xxhash.h). */
     XXH3_state_t st;
+    XXH3_INITSTATE(&st);
     XXH3_64bits_reset_withSeed(&st, seed);
     XXH3_64bits_update(&st, a, na);
     XXH3_64bits_update(&st, b, nb);

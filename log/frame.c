@@ -145,6 +145,7 @@ uint64_t envlog_frame_chain(uint64_t pos, uint64_t seed, const uint8_t *p, size_
         /* The checksum of (length, type, payload), as frag_csum() takes it
          * from a written header. */
         XXH3_state_t st;
+        XXH3_INITSTATE(&st); /* see envlog_xxh64_2() */
         XXH3_64bits_reset_withSeed(&st, seed);
         XXH3_64bits_update(&st, h, 3);
         XXH3_64bits_update(&st, p, take);

@@ -10,12 +10,16 @@
  * The reader runs in-process; a damaged record is never handed out, so every
  * record that comes back is compared byte for byte with what was written.
  */
+#define XXH_STATIC_LINKING_ONLY
+#include <xxhash.h>
+
 #include "suites.h"
 #include "testutil.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <stddef.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -68,6 +72,61 @@ static void check_fragments(const uint8_t *buf, uint64_t start, uint64_t end,
     ck_assert_uint_eq(at, end);
     ck_assert_uint_eq(got, n);
 }
+
+/* Stack memory that reads as a stale XXH3 state at every 64-byte alignment
+ * (the state's own): its seed `seed`, no external secret, the rest
+ * garbage.  xxHash 0.8.1's reset with a seed keeps the state's secret when
+ * the state already holds that seed and no external secret, so a state on
+ * the stack that is not initialized first would hash with the garbage. */
+static __attribute__((noinline)) void stale_xxh3_stack(uint64_t seed)
+{
+    volatile uint64_t pad[4096];
+    size_t s = offsetof(XXH3_state_t, seed) % 64, x = offsetof(XXH3_state_t, extSecret) % 64;
+    for (size_t i = 0; i < sizeof pad / sizeof pad[0]; i++) {
+        size_t at = (size_t)((uintptr_t)&pad[i] % 64);
+        pad[i] = at == s ? seed : at == x ? 0 : 0xababababababababULL;
+    }
+}
+
+/* The chain a snapshot writer works out before framing (envlog_frame_chain,
+ * a streaming hash of each fragment) is the one framing gives (each
+ * fragment hashed whole), and the two-part hash is the hash of the two
+ * parts together, whatever the stack held before: every seed, lengths
+ * across block boundaries, after stale_xxh3_stack(). */
+START_TEST(test_xxh3_stack_states)
+{
+    static const uint64_t seeds[] = {1, 0x9e3779b97f4a7c15ULL, UINT64_MAX};
+    static const size_t lens[] = {0, 1, 100, 2000, 3000};
+    static const uint64_t starts[] = {0, 100, ENVLOG_BLOCK - 10, ENVLOG_BLOCK - 3};
+    ck_assert_msg(offsetof(XXH3_state_t, seed) % 64 != offsetof(XXH3_state_t, extSecret) % 64,
+                  "this xxHash lays out its state so that the stale state cannot be made");
+    uint8_t payload[3000];
+    for (size_t i = 0; i < sizeof payload; i++)
+        payload[i] = (uint8_t)(i * 131 + 7);
+    uint8_t *dst = malloc(2 * ENVLOG_BLOCK + 8192);
+    ck_assert_ptr_nonnull(dst);
+    for (size_t a = 0; a < 3; a++)
+        for (size_t l = 0; l < 5; l++)
+            for (size_t p = 0; p < 4; p++) {
+                uint64_t want = 0, at = starts[p];
+                envlog_frame_write(dst, &at, seeds[a], payload, lens[l], &want);
+                stale_xxh3_stack(seeds[a]);
+                uint64_t got = envlog_frame_chain(starts[p], seeds[a], payload, lens[l], 0);
+                ck_assert_msg(got == want, "seed %llx, %zu bytes at %llu: chain %llx, framing %llx",
+                              (unsigned long long)seeds[a], lens[l],
+                              (unsigned long long)starts[p], (unsigned long long)got,
+                              (unsigned long long)want);
+                size_t half = lens[l] / 2;
+                stale_xxh3_stack(seeds[a]);
+                uint64_t two = envlog_xxh64_2(payload, half, payload + half, lens[l] - half,
+                                              seeds[a]);
+                ck_assert_msg(two == XXH3_64bits_withSeed(payload, lens[l], seeds[a]),
+                              "seed %llx, %zu bytes: the two-part hash differs",
+                              (unsigned long long)seeds[a], lens[l]);
+            }
+    free(dst);
+}
+END_TEST
 
 /* A payload's kind as its first three heads give it: a map of at least one
  * pair, key 0, an unsigned kind that fits an int; -1 otherwise.  Over every
@@ -1584,6 +1643,7 @@ Suite *suite_log(void)
     Suite *s = suite_create("log");
     TCase *tc = tu_tcase(s, "framing", 60);
     tcase_add_test(tc, test_payload_kind);
+    tcase_add_test(tc, test_xxh3_stack_states);
     tcase_add_test(tc, test_framing_sizes);
     tcase_add_test(tc, test_framing_sequence);
     tcase_add_test(tc, test_frame_reader_resync);
