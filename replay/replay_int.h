@@ -364,9 +364,8 @@ int envlog_snap_pair_cmp(const void *a, const void *b);
  * laid out and handed to a sink piece by piece, so memory stays within a
  * few records beyond what the items reference. */
 typedef struct envlog_snapw_rec {
-    envlog_snap_item item;   /* item.record: by reference, or in copies */
-    size_t copy_off;         /* SIZE_MAX: by reference */
-    size_t enc_off;          /* its encoding in `enc`; SIZE_MAX: not held */
+    envlog_snap_item item;   /* item.record: by reference, or a copy in mem */
+    const uint8_t *enc;      /* its encoding, held in mem (NULL: not held) */
     uint32_t len;            /* its encoded ENTRY or EVIDENCE record */
     bool indexed;
     uint64_t hash;
@@ -375,8 +374,9 @@ typedef struct envlog_snapw_rec {
 typedef struct envlog_snapw {
     envlog_snapw_rec *v;
     size_t n, cap;
-    envlog_buf copies;       /* the records of items added with a copy */
-    envlog_buf enc;          /* items encoded when added, up to `hold` */
+    envlog_arena mem;        /* the records of items added with a copy, and
+                                the encodings held */
+    size_t held;             /* bytes of encodings held */
     size_t hold;             /* bytes of encodings it may hold (0: none) */
     envlog_buf scratch;      /* one record encoded or framed */
 } envlog_snapw;

@@ -31,32 +31,37 @@ static envlog_err add(envlog_snapw *w, const envlog_snap_item *it, bool indexed,
     /* Encoded now for its size (and its checks), and held for the passes
      * that write it while the encodings fit the bound.  Its record is one
      * the fold or a snapshot walk accepted, or one the encoder wrote (a
-     * tune less its trials): its well-formedness is not walked again. */
-    bool hold = w->enc.len < w->hold;
-    envlog_buf *into = hold ? &w->enc : &w->scratch;
-    size_t at = into->len = hold ? w->enc.len : 0;
-    envlog_err e = envlog_struct_encode_trusted(into, &envlog_snap_item_schema, it,
+     * tune less its trials): its well-formedness is not walked again.  What
+     * is held or copied goes to an arena, whose pieces never move: growing
+     * one buffer for all of it would copy what it holds, into fresh pages,
+     * at each doubling. */
+    w->scratch.len = 0;
+    envlog_err e = envlog_struct_encode_trusted(&w->scratch, &envlog_snap_item_schema, it,
                                                  ENVLOG_LEVEL_FULL);
-    size_t len = into->len - at;
+    size_t len = w->scratch.len;
     if (!e && len > ENVLOG_RECORD_MAX)
         e = envlog__fail(ENVLOG_TOO_BIG, "a snapshot record of %zu bytes", len);
-    if (hold && (e || w->enc.len > w->hold)) {
-        w->enc.len = at;
-        hold = false;
-    }
     if (e)
         return e;
     envlog_snapw_rec *r = &w->v[w->n];
     r->item = *it;
-    r->copy_off = SIZE_MAX;
-    r->enc_off = hold ? at : SIZE_MAX;
+    r->enc = NULL;
     r->len = (uint32_t)len;
     r->indexed = indexed;
     r->hash = key_hash;
-    if (copy && r->enc_off == SIZE_MAX) {
-        r->copy_off = w->copies.len;
-        if ((e = envlog_buf_append(&w->copies, it->record.data, it->record.size)))
-            return e;
+    if (w->held < w->hold && len <= w->hold - w->held) {
+        uint8_t *d = envlog_arena_alloc(&w->mem, len);
+        if (!d)
+            return envlog__fail(ENVLOG_NOMEM, "building a snapshot");
+        memcpy(d, w->scratch.p, len);
+        r->enc = d;
+        w->held += len;
+    } else if (copy && it->record.size) {
+        uint8_t *d = envlog_arena_alloc(&w->mem, it->record.size);
+        if (!d)
+            return envlog__fail(ENVLOG_NOMEM, "building a snapshot");
+        memcpy(d, it->record.data, it->record.size);
+        r->item.record.data = d;
     }
     w->n++;
     return ENVLOG_OK;
@@ -77,8 +82,7 @@ envlog_err envlog_snapw_add_ref(envlog_snapw *w, const envlog_snap_item *it, boo
 void envlog_snapw_free(envlog_snapw *w)
 {
     envlog_free(w->v);
-    envlog_buf_free(&w->copies);
-    envlog_buf_free(&w->enc);
+    envlog_arena_free(&w->mem);
     envlog_buf_free(&w->scratch);
     memset(w, 0, sizeof *w);
 }
@@ -88,16 +92,14 @@ static envlog_err encode_item(envlog_snapw *w, size_t i, envlog_buf *into, const
                               size_t *n)
 {
     const envlog_snapw_rec *r = &w->v[i];
-    if (r->enc_off != SIZE_MAX) {
-        *p = w->enc.p + r->enc_off;
+    if (r->enc) {
+        *p = r->enc;
         *n = r->len;
         return ENVLOG_OK;
     }
-    envlog_snap_item it = r->item;
-    if (r->copy_off != SIZE_MAX)
-        it.record.data = w->copies.p + r->copy_off;
     into->len = 0;
-    envlog_err e = envlog_struct_encode(into, &envlog_snap_item_schema, &it, ENVLOG_LEVEL_FULL);
+    envlog_err e = envlog_struct_encode(into, &envlog_snap_item_schema, &r->item,
+                                        ENVLOG_LEVEL_FULL);
     *p = into->p;
     *n = into->len;
     return e;
