@@ -678,8 +678,10 @@ static envlog_err read_detail(envlog_record *rec, dec_ctx *c)
  * (dec_pairs_x) reads the same.  Anything else (a field left out, another
  * order, another head, a value the walk refuses) returns false, having
  * written part of the record, and the walk reads it from its start, to the
- * verdict it always gave.  check_core's test_fold_fast_agrees holds the two
- * to each other over every bit flipped and every cut. */
+ * verdict it always gave.  check_core holds the two to each other, value
+ * by value, over every bit flipped and every cut (test_fold_fast_agrees)
+ * and over every kind of head in every value (test_fold_fast_heads), and
+ * fuzz_event over what the fuzzer makes. */
 
 /* A head of major type `major` (0 to 3) with its number inline or in 1, 2,
  * 4 or 8 bytes; for strings, its bytes too, which must lie before `end`. */
@@ -827,7 +829,8 @@ static bool fold_fast(envlog_pull *p, uint64_t pairs, const envlog_schema *s,
         c->seen |= (uint64_t)1 << nf;
     }
     uint64_t n;
-    if (pairs != ENVLOG_K_EFFECT + nf + 1 || q >= end || *q++ != ENVLOG_K_DETAIL || !ff_head(&q, end, 2, &n, &d))
+    if (pairs != ENVLOG_K_EFFECT + nf + 1 || q >= end || *q++ != ENVLOG_K_DETAIL ||
+        !ff_head(&q, end, 2, &n, &d))
         return false;
     c->detail = (envlog_bytes){d, (size_t)n};
     p->pos = (size_t)(q - p->p);
