@@ -147,7 +147,8 @@ START_TEST(test_payload_kind)
                         b[1] = second[s];
                         b[2] = (uint8_t)c;
                         b[3] = (uint8_t)d;
-                        int want = envlog_payload_kind_by_heads(b, n), got = envlog_payload_kind(b, n);
+                        int want = envlog_payload_kind_by_heads(b, n);
+                        int got = envlog_payload_kind(b, n);
                         ck_assert_msg(got == want, "%02x %02x %02x %02x (%zu bytes): %d, not %d",
                                       a, second[s], c, d, n, got, want);
                         usual += want >= 0;
