@@ -224,22 +224,16 @@ static inline int pull_fast(envlog_pull *p, envlog_tok *t)
     case 0xfa: {
         if (left < 5)
             return -1;
-        uint32_t u = (uint32_t)envlog_load_be(s + 1, 4);
-        float f;
-        memcpy(&f, &u, 4);
         t->type = ENVLOG_TOK_FLOAT;
-        t->f = f;
+        t->f = envlog_load_float(s + 1, 4);
         p->pos += 5;
         return 1;
     }
     case 0xfb: {
         if (left < 9)
             return -1;
-        uint64_t u = envlog_load_be(s + 1, 8);
-        double d;
-        memcpy(&d, &u, 8);
         t->type = ENVLOG_TOK_FLOAT;
-        t->f = d;
+        t->f = envlog_load_float(s + 1, 8);
         p->pos += 9;
         return 1;
     }

@@ -13,6 +13,7 @@
 #include "envlog.h"
 
 #include <stdarg.h>
+#include <string.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 
@@ -185,6 +186,22 @@ static inline uint64_t envlog_load_be(const uint8_t *p, size_t n)
     case 4: return envlog_get_be(p, 4);
     default: return envlog_get_be(p, 8);
     }
+}
+
+/* The big-endian IEEE 754 single (`w` 4) or double (`w` 8) at `p`, as a
+ * double (a CBOR float head's argument). */
+static inline double envlog_load_float(const uint8_t *p, size_t w)
+{
+    if (w == 4) {
+        uint32_t u = (uint32_t)envlog_load_be(p, 4);
+        float f;
+        memcpy(&f, &u, 4);
+        return f;
+    }
+    uint64_t u = envlog_load_be(p, 8);
+    double d;
+    memcpy(&d, &u, 8);
+    return d;
 }
 
 /* True when `s` (of `n` bytes) is valid UTF-8 without NUL bytes (utf8.c). */

@@ -109,13 +109,9 @@ static inline envlog_err pull(envlog_pull *p, envlog_tok *t)
             return ENVLOG_OK;
         }
         if (ib == 0xfa && left >= 5) {
-            uint32_t u = (uint32_t)s[1] << 24 | (uint32_t)s[2] << 16 |
-                         (uint32_t)s[3] << 8 | s[4];
-            float f;
-            memcpy(&f, &u, 4);
             t->type = ENVLOG_TOK_FLOAT;
             t->u = 0;
-            t->f = f;
+            t->f = envlog_load_float(s + 1, 4);
             p->pos += 5;
             return ENVLOG_OK;
         }
@@ -714,6 +710,20 @@ static inline bool ff_head(const uint8_t **at, const uint8_t *end, unsigned majo
     return true;
 }
 
+/* A value ff_value() has no in-place reading for, read by dec_field()
+ * itself (an array of texts by dec_slice_array() when the fold takes
+ * slices), from *at on. */
+static bool ff_walk(const uint8_t **at, const envlog_field *f, size_t i, void *out,
+                    dec_ctx *c, const envlog_pull *whole)
+{
+    envlog_pull p = {whole->p, whole->n, (size_t)(*at - whole->p)};
+    if (f->type == ENVLOG_F_TEXTS && c->slices ? dec_slice_array(&p, f, out, c, &c->slices[i])
+                                               : dec_field(&p, f, out, c, 1))
+        return false;
+    *at = p.p + p.pos;
+    return true;
+}
+
 /* One field's value, as dec_field() reads it into `out` (the record's
  * body) for a field of the record's own map. */
 static inline bool ff_value(const uint8_t **at, const uint8_t *end, const envlog_field *f,
@@ -750,23 +760,14 @@ static inline bool ff_value(const uint8_t **at, const uint8_t *end, const envlog
             *AT(out, f->off, int64_t) = (int64_t)v;
         }
         break;
-    case ENVLOG_F_F64:
-        if (q < end && q[0] == 0xfa && end - q >= 5) {
-            uint32_t u = (uint32_t)envlog_get_be(q + 1, 4);
-            float x;
-            memcpy(&x, &u, 4);
-            *AT(out, f->off, double) = x;
-            q += 5;
-        } else if (q < end && q[0] == 0xfb && end - q >= 9) {
-            uint64_t u = envlog_get_be(q + 1, 8);
-            double x;
-            memcpy(&x, &u, 8);
-            *AT(out, f->off, double) = x;
-            q += 9;
-        } else {
+    case ENVLOG_F_F64: {
+        size_t w = q >= end ? 0 : q[0] == 0xfa ? 4 : q[0] == 0xfb ? 8 : 0;
+        if (!w || (size_t)(end - q) <= w)
             return false;
-        }
+        *AT(out, f->off, double) = envlog_load_float(q + 1, w);
+        q += 1 + w;
         break;
+    }
     case ENVLOG_F_BOOL:
         if (q >= end || (q[0] != 0xf4 && q[0] != 0xf5))
             return false;
@@ -775,7 +776,7 @@ static inline bool ff_value(const uint8_t **at, const uint8_t *end, const envlog
         break;
     case ENVLOG_F_TEXT:
         if (!c->slices)
-            goto walk;
+            return ff_walk(at, f, i, out, c, whole);
         if (!ff_head(&q, end, 3, &v, &d) || !text_valid((const char *)d, (size_t)v))
             return false;
         c->slices[i] = (envlog_text){(const char *)d, (size_t)v};
@@ -791,16 +792,7 @@ static inline bool ff_value(const uint8_t **at, const uint8_t *end, const envlog
         memcpy(AT(out, f->off, envlog_id128)->b, d, 16);
         break;
     default:
-    walk: {
-        /* Read by dec_field() itself (for texts, by dec_slice_array()
-         * when the fold takes slices). */
-        envlog_pull p = {whole->p, whole->n, (size_t)(q - whole->p)};
-        if (f->type == ENVLOG_F_TEXTS && c->slices ? dec_slice_array(&p, f, out, c, &c->slices[i])
-                                                   : dec_field(&p, f, out, c, 1))
-            return false;
-        q = p.p + p.pos;
-        break;
-    }
+        return ff_walk(at, f, i, out, c, whole);
     }
     *at = q;
     return true;
