@@ -189,19 +189,20 @@ static envlog_err import_entry(import_ctx *c, const envlog_snap_item *it,
         reject(c, rec, why);
         return ENVLOG_OK;
     }
-    envlog_tune_entry te;
-    envlog_kernel_entry ke;
-    bool present = it->table == ENVLOG_TABLE_TUNE
-        ? envlog_state_winner(c->live, rec->u.tune.ns, rec->u.tune.key,
-                              rec->u.tune.checksum, &te) == ENVLOG_OK
-        : envlog_state_kernel(c->live, rec->u.compile.ns, &rec->u.compile.kernel_key,
-                              &ke) == ENVLOG_OK;
+    bool present;
+    envlog_err e = it->table == ENVLOG_TABLE_TUNE
+        ? envlog_state_holds(c->live, ENVLOG_TABLE_TUNE, rec->u.tune.ns, rec->u.tune.key,
+                             rec->u.tune.checksum, NULL, &present)
+        : envlog_state_holds(c->live, ENVLOG_TABLE_KERNEL, rec->u.compile.ns, NULL, 0,
+                             &rec->u.compile.kernel_key, &present);
+    if (e)
+        return e;
     note_version(c, it->table == ENVLOG_TABLE_TUNE ? rec->u.tune.ns : rec->u.compile.ns);
     if (present) {
         c->rep->skipped++;
         return ENVLOG_OK;
     }
-    envlog_err e = begin_import(c);
+    e = begin_import(c);
     if (e)
         return e;
     bool tune = it->table == ENVLOG_TABLE_TUNE;

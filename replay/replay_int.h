@@ -52,6 +52,15 @@ envlog_err envlog_state_items_x(envlog_state *st, bool canonical,
 envlog_err envlog_state_open_on(envlog_env *env, const envlog_replay_opts *opts,
                                 const char *base, envlog_state **out);
 
+/* Whether `st` holds a live entry for a tune key (ns, key, checksum) or,
+ * with `table` ENVLOG_TABLE_KERNEL, a kernel key (ns, kernel_key) into
+ * *held, with no view made and no message for a miss: what the public
+ * lookups do without their NOT_FOUND.  ENVLOG_OK, or what asking the
+ * snapshot for the key met (*held false). */
+envlog_err envlog_state_holds(envlog_state *st, envlog_table table, const char *ns,
+                              const char *key, uint64_t checksum,
+                              const envlog_hash128 *kernel_key, bool *held);
+
 /* A state with nothing folded yet. */
 envlog_err envlog_state_new(envlog_state **st);
 /* A state over a snapshot held in memory (a bundle); `owned` (may be NULL)
@@ -359,6 +368,9 @@ void envlog_put_be64(uint8_t *p, uint64_t v);
 static inline uint64_t envlog_get_be64(const uint8_t *p) { return envlog_get_be(p, 8); }
 /* INDEX pairs compare as 16-byte strings: by key hash, then offset. */
 int envlog_snap_pair_cmp(const void *a, const void *b);
+/* Sorts `n` INDEX pairs at `pairs` so (by their hashes first, in linear
+ * time: envlog_sort_keyed()). */
+void envlog_snap_pairs_sort(uint8_t *pairs, size_t n);
 
 /* Builds a snapshot: items are added in the total order, then the file is
  * laid out and handed to a sink piece by piece, so memory stays within a

@@ -253,7 +253,7 @@ envlog_err envlog_env_state(envlog_env *env, envlog_state **out)
 /* A lookup: the read lock for the table; the write lock only when the
  * snapshot must be asked (once per key: the answer is kept).  The public
  * entry is made from the record the first time (view.c). */
-static envlog_err lookup(envlog_state *st, envlog_key_ref *k, const void **view)
+static envlog_err find(envlog_state *st, envlog_key_ref *k, envlog_entry_x **out)
 {
     envlog_key_ref_hash(k);
     pthread_rwlock_rdlock(&st->lock);
@@ -265,9 +265,29 @@ static envlog_err lookup(envlog_state *st, envlog_key_ref *k, const void **view)
         err = envlog_state_known(st, k, &e);
         pthread_rwlock_unlock(&st->lock);
     }
+    *out = !err && e && e->live ? e : NULL;
+    return err;
+}
+
+static envlog_err lookup(envlog_state *st, envlog_key_ref *k, const void **view)
+{
+    envlog_entry_x *e;
+    envlog_err err = find(st, k, &e);
     *view = NULL;
-    if (!err && e && e->live)
-        err = envlog_entry_view(st, e, view);
+    return !err && e ? envlog_entry_view(st, e, view) : err;
+}
+
+envlog_err envlog_state_holds(envlog_state *st, envlog_table table, const char *ns,
+                              const char *key, uint64_t checksum,
+                              const envlog_hash128 *kernel_key, bool *held)
+{
+    envlog_key_ref k = {.table = table, .ns = {ns, strlen(ns)}, .checksum = checksum,
+                        .kernel_key = kernel_key};
+    if (table == ENVLOG_TABLE_TUNE)
+        k.key = (envlog_text){key, strlen(key)};
+    envlog_entry_x *e;
+    envlog_err err = find(st, &k, &e);
+    *held = e != NULL;
     return err;
 }
 
