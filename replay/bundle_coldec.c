@@ -19,10 +19,19 @@ typedef struct col_view {
 typedef struct dec {
     cxtree t;
     col_view *cols;
+    /* Each context's bytes column (one of its own): where the next item
+     * is, and where the column ends; set as the walk makes contexts. */
+    const uint8_t **at, **end;
+    uint32_t seen;       /* the contexts set */
     envlog_buf rec;
     uint64_t size, pos;  /* the snapshot: stated, framed so far */
 } dec;
 
+
+/* How far ahead of a column's cursor its bytes are asked for: a record
+ * reads a few bytes of each of some forty columns, more streams than the
+ * hardware follows, and a column's next line was a miss to memory. */
+#define PREFETCH 256
 
 static uint64_t unzigzag(uint64_t z)
 {
@@ -103,20 +112,20 @@ static envlog_err dec_number(dec *d, uint32_t ctx, uint8_t ib, envlog_tok *t)
 /* dec_item() for every item but an unsigned integer below 24 that fits. */
 static envlog_err dec_other(dec *d, uint32_t ctx, envlog_tok *t)
 {
+    const uint8_t *p = d->at[ctx], *end = d->end[ctx];
     uint32_t col = d->t.v[ctx].bytes;
-    col_view *v = &d->cols[col];
-    if (v->pos == v->len)
+    if (p == end)
         return envlog__fail(ENVLOG_BAD_DATA, "bundle: column %u ends before its items do", col);
     envlog_err e;
-    uint8_t ib = v->p[v->pos];
+    uint8_t ib = *p;
     cx *x = &d->t.v[ctx];
     if (ib < 0x18) {
         *t = (envlog_tok){.type = ENVLOG_TOK_UINT, .u = ib};
-        v->pos++;
+        d->at[ctx] = p + 1;
         return dec_put(d, &ib, 1);
     }
     if (is_delta_head(ib)) {
-        v->pos++;
+        d->at[ctx] = p + 1;
         return dec_number(d, ctx, ib, t);
     }
     if (ib == REPEAT) {
@@ -124,19 +133,19 @@ static envlog_err dec_other(dec *d, uint32_t ctx, envlog_tok *t)
             return envlog__fail(ENVLOG_BAD_DATA, "bundle: column %u repeats an item before "
                                 "it holds one", col);
         envlog_pull pl = {x->last, x->last_len, 0};
-        v->pos++;
+        d->at[ctx] = p + 1;
         return (e = envlog_pull_next(&pl, t)) ? e : dec_put(d, pl.p, pl.n);
     }
-    envlog_pull pl = {v->p, (size_t)v->len, (size_t)v->pos};
+    envlog_pull pl = {p, (size_t)(end - p), 0};
     if ((e = envlog_pull_next(&pl, t)))
         return envlog__fail(e, "bundle: column %u: %s", col, envlog_errmsg());
     if (repeatable(ib)) {
-        x->last = v->p + v->pos;
-        x->last_len = pl.pos - (size_t)v->pos;
+        x->last = p;
+        x->last_len = pl.pos;
     }
-    if ((e = dec_put(d, v->p + v->pos, pl.pos - (size_t)v->pos)))
+    if ((e = dec_put(d, p, pl.pos)))
         return e;
-    v->pos = pl.pos;
+    d->at[ctx] = p + pl.pos;
     /* Every item takes a byte at least: a count past what is left is
      * refused before the walk counts through it. */
     bool map = t->type == ENVLOG_TOK_MAP;
@@ -148,15 +157,29 @@ static envlog_err dec_other(dec *d, uint32_t ctx, envlog_tok *t)
     return ENVLOG_OK;
 }
 
+/* The cursors of the contexts the walk made since the last call. */
+static void see_contexts(dec *d)
+{
+    for (; d->seen < d->t.n; d->seen++) {
+        const col_view *v = &d->cols[d->t.v[d->seen].bytes];
+        d->at[d->seen] = v->p + v->pos;
+        d->end[d->seen] = v->p + v->len;
+    }
+}
+
 /* The reader's item_fn: the next item of context `ctx` from its columns
  * onto the record being rebuilt.  (An unsigned integer below 24, a map's
  * keys most of all, is half the items: it goes without a call.) */
 static envlog_err dec_item(void *side, uint32_t ctx, envlog_tok *t)
 {
     dec *d = side;
-    col_view *v = &d->cols[d->t.v[ctx].bytes];
-    if (v->pos < v->len && v->p[v->pos] < 0x18 && d->rec.len < d->rec.cap && dec_left(d)) {
-        uint8_t ib = v->p[v->pos++];
+    if (ctx >= d->seen)
+        see_contexts(d);
+    const uint8_t *p = d->at[ctx];
+    __builtin_prefetch((const void *)((uintptr_t)p + PREFETCH));
+    if (p < d->end[ctx] && *p < 0x18 && d->rec.len < d->rec.cap && dec_left(d)) {
+        uint8_t ib = *p;
+        d->at[ctx] = p + 1;
         d->rec.p[d->rec.len++] = ib;
         t->type = ENVLOG_TOK_UINT;
         t->u = ib;
@@ -214,7 +237,9 @@ envlog_err envlog_cols_decode(const uint8_t *img, size_t n, uint8_t **out, size_
     dec d = {0};
     d.size = size;
     envlog_err e = envlog_cols_tree_init(&d.t, depth, n_cols);
-    if (!e && !(d.cols = envlog_malloc(n_cols * sizeof *d.cols)))
+    if (!e && (!(d.cols = envlog_malloc(n_cols * sizeof *d.cols)) ||
+               !(d.at = envlog_malloc(ENVLOG_COLS_CONTEXTS_MAX * sizeof *d.at)) ||
+               !(d.end = envlog_malloc(ENVLOG_COLS_CONTEXTS_MAX * sizeof *d.end))))
         e = envlog__fail(ENVLOG_NOMEM, "reading a bundle");
     for (uint32_t i = 0; !e && i < n_cols; i++) {
         uint64_t len = get_le64(img + ENVLOG_COLS_HDR + 8 * (size_t)i);
@@ -255,6 +280,8 @@ envlog_err envlog_cols_decode(const uint8_t *img, size_t n, uint8_t **out, size_
     if (!e && d.pos != d.size)
         e = envlog__fail(ENVLOG_BAD_DATA, "bundle: its records take %llu bytes, not the %llu "
                          "it states", (unsigned long long)d.pos, (unsigned long long)d.size);
+    for (uint32_t i = 0; i < d.seen; i++)
+        d.cols[d.t.v[i].bytes].pos = (uint64_t)(d.at[i] - d.cols[d.t.v[i].bytes].p);
     for (uint32_t i = 0; !e && i < n_cols; i++)
         if (d.cols[i].pos != d.cols[i].len)
             e = envlog__fail(ENVLOG_BAD_DATA, "bundle: column %u holds %llu bytes its records "
@@ -268,6 +295,8 @@ envlog_err envlog_cols_decode(const uint8_t *img, size_t n, uint8_t **out, size_
     }
     envlog_buf_free(&d.rec);
     envlog_free(d.cols);
+    envlog_free(d.at);
+    envlog_free(d.end);
     envlog_cols_tree_free(&d.t);
     if (e) {
         envlog_free(snap);
