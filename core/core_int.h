@@ -207,6 +207,18 @@ static inline double envlog_load_float(const uint8_t *p, size_t w)
 /* True when `s` (of `n` bytes) is valid UTF-8 without NUL bytes (utf8.c). */
 bool envlog_utf8_valid(const char *s, size_t n);
 
+/* ---------------------------------------------------------------- sort.c */
+
+/* Sorts `n` elements of `size` bytes at `base` as qsort(base, n, size, cmp)
+ * would, in time linear in n where keys differ: by the unsigned key that
+ * `key` gives each element, then, where keys are equal, by `cmp` (not at
+ * all when `exact`: equal keys are elements equal under cmp).  `cmp` must
+ * order elements of different keys as their keys are ordered.  Without
+ * memory for the keys (2 words an element and a copy of the elements) it
+ * is qsort(), which needs none: it never fails. */
+void envlog_sort_keyed(void *base, size_t n, size_t size, uint64_t (*key)(const void *),
+                       int (*cmp)(const void *, const void *), bool exact);
+
 /* --------------------------------------------------------------- buffers */
 
 typedef struct envlog_buf {

@@ -144,6 +144,11 @@ static envlog_err take_item(void *ctx, const envlog_state_item *it)
     return ENVLOG_OK;
 }
 
+static uint64_t ptr_key(const void *a)
+{
+    return (uintptr_t)*(const char *const *)a;
+}
+
 static int ptr_cmp(const void *a, const void *b)
 {
     uintptr_t x = (uintptr_t)*(const char *const *)a, y = (uintptr_t)*(const char *const *)b;
@@ -169,7 +174,7 @@ static envlog_err items_namespaces(items_ctx *c)
     for (size_t i = 0; i < c->n; i++)
         if (c->v[i].ns)
             c->nss[c->n_nss++] = c->v[i].ns;
-    qsort(c->nss, n, sizeof *c->nss, ptr_cmp);
+    envlog_sort_keyed(c->nss, n, sizeof *c->nss, ptr_key, ptr_cmp, true);
     size_t k = 0;
     for (size_t i = 0; i < n; i++)
         if (!k || c->nss[k - 1] != c->nss[i])
@@ -177,6 +182,12 @@ static envlog_err items_namespaces(items_ctx *c)
     c->n_nss = k;
     qsort(c->nss, k, sizeof *c->nss, envlog_build_str_cmp);
     return ENVLOG_OK;
+}
+
+/* item_cmp() orders by the time first. */
+static uint64_t item_ns(const void *a)
+{
+    return ((const item_key *)a)->unix_ns;
 }
 
 static int item_cmp(const void *a, const void *b)
@@ -201,7 +212,7 @@ item_key *envlog_build_items_order(const items_ctx *ic)
         k[i] = (item_key){it->unix_ns, it->stamp.seq, it->stamp.session, (uint32_t)it->kind,
                           (uint32_t)i};
     }
-    qsort(k, ic->n, sizeof *k, item_cmp);
+    envlog_sort_keyed(k, ic->n, sizeof *k, item_ns, item_cmp, false);
     return k;
 }
 

@@ -130,6 +130,16 @@ int envlog_snap_pair_cmp(const void *a, const void *b)
     return memcmp(a, b, 16);
 }
 
+static uint64_t pair_hash(const void *p)
+{
+    return envlog_get_be64(p);
+}
+
+void envlog_snap_pairs_sort(uint8_t *pairs, size_t n)
+{
+    envlog_sort_keyed(pairs, n, 16, pair_hash, envlog_snap_pair_cmp, false);
+}
+
 /* The total order of REPLAY, which a snapshot's records follow too. */
 int envlog_order_cmp(uint64_t a_ns, const envlog_id128 *a_id, uint64_t a_seq,
                      uint64_t b_ns, const envlog_id128 *b_id, uint64_t b_seq)

@@ -489,7 +489,7 @@ static envlog_err check_all_items(envlog_snap *s)
     if (e == ENVLOG_END) {
         e = ENVLOG_OK;
         if (s->n_index)
-            qsort(s->index.p, (size_t)s->n_index, 16, envlog_snap_pair_cmp);
+            envlog_snap_pairs_sort(s->index.p, (size_t)s->n_index);
         if (!rebuild && !envlog_snap_index_agrees(&stored, n_stored, &s->index, s->n_index)) {
             /* Past the walk's places: counted on its own. */
             size_t seen = s->bad_seen_to;

@@ -181,7 +181,7 @@ envlog_err envlog_snapw_finish_to(envlog_snapw *w, envlog_snap_manifest *m,
         }
         pos += envlog_framed_size(pos, w->v[i].len);
     }
-    qsort(pairs, n_index, 16, envlog_snap_pair_cmp);
+    envlog_snap_pairs_sort(pairs, n_index);
     idx.len = 0;
     if ((e = envlog_struct_encode(&idx, &envlog_snap_index_schema, &ir, ENVLOG_LEVEL_BASIC)))
         goto out;

@@ -2056,6 +2056,87 @@ END_TEST
  * they held comes along, all of the capacity they state is theirs to
  * write (the sanitizers see any byte over), and running out of memory on
  * the way is a clean failure that keeps the block. */
+/* envlog_sort_keyed() against qsort() under a total order: keys unique,
+ * few, all one, differing only in a high byte or in every byte; sizes
+ * about the threshold below which it is qsort(); and with each of its
+ * allocations failing (it falls back to qsort()). */
+typedef struct sk_elem {
+    uint64_t k;
+    uint32_t tie, id;
+    uint64_t pad;
+} sk_elem;
+
+static uint64_t sk_key(const void *a)
+{
+    return ((const sk_elem *)a)->k;
+}
+
+static int sk_cmp(const void *a, const void *b)
+{
+    const sk_elem *x = a, *y = b;
+    if (x->k != y->k)
+        return x->k < y->k ? -1 : 1;
+    if (x->tie != y->tie)
+        return x->tie < y->tie ? -1 : 1;
+    return (x->id > y->id) - (x->id < y->id);
+}
+
+static uint64_t sk_u64(const void *a)
+{
+    uint64_t v;
+    memcpy(&v, a, 8);
+    return v;
+}
+
+static int sk_u64_cmp(const void *a, const void *b)
+{
+    uint64_t x = sk_u64(a), y = sk_u64(b);
+    return (x > y) - (x < y);
+}
+
+START_TEST(test_sort_keyed)
+{
+    static const size_t sizes[] = {0, 1, 2, 255, 256, 257, 1000, 5000};
+    uint64_t r = 0x9e3779b97f4a7c15ull;
+    for (int dist = 0; dist < 5; dist++)
+        for (size_t z = 0; z < sizeof sizes / sizeof *sizes; z++)
+            for (long fail = 0; fail <= 4; fail++) {
+                size_t n = sizes[z];
+                sk_elem *v = malloc((n ? n : 1) * sizeof *v), *w = malloc((n ? n : 1) * sizeof *w);
+                uint64_t *u = malloc((n ? n : 1) * 8), *x = malloc((n ? n : 1) * 8);
+                ck_assert(v && w && u && x);
+                for (size_t i = 0; i < n; i++) {
+                    r = r * 6364136223846793005ull + 1442695040888963407ull;
+                    uint64_t k = dist == 0 ? r : dist == 1 ? r % 5 : dist == 2 ? 42
+                               : dist == 3 ? (r >> 61) << 56 : r ^ (r << 7);
+                    v[i] = (sk_elem){k, (uint32_t)(r >> 40) % 7, (uint32_t)i, 0};
+                    u[i] = k;
+                }
+                memcpy(w, v, n * sizeof *v);
+                memcpy(x, u, n * 8);
+                qsort(w, n, sizeof *w, sk_cmp);
+                qsort(x, n, 8, sk_u64_cmp);
+                if (fail)
+                    envlog_alloc_fail_after(fail);
+                envlog_sort_keyed(v, n, sizeof *v, sk_key, sk_cmp, false);
+                envlog_alloc_fail_reset();
+                if (fail)
+                    envlog_alloc_fail_after(fail);
+                envlog_sort_keyed(u, n, 8, sk_u64, sk_u64_cmp, true);
+                envlog_alloc_fail_reset();
+                for (size_t i = 0; i < n; i++) {
+                    ck_assert_msg(!sk_cmp(&v[i], &w[i]), "dist %d, n %zu, fail %ld: element %zu",
+                                  dist, n, fail, i);
+                    ck_assert_uint_eq(u[i], x[i]);
+                }
+                free(v);
+                free(w);
+                free(u);
+                free(x);
+            }
+}
+END_TEST
+
 START_TEST(test_big_blocks)
 {
     envlog_buf b = {0};
@@ -2213,6 +2294,7 @@ Suite *suite_core(void)
     tcase_add_test(tc, test_names);
     tcase_add_test(tc, test_errmsg);
     tcase_add_test(tc, test_openat_beneath);
+    tcase_add_test(tc, test_sort_keyed);
 
     tc = tu_tcase(s, "alloc", 300);
     tcase_add_loop_test(tc, test_alloc_fail_encode, 0, 8);
