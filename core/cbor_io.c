@@ -444,41 +444,6 @@ envlog_err envlog_pull_skip_at(envlog_pull *p, const envlog_tok *t, int depth)
     return ENVLOG_OK;
 }
 
-/* envlog_pull_skip_at()'s walk without its map keys' checks. */
-envlog_err envlog_pull_delimit(envlog_pull *p, const envlog_tok *t, int depth)
-{
-    if (depth > ENVLOG_CBOR_MAX_DEPTH)
-        return envlog__fail(ENVLOG_BAD_DATA, "CBOR nested deeper than %d levels",
-                            ENVLOG_CBOR_MAX_DEPTH);
-    uint64_t items;
-    switch (t->type) {
-    case ENVLOG_TOK_ARRAY: items = t->u; break;
-    case ENVLOG_TOK_MAP:
-        if (t->u > UINT64_MAX / 2)
-            return envlog__fail(ENVLOG_BAD_DATA, "CBOR map too large");
-        items = t->u * 2;
-        break;
-    case ENVLOG_TOK_TAG: items = 1; break;
-    default: return ENVLOG_OK;
-    }
-    if (items > p->n - p->pos)
-        return envlog__fail(ENVLOG_BAD_DATA, "CBOR container claims %llu items in %zu bytes",
-                            (unsigned long long)items, p->n - p->pos);
-    for (uint64_t i = 0; i < items; i++) {
-        /* The usual heads inline; any other, and a cut, as the pull says. */
-        envlog_tok c;
-        envlog_err e = p->pos < p->n && pull_fast(p, &c) > 0 ? ENVLOG_OK : envlog_pull_next(p, &c);
-        if (e)
-            return e;
-        /* (a scalar: only the nesting to check, as the call would) */
-        if (c.type == ENVLOG_TOK_ARRAY || c.type == ENVLOG_TOK_MAP || c.type == ENVLOG_TOK_TAG ||
-            depth + 1 > ENVLOG_CBOR_MAX_DEPTH)
-            if ((e = envlog_pull_delimit(p, &c, depth + 1)))
-                return e;
-    }
-    return ENVLOG_OK;
-}
-
 envlog_err envlog_pull_skip_after(envlog_pull *p, const envlog_tok *t)
 {
     return envlog_pull_skip_at(p, t, 0);

@@ -290,9 +290,6 @@ envlog_err envlog_pull_next(envlog_pull *p, envlog_tok *t);
 envlog_err envlog_pull_skip_at(envlog_pull *p, const envlog_tok *t, int depth);
 /* envlog_pull_skip_at() for an item at depth 0. */
 envlog_err envlog_pull_skip_after(envlog_pull *p, const envlog_tok *t);
-/* envlog_pull_skip_at() without checking the keys of the maps it passes:
- * for an item decoded whole afterwards, whose decode checks them. */
-envlog_err envlog_pull_delimit(envlog_pull *p, const envlog_tok *t, int depth);
 /* Checks that [data, data+n) is exactly one well-formed item, placed at
  * depth `depth` (0: counted from itself). */
 envlog_err envlog_cbor_check_at(const void *data, size_t n, int depth);
@@ -508,13 +505,16 @@ envlog_err envlog_event_decode_slices(const uint8_t *p, size_t n, envlog_record 
 envlog_err envlog_struct_decode(envlog_pull *pull, const envlog_tok *t,
                                 const envlog_schema *s, void *out,
                                 envlog_arena *arena);
-/* The same for a caller that decodes each ENVLOG_F_RECORD field whole with
- * envlog_event_decode() next (a snapshot's ENTRY): those are delimited by
- * envlog_pull_delimit(), not checked twice.  The two together accept
- * exactly what envlog_struct_decode() and that decode accept. */
-envlog_err envlog_struct_decode_records_later(envlog_pull *pull, const envlog_tok *t,
-                                              const envlog_schema *s, void *out,
-                                              envlog_arena *arena);
+/* The same for a map with an ENVLOG_F_RECORD field (a snapshot's ENTRY),
+ * whose record is decoded where it lies into *rec, by
+ * envlog_event_decode() (envlog_event_decode_fold() when `fold`), in the
+ * same pass: the record is read once, its decode saying where it ends.
+ * Accepts exactly what envlog_struct_decode() and that decode of the
+ * field's bytes together accept. */
+envlog_err envlog_struct_decode_with_record(envlog_pull *pull, const envlog_tok *t,
+                                            const envlog_schema *s, void *out,
+                                            envlog_arena *arena, envlog_record *rec,
+                                            bool fold);
 /* Appends `in` as a map of the fields `s` describes (text is checked to be
  * UTF-8; a RAW field to be one CBOR item): ENVLOG_INVALID_ARG otherwise. */
 envlog_err envlog_struct_encode(envlog_buf *b, const envlog_schema *s,

@@ -37,7 +37,9 @@ typedef struct dec_ctx {
     uint64_t seen;                /* the fields of `own` met, by index */
     envlog_text *slices;          /* text of `own`'s fields, not copied */
     envlog_dec_memo *memo;        /* with slices: the last array of texts */
-    bool records_later;           /* RECORD fields are decoded whole next */
+    envlog_record *inner;         /* a RECORD field's record, decoded where it
+                                     lies (NULL: the field is checked whole) */
+    bool inner_fold;              /* ... by the fold's decode */
 } dec_ctx;
 
 static envlog_err bad(const envlog_field *f, const char *what)
@@ -238,6 +240,9 @@ static envlog_err dec_array(envlog_pull *p, const envlog_field *f, size_t elem,
 static envlog_err dec_pairs(envlog_pull *p, uint64_t pairs, const envlog_schema *s,
                             void *out, dec_ctx *c, int depth, envlog_keyset *ks,
                             envlog_record *env);
+static envlog_err event_decode(const uint8_t *data, size_t n, envlog_record *rec,
+                               envlog_arena *arena, bool fold, envlog_text *slices,
+                               envlog_dec_memo *memo, size_t *used);
 
 /* envlog_keyset_free(), called only when the set took memory (a map of
  * small keys takes none). */
@@ -361,16 +366,20 @@ static envlog_err dec_field(envlog_pull *p, const envlog_field *f, void *out,
         return ENVLOG_OK;
     case ENVLOG_F_RAW:
     case ENVLOG_F_RECORD: {
-        size_t start = p->pos;
+        size_t start = p->pos, used;
         /* A record stored inline counts its depth from its own map. */
         int d = f->type == ENVLOG_F_RECORD ? 0 : depth;
-        if ((e = pull(p, &t)))
+        if (f->type == ENVLOG_F_RECORD && c->inner) {
+            /* (its decode reads it whole, and says where it ends) */
+            if ((e = event_decode(p->p + start, p->n - start, c->inner, c->a, c->inner_fold,
+                                  NULL, NULL, &used)))
+                return e;
+            p->pos = start + used;
+        } else if ((e = pull(p, &t)) || (e = envlog_pull_skip_at(p, &t, d))) {
             return e;
-        if ((e = f->type == ENVLOG_F_RECORD && c->records_later ? envlog_pull_delimit(p, &t, d)
-                                                                 : envlog_pull_skip_at(p, &t, d)))
-            return e;
-        if (f->type == ENVLOG_F_RECORD && t.type != ENVLOG_TOK_MAP)
+        } else if (f->type == ENVLOG_F_RECORD && t.type != ENVLOG_TOK_MAP) {
             return bad(f, "expected a record (a map)");
+        }
         if (out) {
             AT(out, f->off, envlog_bytes)->data = p->p + start;
             AT(out, f->off, envlog_bytes)->size = p->pos - start;
@@ -565,11 +574,11 @@ static envlog_err dec_pairs(envlog_pull *p, uint64_t pairs, const envlog_schema 
 
 static envlog_err struct_decode(envlog_pull *pull, const envlog_tok *t,
                                 const envlog_schema *s, void *out,
-                                envlog_arena *arena, bool records_later)
+                                envlog_arena *arena, envlog_record *inner, bool fold)
 {
     if (t->type != ENVLOG_TOK_MAP)
         return envlog__fail(ENVLOG_BAD_DATA, "%s: expected a map", s->name);
-    dec_ctx c = {arena, {0, false}, NULL, NULL, {NULL, 0}, 0, NULL, NULL, records_later};
+    dec_ctx c = {arena, {0, false}, NULL, NULL, {NULL, 0}, 0, NULL, NULL, inner, fold};
     envlog_keyset ks;
     envlog_keyset_init(&ks);
     envlog_err e = dec_pairs(pull, t->u, s, out, &c, 0, &ks, NULL);
@@ -581,14 +590,15 @@ envlog_err envlog_struct_decode(envlog_pull *pull, const envlog_tok *t,
                                 const envlog_schema *s, void *out,
                                 envlog_arena *arena)
 {
-    return struct_decode(pull, t, s, out, arena, false);
+    return struct_decode(pull, t, s, out, arena, NULL, false);
 }
 
-envlog_err envlog_struct_decode_records_later(envlog_pull *pull, const envlog_tok *t,
-                                              const envlog_schema *s, void *out,
-                                              envlog_arena *arena)
+envlog_err envlog_struct_decode_with_record(envlog_pull *pull, const envlog_tok *t,
+                                            const envlog_schema *s, void *out,
+                                            envlog_arena *arena, envlog_record *rec,
+                                            bool fold)
 {
-    return struct_decode(pull, t, s, out, arena, true);
+    return struct_decode(pull, t, s, out, arena, rec, fold);
 }
 
 /* The rules across fields (envlog_record_problem), with what the walk saw
@@ -616,7 +626,7 @@ static envlog_err detail_fields(envlog_record *rec, dec_ctx *c)
     if (t.type != ENVLOG_TOK_MAP)
         return envlog__fail(ENVLOG_BAD_DATA, "the detail is not a map");
     uint64_t top = c->seen;
-    dec_ctx bc = {c->a, {0, false}, s, NULL, {NULL, 0}, 0, NULL, NULL, false};
+    dec_ctx bc = {c->a, {0, false}, s, NULL, {NULL, 0}, 0, NULL, NULL, NULL, false};
     envlog_keyset ks;
     envlog_keyset_init(&ks);
     /* Its keys are read as a record's are, so the fields met are noted. */
@@ -845,9 +855,11 @@ static void body_reset(envlog_record *rec, dec_ctx *c)
     c->detail = (envlog_bytes){NULL, 0};
 }
 
+/* Decodes the record that `data` (n bytes) holds; with `used`, a record
+ * that `data` begins with, followed by anything, and *used its size. */
 static envlog_err event_decode(const uint8_t *data, size_t n, envlog_record *rec,
                                envlog_arena *arena, bool fold, envlog_text *slices,
-                               envlog_dec_memo *memo)
+                               envlog_dec_memo *memo, size_t *used)
 {
     envlog_pull p = {data, n, 0};
     envlog_tok t, k, v;
@@ -869,7 +881,7 @@ static envlog_err event_decode(const uint8_t *data, size_t n, envlog_record *rec
     rec->kind = (envlog_kind)v.u;
     const envlog_schema *s = envlog_schema_of(rec->kind);
     dec_ctx c = {arena, {0, false}, s, s && s->detail ? s : NULL, {NULL, 0}, 0,
-                 slices && s && s->detail ? slices : NULL, memo, false};
+                 slices && s && s->detail ? slices : NULL, memo, NULL, false};
     body_reset(rec, &c);
     /* The fold stores only the fields it reads, and of the kinds whose
      * other fields it never looks at; it checks all of them all the same. */
@@ -892,8 +904,12 @@ static envlog_err event_decode(const uint8_t *data, size_t n, envlog_record *rec
     } else if (memo) {
         memo->fast++;
     }
-    if (p.pos != n)
+    if (used) {
+        *used = p.pos;
+        rec->payload.size = p.pos;
+    } else if (p.pos != n) {
         return envlog__fail(ENVLOG_BAD_DATA, "%zu bytes follow the record", n - p.pos);
+    }
     if ((e = validate(rec, &c.facts)))
         return e;
     return c.detail.data && !fold ? read_detail(rec, &c) : ENVLOG_OK;
@@ -902,18 +918,18 @@ static envlog_err event_decode(const uint8_t *data, size_t n, envlog_record *rec
 envlog_err envlog_event_decode(const uint8_t *data, size_t n, envlog_record *rec,
                                envlog_arena *arena)
 {
-    return event_decode(data, n, rec, arena, false, NULL, NULL);
+    return event_decode(data, n, rec, arena, false, NULL, NULL, NULL);
 }
 
 envlog_err envlog_event_decode_fold(const uint8_t *data, size_t n, envlog_record *rec,
                                     envlog_arena *arena)
 {
-    return event_decode(data, n, rec, arena, true, NULL, NULL);
+    return event_decode(data, n, rec, arena, true, NULL, NULL, NULL);
 }
 
 envlog_err envlog_event_decode_slices(const uint8_t *data, size_t n, envlog_record *rec,
                                       envlog_arena *arena, envlog_text slices[ENVLOG_FIELDS_MAX],
                                       envlog_dec_memo *memo)
 {
-    return event_decode(data, n, rec, arena, true, slices, memo);
+    return event_decode(data, n, rec, arena, true, slices, memo, NULL);
 }

@@ -231,7 +231,8 @@ envlog_err envlog_snap_decode_item(envlog_arena *a, const uint8_t *p, size_t n, 
     memset(it, 0, sizeof *it);
     envlog_err e = envlog_pull_next(&pl, &t);
     if (!e)
-        e = envlog_struct_decode_records_later(&pl, &t, &envlog_snap_item_schema, it, a);
+        e = envlog_struct_decode_with_record(&pl, &t, &envlog_snap_item_schema, it, a, rec,
+                                             fold);
     if (!e && pl.pos != n)
         e = envlog__fail(ENVLOG_BAD_DATA, "bytes after the record");
     if (e)
@@ -241,9 +242,6 @@ envlog_err envlog_snap_decode_item(envlog_arena *a, const uint8_t *p, size_t n, 
         return envlog__fail(ENVLOG_BAD_DATA, "not an entry or evidence record");
     if (entry && it->rule > ENVLOG_RULE_IMPORTED)
         return envlog__fail(ENVLOG_BAD_DATA, "an entry whose rule does not make it stand");
-    if ((e = (fold ? envlog_event_decode_fold : envlog_event_decode)(
-             it->record.data, it->record.size, rec, a)))
-        return e;
     if (rec->stamp.seq != it->stamp.seq || rec->stamp.offset_ns != it->stamp.offset_ns)
         return envlog__fail(ENVLOG_BAD_DATA, "a record whose stamp is not its own");
     rec->stamp = it->stamp;

@@ -946,41 +946,83 @@ START_TEST(test_fold_fast_heads)
 }
 END_TEST
 
-/* A snapshot ENTRY's record is delimited by its heads alone
- * (envlog_pull_delimit) and then decoded whole, where it was skipped with
- * every check (envlog_pull_skip_at) and then decoded: the two accept the
- * same bytes.  Over records with every kind of item in an unknown key
- * (nested maps and arrays, tags, floats, strings, a nesting at the limit
- * and past it), every bit flipped and every cut: where the skip takes the
- * item the delimiting does, ending at the same byte, and the decode of
- * what each delimits gives the same verdict. */
-static void delimit_agrees(const envlog_buf *b, const char *what, void *ctx)
+/* A snapshot ENTRY's record is decoded where it lies in the ENTRY's map
+ * (envlog_struct_decode_with_record), its decode saying where it ends,
+ * where the map was decoded with the record skipped with every check
+ * (envlog_pull_skip_at) and the record then decoded on its own: the two
+ * accept the same bytes and give the same record.  Over records with
+ * every kind of item in an unknown key (nested maps and arrays, tags,
+ * floats, strings, a nesting at the limit and past it), every bit flipped
+ * and every cut, each inside a map of a number before it and one after,
+ * decoded whole and for the fold. */
+typedef struct wrapped {
+    uint64_t before, after;
+    envlog_bytes record;
+} wrapped;
+
+static const envlog_field wrapped_f[] = {
+    {0, ENVLOG_F_U64, 0, "before", offsetof(wrapped, before), 0, SIZE_MAX, NULL, NULL, 0, 0, 0},
+    {1, ENVLOG_F_RECORD, 0, "record", offsetof(wrapped, record), 0, SIZE_MAX, NULL, NULL, 0, 0,
+     0},
+    {2, ENVLOG_F_U64, 0, "after", offsetof(wrapped, after), 0, SIZE_MAX, NULL, NULL, 0, 0, 0},
+};
+static const envlog_schema wrapped_schema = {"wrapped", sizeof(wrapped), wrapped_f, 3, 0, 0};
+
+static bool same_text(const char *a, const char *b)
 {
-    size_t *both = ctx;
-    envlog_pull p1 = {b->p, b->len, 0}, p2 = {b->p, b->len, 0};
-    envlog_tok t;
-    if (envlog_pull_next(&p1, &t) != ENVLOG_OK)
-        return; /* no head: neither is asked */
-    p2.pos = p1.pos;
-    envlog_err skip = envlog_pull_skip_at(&p1, &t, 0);
-    envlog_err lim = envlog_pull_delimit(&p2, &t, 0);
-    tu_check(skip || !lim, "%s: skipped, but not delimited: %s", what, envlog_errmsg());
-    tu_check(lim || p2.pos <= b->len, "%s: delimited past the end", what);
-    if (!skip && !lim)
-        tu_check(p1.pos == p2.pos, "%s: skipped to %zu, delimited to %zu", what, p1.pos, p2.pos);
-    envlog_arena a = {0};
-    envlog_record rec;
-    bool old_ok = !skip && t.type == ENVLOG_TOK_MAP &&
-                  envlog_event_decode(b->p, p1.pos, &rec, &a) == ENVLOG_OK;
-    bool new_ok = !lim && t.type == ENVLOG_TOK_MAP &&
-                  envlog_event_decode(b->p, p2.pos, &rec, &a) == ENVLOG_OK;
-    tu_check(old_ok == new_ok, "%s: %s after the skip, %s after the delimiting", what,
-             old_ok ? "taken" : "refused", new_ok ? "taken" : "refused");
-    *both += old_ok;
-    envlog_arena_free(&a);
+    return a && b ? !strcmp(a, b) : a == b;
 }
 
-START_TEST(test_delimit_agrees)
+static void in_place_agrees(const envlog_buf *rb, const char *what, void *ctx)
+{
+    size_t *both = ctx;
+    envlog_buf b = {0};
+    ck_assert_ok(envlog_buf_append(&b, "\xa3\x00\x07\x01", 4));
+    ck_assert_ok(envlog_buf_append(&b, rb->p, rb->len));
+    ck_assert_ok(envlog_buf_append(&b, "\x02\x05", 2));
+    for (int fold = 0; fold < 2; fold++) {
+        envlog_arena a1 = {0}, a2 = {0};
+        envlog_record r1, r2;
+        wrapped w1, w2;
+        memset(&w1, 0, sizeof w1);
+        memset(&w2, 0, sizeof w2);
+        envlog_pull p1 = {b.p, b.len, 0}, p2 = {b.p, b.len, 0};
+        envlog_tok t;
+        ck_assert_ok(envlog_pull_next(&p1, &t));
+        p2.pos = p1.pos;
+        bool old_ok = envlog_struct_decode(&p1, &t, &wrapped_schema, &w1, &a1) == ENVLOG_OK &&
+                      p1.pos == b.len &&
+                      (fold ? envlog_event_decode_fold : envlog_event_decode)(
+                          w1.record.data, w1.record.size, &r1, &a1) == ENVLOG_OK;
+        bool new_ok = envlog_struct_decode_with_record(&p2, &t, &wrapped_schema, &w2, &a2, &r2,
+                                                       fold) == ENVLOG_OK &&
+                      p2.pos == b.len;
+        tu_check(old_ok == new_ok, "%s (%s): %s with the record on its own, %s in place", what,
+                 fold ? "fold" : "whole", old_ok ? "taken" : "refused",
+                 new_ok ? "taken" : "refused");
+        if (old_ok && new_ok) {
+            tu_check(w1.record.data == w2.record.data && w1.record.size == w2.record.size &&
+                         w1.before == w2.before && w1.after == w2.after,
+                     "%s: the map reads differently", what);
+            tu_check(r1.kind == r2.kind && r1.payload.data == r2.payload.data &&
+                         r1.payload.size == r2.payload.size &&
+                         r1.stamp.seq == r2.stamp.seq && r1.effect == r2.effect &&
+                         (r1.kind != ENVLOG_KIND_TUNE ||
+                          (r1.u.tune.checksum == r2.u.tune.checksum &&
+                           r1.u.tune.winner == r2.u.tune.winner &&
+                           r1.u.tune.n_candidates == r2.u.tune.n_candidates &&
+                           same_text(r1.u.tune.key, r2.u.tune.key) &&
+                           same_text(r1.u.tune.ns, r2.u.tune.ns))),
+                     "%s (%s): the record reads differently", what, fold ? "fold" : "whole");
+            *both += 1;
+        }
+        envlog_arena_free(&a1);
+        envlog_arena_free(&a2);
+    }
+    envlog_buf_free(&b);
+}
+
+START_TEST(test_record_in_place_agrees)
 {
     /* The value of the unknown key 99: an array of a map with a text key, a
      * tag, floats of each width, byte and text strings, true/null and
@@ -1013,8 +1055,8 @@ START_TEST(test_delimit_agrees)
         }
         char what[32];
         snprintf(what, sizeof what, "shape %d", shape);
-        delimit_agrees(&b, what, &both);
-        each_damage(&b, what, delimit_agrees, &both);
+        in_place_agrees(&b, what, &both);
+        each_damage(&b, what, in_place_agrees, &both);
         envlog_buf_free(&b);
     }
     ck_assert_uint_gt(both, 100);
@@ -2267,7 +2309,7 @@ Suite *suite_core(void)
     tcase_add_test(tc, test_fold_memo);
     tcase_add_test(tc, test_fold_fast_agrees);
     tcase_add_test(tc, test_fold_fast_heads);
-    tcase_add_test(tc, test_delimit_agrees);
+    tcase_add_test(tc, test_record_in_place_agrees);
     tcase_add_test(tc, test_fast_encoders);
     tcase_add_test(tc, test_version);
     tcase_add_test(tc, test_cross_field_rules);
