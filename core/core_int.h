@@ -209,15 +209,18 @@ bool envlog_utf8_valid(const char *s, size_t n);
 
 /* ---------------------------------------------------------------- sort.c */
 
+/* One of the unsigned numbers an element is sorted by. */
+typedef uint64_t (*envlog_sort_key)(const void *elem);
 /* Sorts `n` elements of `size` bytes at `base` as qsort(base, n, size, cmp)
- * would, in time linear in n where keys differ: by the unsigned key that
- * `key` gives each element, then, where keys are equal, by `cmp` (not at
- * all when `exact`: equal keys are elements equal under cmp).  `cmp` must
- * order elements of different keys as their keys are ordered.  Without
- * memory for the keys (2 words an element and a copy of the elements) it
- * is qsort(), which needs none: it never fails. */
-void envlog_sort_keyed(void *base, size_t n, size_t size, uint64_t (*key)(const void *),
-                       int (*cmp)(const void *, const void *), bool exact);
+ * would, in time linear in n where keys differ: by keys[0], elements of
+ * equal keys[0] by keys[1], and so on, then, where all `n_keys` are equal,
+ * by `cmp` (not at all when `exact`: elements equal in every key are equal
+ * under cmp).  `cmp` must order elements as their keys are ordered, the
+ * first that differs deciding.  Without memory for the keys (4 words an
+ * element and a copy of the elements) it is qsort(), which needs none: it
+ * never fails. */
+void envlog_sort_keyed(void *base, size_t n, size_t size, const envlog_sort_key *keys,
+                       size_t n_keys, int (*cmp)(const void *, const void *), bool exact);
 
 /* --------------------------------------------------------------- buffers */
 

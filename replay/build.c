@@ -204,6 +204,23 @@ static int stamp_cmp(const void *a, const void *b)
     return c ? c : (x->seq > y->seq) - (x->seq < y->seq);
 }
 
+/* stamp_cmp()'s order as three numbers (the session's bytes read as two
+ * big-endian numbers compare as memcmp() compares them). */
+static uint64_t stamp_session_hi(const void *a)
+{
+    return envlog_get_be64(((const envlog_stamp *)a)->session.b);
+}
+
+static uint64_t stamp_session_lo(const void *a)
+{
+    return envlog_get_be64(((const envlog_stamp *)a)->session.b + 8);
+}
+
+static uint64_t stamp_seq(const void *a)
+{
+    return ((const envlog_stamp *)a)->seq;
+}
+
 static void note_base_damage(void *ctx, const envlog_damage *d, bool torn)
 {
     build_ctx *b = ctx;
@@ -413,8 +430,10 @@ envlog_err envlog_snapshot_build(envlog_env *env, const envlog_build_opts *o,
     }
     for (size_t i = 0; i < ic.n; i++)
         entry_stamps[i] = ic.v[i].item.stamp;
+    static const envlog_sort_key by_stamp[] = {stamp_session_hi, stamp_session_lo, stamp_seq};
     if (ic.n) /* qsort of NULL is undefined, even of nothing */
-        qsort(entry_stamps, ic.n, sizeof *entry_stamps, stamp_cmp);
+        envlog_sort_keyed(entry_stamps, ic.n, sizeof *entry_stamps, by_stamp, 3, stamp_cmp,
+                          true);
     size_t n_entries = ic.n;
     if ((e = envlog_retention_begin(&rt, &b, o, entry_stamps, n_entries, &cut)))
         goto out;

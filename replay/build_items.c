@@ -174,7 +174,8 @@ static envlog_err items_namespaces(items_ctx *c)
     for (size_t i = 0; i < c->n; i++)
         if (c->v[i].ns)
             c->nss[c->n_nss++] = c->v[i].ns;
-    envlog_sort_keyed(c->nss, n, sizeof *c->nss, ptr_key, ptr_cmp, true);
+    static const envlog_sort_key by[] = {ptr_key};
+    envlog_sort_keyed(c->nss, n, sizeof *c->nss, by, 1, ptr_cmp, true);
     size_t k = 0;
     for (size_t i = 0; i < n; i++)
         if (!k || c->nss[k - 1] != c->nss[i])
@@ -212,7 +213,8 @@ item_key *envlog_build_items_order(const items_ctx *ic)
         k[i] = (item_key){it->unix_ns, it->stamp.seq, it->stamp.session, (uint32_t)it->kind,
                           (uint32_t)i};
     }
-    envlog_sort_keyed(k, ic->n, sizeof *k, item_ns, item_cmp, false);
+    static const envlog_sort_key by[] = {item_ns};
+    envlog_sort_keyed(k, ic->n, sizeof *k, by, 1, item_cmp, false);
     return k;
 }
 

@@ -137,7 +137,8 @@ static uint64_t pair_hash(const void *p)
 
 void envlog_snap_pairs_sort(uint8_t *pairs, size_t n)
 {
-    envlog_sort_keyed(pairs, n, 16, pair_hash, envlog_snap_pair_cmp, false);
+    static const envlog_sort_key by[] = {pair_hash};
+    envlog_sort_keyed(pairs, n, 16, by, 1, envlog_snap_pair_cmp, false);
 }
 
 /* The total order of REPLAY, which a snapshot's records follow too. */

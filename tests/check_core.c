@@ -2099,9 +2099,11 @@ END_TEST
  * write (the sanitizers see any byte over), and running out of memory on
  * the way is a clean failure that keeps the block. */
 /* envlog_sort_keyed() against qsort() under a total order: keys unique,
- * few, all one, differing only in a high byte or in every byte; sizes
- * about the threshold below which it is qsort(); and with each of its
- * allocations failing (it falls back to qsort()). */
+ * few, all one, differing only in a high byte, in every byte, in the low
+ * four; sizes
+ * about the threshold below which it is qsort(); by one key with ties put
+ * in order by the comparison, by two, by three that decide alone; and
+ * with each of its allocations failing (it falls back to qsort()). */
 typedef struct sk_elem {
     uint64_t k;
     uint32_t tie, id;
@@ -2111,6 +2113,16 @@ typedef struct sk_elem {
 static uint64_t sk_key(const void *a)
 {
     return ((const sk_elem *)a)->k;
+}
+
+static uint64_t sk_tie(const void *a)
+{
+    return ((const sk_elem *)a)->tie;
+}
+
+static uint64_t sk_id(const void *a)
+{
+    return ((const sk_elem *)a)->id;
 }
 
 static int sk_cmp(const void *a, const void *b)
@@ -2139,38 +2151,51 @@ static int sk_u64_cmp(const void *a, const void *b)
 START_TEST(test_sort_keyed)
 {
     static const size_t sizes[] = {0, 1, 2, 255, 256, 257, 1000, 5000};
+    static const envlog_sort_key by[] = {sk_key, sk_tie, sk_id}, by_u64[] = {sk_u64};
     uint64_t r = 0x9e3779b97f4a7c15ull;
-    for (int dist = 0; dist < 5; dist++)
+    for (int dist = 0; dist < 6; dist++)
         for (size_t z = 0; z < sizeof sizes / sizeof *sizes; z++)
-            for (long fail = 0; fail <= 4; fail++) {
-                size_t n = sizes[z];
-                sk_elem *v = malloc((n ? n : 1) * sizeof *v), *w = malloc((n ? n : 1) * sizeof *w);
+            for (long fail = 0; fail <= 5; fail++) {
+                size_t n = sizes[z], bytes = (n ? n : 1) * sizeof(sk_elem);
+                sk_elem *v = malloc(bytes), *w = malloc(bytes);
                 uint64_t *u = malloc((n ? n : 1) * 8), *x = malloc((n ? n : 1) * 8);
                 ck_assert(v && w && u && x);
                 for (size_t i = 0; i < n; i++) {
                     r = r * 6364136223846793005ull + 1442695040888963407ull;
                     uint64_t k = dist == 0 ? r : dist == 1 ? r % 5 : dist == 2 ? 42
-                               : dist == 3 ? (r >> 61) << 56 : r ^ (r << 7);
-                    v[i] = (sk_elem){k, (uint32_t)(r >> 40) % 7, (uint32_t)i, 0};
+                               : dist == 3 ? (r >> 61) << 56 : dist == 4 ? r ^ (r << 7)
+                                                                      : r >> 32;
+                    w[i] = (sk_elem){k, (uint32_t)(r >> 40) % 7, (uint32_t)i, 0};
                     u[i] = k;
                 }
-                memcpy(w, v, n * sizeof *v);
-                memcpy(x, u, n * 8);
                 qsort(w, n, sizeof *w, sk_cmp);
+                memcpy(x, u, n * 8);
                 qsort(x, n, 8, sk_u64_cmp);
-                if (fail)
-                    envlog_alloc_fail_after(fail);
-                envlog_sort_keyed(v, n, sizeof *v, sk_key, sk_cmp, false);
-                envlog_alloc_fail_reset();
-                if (fail)
-                    envlog_alloc_fail_after(fail);
-                envlog_sort_keyed(u, n, 8, sk_u64, sk_u64_cmp, true);
-                envlog_alloc_fail_reset();
-                for (size_t i = 0; i < n; i++) {
-                    ck_assert_msg(!sk_cmp(&v[i], &w[i]), "dist %d, n %zu, fail %ld: element %zu",
-                                  dist, n, fail, i);
-                    ck_assert_uint_eq(u[i], x[i]);
+                /* by the first key, the first two, all three (then exact) */
+                for (size_t n_keys = 1; n_keys <= 3; n_keys++) {
+                    memcpy(v, w, n * sizeof *v);
+                    for (size_t i = n; i > 1; i--) { /* shuffled */
+                        r = r * 6364136223846793005ull + 1442695040888963407ull;
+                        size_t j = (size_t)(r >> 33) % i;
+                        sk_elem e = v[i - 1];
+                        v[i - 1] = v[j];
+                        v[j] = e;
+                    }
+                    if (fail)
+                        envlog_alloc_fail_after(fail);
+                    envlog_sort_keyed(v, n, sizeof *v, by, n_keys, sk_cmp, n_keys == 3);
+                    envlog_alloc_fail_reset();
+                    for (size_t i = 0; i < n; i++)
+                        ck_assert_msg(!sk_cmp(&v[i], &w[i]),
+                                      "dist %d, n %zu, %zu keys, fail %ld: element %zu", dist, n,
+                                      n_keys, fail, i);
                 }
+                if (fail)
+                    envlog_alloc_fail_after(fail);
+                envlog_sort_keyed(u, n, 8, by_u64, 1, sk_u64_cmp, true);
+                envlog_alloc_fail_reset();
+                for (size_t i = 0; i < n; i++)
+                    ck_assert_uint_eq(u[i], x[i]);
                 free(v);
                 free(w);
                 free(u);
