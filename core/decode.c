@@ -710,7 +710,7 @@ static inline bool ff_head(const uint8_t **at, const uint8_t *end, unsigned majo
         hl += w;
     }
     q += hl;
-    if (major >= 2) {
+    if (major == 2 || major == 3) {
         if (*v > (uint64_t)(end - q))
             return false;
         *data = q;
@@ -731,6 +731,43 @@ static bool ff_walk(const uint8_t **at, const envlog_field *f, size_t i, void *o
                                                : dec_field(&p, f, out, c, 1))
         return false;
     *at = p.p + p.pos;
+    return true;
+}
+
+/* A text copied into the arena as dec_text() copies it, into *out. */
+static inline bool ff_text(const uint8_t **at, const uint8_t *end, dec_ctx *c,
+                           const char **out)
+{
+    uint64_t v;
+    const uint8_t *d;
+    if (!ff_head(at, end, 3, &v, &d) || !text_valid((const char *)d, (size_t)v))
+        return false;
+    char *s = envlog_arena_alloc(c->a, (size_t)v + 1);
+    if (!s)
+        return false;
+    memcpy(s, d, (size_t)v);
+    s[v] = 0;
+    *out = s;
+    return true;
+}
+
+/* An array of texts copied as dec_array() and dec_text() copy it. */
+static inline bool ff_texts(const uint8_t **at, const uint8_t *end, const envlog_field *f,
+                            void *out, dec_ctx *c)
+{
+    uint64_t n;
+    const uint8_t *q = *at;
+    if (!ff_head(&q, end, 4, &n, NULL) || n > (uint64_t)(end - q))
+        return false;
+    const char **arr = NULL;
+    if (n && !(arr = envlog_arena_alloc(c->a, (size_t)n * sizeof *arr)))
+        return false;
+    for (size_t i = 0; i < n; i++)
+        if (!ff_text(&q, end, c, &arr[i]))
+            return false;
+    *AT(out, f->off, void *) = arr;
+    *AT(out, f->count_off, size_t) = (size_t)n;
+    *at = q;
     return true;
 }
 
@@ -785,11 +822,20 @@ static inline bool ff_value(const uint8_t **at, const uint8_t *end, const envlog
         q++;
         break;
     case ENVLOG_F_TEXT:
-        if (!c->slices)
-            return ff_walk(at, f, i, out, c, whole);
+        if (!c->slices) {
+            if (!ff_text(&q, end, c, AT(out, f->off, const char *)))
+                return false;
+            break;
+        }
         if (!ff_head(&q, end, 3, &v, &d) || !text_valid((const char *)d, (size_t)v))
             return false;
         c->slices[i] = (envlog_text){(const char *)d, (size_t)v};
+        break;
+    case ENVLOG_F_TEXTS:
+        if (c->slices)
+            return ff_walk(at, f, i, out, c, whole);
+        if (!ff_texts(&q, end, f, out, c))
+            return false;
         break;
     case ENVLOG_F_BYTES:
         if (!ff_head(&q, end, 2, &v, &d))

@@ -968,11 +968,6 @@ static const envlog_field wrapped_f[] = {
 };
 static const envlog_schema wrapped_schema = {"wrapped", sizeof(wrapped), wrapped_f, 3, 0, 0};
 
-static bool same_text(const char *a, const char *b)
-{
-    return a && b ? !strcmp(a, b) : a == b;
-}
-
 static void in_place_agrees(const envlog_buf *rb, const char *what, void *ctx)
 {
     size_t *both = ctx;
@@ -1011,8 +1006,8 @@ static void in_place_agrees(const envlog_buf *rb, const char *what, void *ctx)
                           (r1.u.tune.checksum == r2.u.tune.checksum &&
                            r1.u.tune.winner == r2.u.tune.winner &&
                            r1.u.tune.n_candidates == r2.u.tune.n_candidates &&
-                           same_text(r1.u.tune.key, r2.u.tune.key) &&
-                           same_text(r1.u.tune.ns, r2.u.tune.ns))),
+                           fold_agree_text(r1.u.tune.key, r2.u.tune.key) &&
+                           fold_agree_text(r1.u.tune.ns, r2.u.tune.ns))),
                      "%s (%s): the record reads differently", what, fold ? "fold" : "whole");
             *both += 1;
         }
