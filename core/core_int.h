@@ -508,6 +508,10 @@ envlog_err envlog_event_decode_slices(const uint8_t *p, size_t n, envlog_record 
 envlog_err envlog_struct_decode(envlog_pull *pull, const envlog_tok *t,
                                 const envlog_schema *s, void *out,
                                 envlog_arena *arena);
+/* Test hook: every record read by the walk of its map alone (the fold's own
+ * path for the encoder's shape unused), the reading the path is held to. */
+void envlog_decode_walk_only(bool on);
+
 /* The same for a map with an ENVLOG_F_RECORD field (a snapshot's ENTRY),
  * whose record is decoded where it lies into *rec, by
  * envlog_event_decode() (envlog_event_decode_fold() when `fold`), in the

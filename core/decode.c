@@ -673,11 +673,12 @@ static envlog_err read_detail(envlog_record *rec, dec_ctx *c)
 
 /* ------------------------------------------------- the fold's own path
  *
- * The fold reads a record of a kind with a detail, in the shape
- * envlog_event_encode_as() gives it, by a path of its own: the envelope's
- * keys 1, 2 and 3, then every field marked fold in its table's order (they
- * lead the table), then the detail, each key in one byte and each value in
- * one of the heads that kind of value is written in.  Each key is the one
+ * The fold, and the full reader for the record's own map (the detail is
+ * read by the walk either way), read a record of a kind with a detail, in
+ * the shape envlog_event_encode_as() gives it, by a path of their own: the
+ * envelope's keys 1, 2 and 3, then every field marked fold in its table's
+ * order (they lead the table), then the detail, each key in one byte and
+ * each value in one of the heads that kind of value is written in.  Each key is the one
  * expected, so none comes twice; each head is read in place as
  * envlog_pull_next() reads it, and each value is checked and stored as
  * dec_field() checks and stores it: where fold_fast() returns true the walk
@@ -687,9 +688,10 @@ static envlog_err read_detail(envlog_record *rec, dec_ctx *c)
  * verdict it always gave.  check_core holds the two to each other, value
  * by value, over every bit flipped and every cut (test_fold_fast_agrees)
  * and over every kind of head in every value (test_fold_fast_heads), and
- * fuzz_event over what the fuzzer makes. */
+ * fuzz_event over what the fuzzer makes, the walk alone read by
+ * envlog_decode_walk_only(). */
 
-/* A head of major type `major` (0 to 3) with its number inline or in 1, 2,
+/* A head of major type `major` (0 to 4) with its number inline or in 1, 2,
  * 4 or 8 bytes; for strings, its bytes too, which must lie before `end`. */
 static inline bool ff_head(const uint8_t **at, const uint8_t *end, unsigned major,
                            uint64_t *v, const uint8_t **data)
@@ -901,6 +903,13 @@ static void body_reset(envlog_record *rec, dec_ctx *c)
     c->detail = (envlog_bytes){NULL, 0};
 }
 
+static bool walk_only; /* envlog_decode_walk_only() */
+
+void envlog_decode_walk_only(bool on)
+{
+    walk_only = on;
+}
+
 /* Decodes the record that `data` (n bytes) holds; with `used`, a record
  * that `data` begins with, followed by anything, and *used its size. */
 static envlog_err event_decode(const uint8_t *data, size_t n, envlog_record *rec,
@@ -934,7 +943,9 @@ static envlog_err event_decode(const uint8_t *data, size_t n, envlog_record *rec
     bool fold_only = fold && rec->kind != ENVLOG_KIND_SESSION &&
                      rec->kind != ENVLOG_KIND_FORGET && rec->kind != ENVLOG_KIND_USER;
     size_t body = p.pos;
-    bool shaped = fold_only && c.detail_of;
+    /* (the full reader too: its fields beyond the fold's are in the detail,
+     * which both read alike) */
+    bool shaped = c.detail_of && !walk_only;
     if (!shaped || !fold_fast(&p, t.u - 1, s, rec, &c)) {
         if (shaped) {
             p.pos = body;

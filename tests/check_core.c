@@ -759,14 +759,15 @@ START_TEST(test_fold_memo)
 }
 END_TEST
 
-/* The fold reads a record of a kind with a detail in the shape the encoder
- * gives it by a path of its own (decode.c, fold_fast), every other by the
- * walk of its map: the two give the same verdict and the same values.  Over
- * tune and compile records (typical, and with Unicode texts), every bit
- * flipped and every cut: the fold's reading with slices and with strings
- * (that path, where the shape holds) against the full reader's (the walk
- * alone, whose verdict is the fold's walk's: test_fold_memo), field by field
- * of the fold's fields. */
+/* The readers read a record of a kind with a detail in the shape the
+ * encoder gives it by a path of their own (decode.c, fold_fast), every
+ * other by the walk of its map: the two give the same verdict and the same
+ * values.  Over tune and compile records (typical, and with Unicode texts),
+ * every bit flipped and every cut: the fold's reading with slices and with
+ * strings, and the full reader's (that path, where the shape holds),
+ * against the full reader's by the walk alone (envlog_decode_walk_only,
+ * whose verdict is the fold's walk's: test_fold_memo): the fold's field by
+ * field of its fields, the full reader's as a whole record. */
 typedef struct fast_case {
     uint64_t fast, taken;
 } fast_case;
@@ -774,8 +775,8 @@ typedef struct fast_case {
 static void fast_agrees(const envlog_buf *b, const char *what, void *ctx)
 {
     fast_case *fc = ctx;
-    envlog_arena a1 = {0}, a2 = {0}, a3 = {0};
-    envlog_record sliced, fold, full;
+    envlog_arena a1 = {0}, a2 = {0}, a3 = {0}, a4 = {0};
+    envlog_record sliced, fold, full, walked;
     envlog_text sl[ENVLOG_FIELDS_MAX];
     envlog_dec_memo m1, m2;
     memset(&m1, 0, sizeof m1);
@@ -783,19 +784,27 @@ static void fast_agrees(const envlog_buf *b, const char *what, void *ctx)
     envlog_err e1 = envlog_event_decode_slices(b->p, b->len, &sliced, &a1, sl, &m1);
     envlog_err e2 = envlog_event_decode_slices(b->p, b->len, &fold, &a2, NULL, &m2);
     envlog_err e3 = envlog_event_decode(b->p, b->len, &full, &a3);
+    envlog_decode_walk_only(true);
+    envlog_err e4 = envlog_event_decode(b->p, b->len, &walked, &a4);
+    envlog_decode_walk_only(false);
     fc->fast += m1.fast + m2.fast;
-    tu_check(e1 == e3 && e2 == e3, "%s: the fold with slices %s, with strings %s, the walk %s",
-             what, envlog_strerror(e1), envlog_strerror(e2), envlog_strerror(e3));
-    const envlog_schema *s = e1 || e2 || e3 ? NULL : envlog_schema_of(full.kind);
+    tu_check(e1 == e4 && e2 == e4 && e3 == e4,
+             "%s: the fold with slices %s, with strings %s, the full reader %s, the walk %s",
+             what, envlog_strerror(e1), envlog_strerror(e2), envlog_strerror(e3),
+             envlog_strerror(e4));
+    const envlog_schema *s = e1 || e2 || e3 || e4 ? NULL : envlog_schema_of(walked.kind);
     if (s && s->detail) {
         fc->taken++;
-        const char *d1 = fold_agree(&sliced, sl, &full), *d2 = fold_agree(&fold, NULL, &full);
+        const char *d1 = fold_agree(&sliced, sl, &walked), *d2 = fold_agree(&fold, NULL, &walked);
         tu_check(!d1, "%s: %s differs (slices)", what, d1);
         tu_check(!d2, "%s: %s differs", what, d2);
+        tu_check(fold_agree_whole(&full, &walked), "%s: the full reader's record differs",
+                 what);
     }
     envlog_arena_free(&a1);
     envlog_arena_free(&a2);
     envlog_arena_free(&a3);
+    envlog_arena_free(&a4);
 }
 
 START_TEST(test_fold_fast_agrees)

@@ -1,10 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * fold_agree.h - whether the fold's reading of a record gives the values the
- * full reader's gives, field by field of the fields the fold reads: shared
- * by the unit tests (check_core) and the event fuzzer (fuzz_event), which
- * hold the fold's own path for the encoder's shape (decode.c, fold_fast) to
- * the walk of a record's map.
+ * full reader's gives, field by field of the fields the fold reads, and
+ * whether two full readings give the same record: shared by the unit tests
+ * (check_core) and the event fuzzer (fuzz_event), which hold the readers'
+ * own path for the encoder's shape (decode.c, fold_fast) to the walk of a
+ * record's map (envlog_decode_walk_only).
  */
 #ifndef ENVLOG_FOLD_AGREE_H
 #define ENVLOG_FOLD_AGREE_H
@@ -75,6 +76,24 @@ static inline const char *fold_agree(const envlog_record *got, const envlog_text
         }
     }
     return NULL;
+}
+
+/* Whether two full readings of a record are the same record: both encoded
+ * again (every field, the detail's included) to the same bytes, or refused
+ * by the encoder alike, with the same detail problem. */
+static inline bool fold_agree_whole(const envlog_record *a, const envlog_record *b)
+{
+    envlog_buf x = {0}, y = {0};
+    envlog_err ex = envlog_event_encode(&x, a->kind, &a->stamp, a->effect, ENVLOG_LEVEL_FULL,
+                                        &a->u);
+    envlog_err ey = envlog_event_encode(&y, b->kind, &b->stamp, b->effect, ENVLOG_LEVEL_FULL,
+                                        &b->u);
+    bool same = a->kind == b->kind && ex == ey &&
+                (ex || (x.len == y.len && !memcmp(x.p, y.p, x.len))) &&
+                fold_agree_text(a->detail_problem, b->detail_problem);
+    envlog_buf_free(&x);
+    envlog_buf_free(&y);
+    return same;
 }
 
 #endif /* ENVLOG_FOLD_AGREE_H */
