@@ -678,9 +678,9 @@ static envlog_err read_detail(envlog_record *rec, dec_ctx *c)
  * the shape envlog_event_encode_as() gives it, by a path of their own: the
  * envelope's keys 1, 2 and 3, then every field marked fold in its table's
  * order (they lead the table), then the detail, each key in one byte and
- * each value in one of the heads that kind of value is written in.  Each key is the one
- * expected, so none comes twice; each head is read in place as
- * envlog_pull_next() reads it, and each value is checked and stored as
+ * each value in one of the heads that kind of value is written in.  Each
+ * key is the one expected, so none comes twice; each head is read in place
+ * as envlog_pull_next() reads it, and each value is checked and stored as
  * dec_field() checks and stores it: where fold_fast() returns true the walk
  * (dec_pairs_x) reads the same.  Anything else (a field left out, another
  * order, another head, a value the walk refuses) returns false, having
