@@ -722,20 +722,6 @@ static inline bool ff_head(const uint8_t **at, const uint8_t *end, unsigned majo
     return true;
 }
 
-/* A value ff_value() has no in-place reading for, read by dec_field()
- * itself (an array of texts by dec_slice_array() when the fold takes
- * slices), from *at on. */
-static bool ff_walk(const uint8_t **at, const envlog_field *f, size_t i, void *out,
-                    dec_ctx *c, const envlog_pull *whole)
-{
-    envlog_pull p = {whole->p, whole->n, (size_t)(*at - whole->p)};
-    if (f->type == ENVLOG_F_TEXTS && c->slices ? dec_slice_array(&p, f, out, c, &c->slices[i])
-                                               : dec_field(&p, f, out, c, 1))
-        return false;
-    *at = p.p + p.pos;
-    return true;
-}
-
 /* A text copied into the arena as dec_text() copies it, into *out. */
 static inline bool ff_text(const uint8_t **at, const uint8_t *end, dec_ctx *c,
                            const char **out)
@@ -770,6 +756,27 @@ static inline bool ff_texts(const uint8_t **at, const uint8_t *end, const envlog
     *AT(out, f->off, void *) = arr;
     *AT(out, f->count_off, size_t) = (size_t)n;
     *at = q;
+    return true;
+}
+
+/* A value ff_value() has no in-place reading for, read by dec_field()
+ * itself (an array of texts by dec_slice_array() when the fold takes
+ * slices), from *at on; texts to copy (the snapshot walks') by ff_text()
+ * and ff_texts().  (Out of ff_value(), whose loop over the fields the
+ * sessions' fold runs: it ran slower with them inside.) */
+static bool ff_walk(const uint8_t **at, const envlog_field *f, size_t i, void *out,
+                    dec_ctx *c, const envlog_pull *whole)
+{
+    const uint8_t *end = whole->p + whole->n;
+    if (!c->slices && f->type == ENVLOG_F_TEXT)
+        return ff_text(at, end, c, AT(out, f->off, const char *));
+    if (!c->slices && f->type == ENVLOG_F_TEXTS)
+        return ff_texts(at, end, f, out, c);
+    envlog_pull p = {whole->p, whole->n, (size_t)(*at - whole->p)};
+    if (f->type == ENVLOG_F_TEXTS && c->slices ? dec_slice_array(&p, f, out, c, &c->slices[i])
+                                               : dec_field(&p, f, out, c, 1))
+        return false;
+    *at = p.p + p.pos;
     return true;
 }
 
@@ -824,20 +831,11 @@ static inline bool ff_value(const uint8_t **at, const uint8_t *end, const envlog
         q++;
         break;
     case ENVLOG_F_TEXT:
-        if (!c->slices) {
-            if (!ff_text(&q, end, c, AT(out, f->off, const char *)))
-                return false;
-            break;
-        }
+        if (!c->slices)
+            return ff_walk(at, f, i, out, c, whole);
         if (!ff_head(&q, end, 3, &v, &d) || !text_valid((const char *)d, (size_t)v))
             return false;
         c->slices[i] = (envlog_text){(const char *)d, (size_t)v};
-        break;
-    case ENVLOG_F_TEXTS:
-        if (c->slices)
-            return ff_walk(at, f, i, out, c, whole);
-        if (!ff_texts(&q, end, f, out, c))
-            return false;
         break;
     case ENVLOG_F_BYTES:
         if (!ff_head(&q, end, 2, &v, &d))
