@@ -277,14 +277,26 @@ static envlog_err lookup(envlog_state *st, envlog_key_ref *k, const void **view)
     return !err && e ? envlog_entry_view(st, e, view) : err;
 }
 
+/* The key of a tune (key, checksum) or, for ENVLOG_TABLE_KERNEL, a
+ * kernel (kernel_key) in namespace `ns`. */
+static envlog_key_ref key_of(envlog_table table, const char *ns, const char *key,
+                             uint64_t checksum, const envlog_hash128 *kernel_key)
+{
+    envlog_key_ref k = {.table = table, .ns = {ns, strlen(ns)}};
+    if (table == ENVLOG_TABLE_TUNE) {
+        k.key = (envlog_text){key, strlen(key)};
+        k.checksum = checksum;
+    } else {
+        k.kernel_key = kernel_key;
+    }
+    return k;
+}
+
 envlog_err envlog_state_holds(envlog_state *st, envlog_table table, const char *ns,
                               const char *key, uint64_t checksum,
                               const envlog_hash128 *kernel_key, bool *held)
 {
-    envlog_key_ref k = {.table = table, .ns = {ns, strlen(ns)}, .checksum = checksum,
-                        .kernel_key = kernel_key};
-    if (table == ENVLOG_TABLE_TUNE)
-        k.key = (envlog_text){key, strlen(key)};
+    envlog_key_ref k = key_of(table, ns, key, checksum, kernel_key);
     envlog_entry_x *e;
     envlog_err err = find(st, &k, &e);
     *held = e != NULL;
@@ -296,8 +308,7 @@ envlog_err envlog_state_winner(envlog_state *st, const char *ns, const char *key
 {
     if (!st || !ns || !key || !out)
         return envlog__fail(ENVLOG_INVALID_ARG, "winner lookup needs ns and key");
-    envlog_key_ref k = {.table = ENVLOG_TABLE_TUNE, .ns = {ns, strlen(ns)},
-                        .key = {key, strlen(key)}, .checksum = checksum};
+    envlog_key_ref k = key_of(ENVLOG_TABLE_TUNE, ns, key, checksum, NULL);
     const void *v;
     envlog_err err = lookup(st, &k, &v);
     if (err)
@@ -314,8 +325,7 @@ envlog_err envlog_state_kernel(envlog_state *st, const char *ns,
 {
     if (!st || !ns || !kernel_key || !out)
         return envlog__fail(ENVLOG_INVALID_ARG, "kernel lookup needs ns and key");
-    envlog_key_ref k = {.table = ENVLOG_TABLE_KERNEL, .ns = {ns, strlen(ns)},
-                        .kernel_key = kernel_key};
+    envlog_key_ref k = key_of(ENVLOG_TABLE_KERNEL, ns, NULL, 0, kernel_key);
     const void *v;
     envlog_err err = lookup(st, &k, &v);
     if (err)
