@@ -101,6 +101,37 @@ void *envlog_realloc_big(void *p, size_t used, size_t size)
     return q;
 }
 
+/* Whole huge pages: a mapping's ends fall on pages, whatever `size`. */
+static size_t reserved_size(size_t size)
+{
+    return size > SIZE_MAX - 2 * HUGE_PAGE ? 0 : (size + HUGE_PAGE - 1) & ~(HUGE_PAGE - 1);
+}
+
+void *envlog_reserve(size_t size)
+{
+    size_t n = reserved_size(size ? size : 1);
+    if (should_fail() || !n)
+        return NULL;
+    /* Mapped a huge page over, then trimmed to start on one. */
+    uint8_t *m = mmap(NULL, n + HUGE_PAGE, PROT_READ | PROT_WRITE,
+                      MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (m == MAP_FAILED)
+        return NULL;
+    size_t head = (HUGE_PAGE - (uintptr_t)m % HUGE_PAGE) % HUGE_PAGE;
+    if (head)
+        (void)munmap(m, head);
+    (void)munmap(m + head + n, HUGE_PAGE - head);
+    if (n >= ENVLOG_BIG_MIN)
+        (void)madvise(m + head, n, MADV_HUGEPAGE);
+    return m + head;
+}
+
+void envlog_unreserve(void *p, size_t size)
+{
+    if (p)
+        (void)munmap(p, reserved_size(size ? size : 1));
+}
+
 char *envlog_strdup(const char *s)
 {
     size_t n = strlen(s) + 1;

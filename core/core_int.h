@@ -47,6 +47,13 @@ size_t envlog_big_size(size_t size);
 void *envlog_realloc_big(void *p, size_t used, size_t size);
 void *envlog_realloc(void *p, size_t size);
 void envlog_free(void *p);
+/* Address space for a block of `size` bytes whose address must not move
+ * while it fills: zero pages, taken from the system only where written
+ * (whole huge pages where the kernel has them), so memory grows with what
+ * is written, not with `size`.  NULL: none.  Given back with
+ * envlog_unreserve(p, size). */
+void *envlog_reserve(size_t size);
+void envlog_unreserve(void *p, size_t size);
 char *envlog_strdup(const char *s);
 
 /* Test hook: the next `n`-th allocation (1 = the next one) and every one after

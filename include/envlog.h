@@ -1299,11 +1299,15 @@ envlog_err envlog_bundle_import_memory(envlog_env *env, const void *data,
 typedef struct envlog_import_opts {
     void (*on_progress)(void *ctx, const char *step, uint64_t done, uint64_t total);
     void *ctx;
-    /* Whether the bundle's entries are read and decoded on a thread of
-     * their own while the calling thread checks and records them: 0 when
-     * the machine has four CPUs or more, 1 never (the calling thread
-     * alone), 2 or more always.  The import is the same whatever it
-     * says. */
+    /* How many threads the import may use, the calling one included.
+     * With 2 or more, a format 2 bundle's snapshot is decoded from its
+     * columns on a thread of its own while the calling thread checks and
+     * records the entries decoded so far (a format 1 bundle's records
+     * are read and decoded on one); with 3 or more, a format 2 bundle's
+     * records are also read on one.  0: as the machine's CPUs allow (the
+     * decoding with two or more, the reading with four or more); 1: the
+     * calling thread alone.  The import, its report and its errors are
+     * the same whatever it says. */
     int threads;
 } envlog_import_opts;
 

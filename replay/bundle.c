@@ -180,10 +180,14 @@ envlog_err envlog_bundle_read_path(const char *path, envlog_buf *b)
     return e;
 }
 
-/* A format 2 bundle: its mark, its frames, then the snapshot its column
- * image gives. */
-static envlog_err open_format2(const uint8_t *z, size_t size, uint8_t **raw, size_t *n)
+bool envlog_bundle_is_format2(const void *data, size_t size)
 {
+    return size >= 4 && !memcmp(data, format2_mark, 4);
+}
+
+envlog_err envlog_bundle_image(const void *data, size_t size, uint8_t **img, size_t *n)
+{
+    const uint8_t *z = data;
     if (size < ENVLOG_BUNDLE_MARK_LEN && !memcmp(z, format2_mark, size))
         return envlog__fail(ENVLOG_BAD_DATA, "bundle: cut short in its format 2 mark");
     if (size < ENVLOG_BUNDLE_MARK_LEN || memcmp(z + 4, format2_mark + 4, 18))
@@ -193,10 +197,17 @@ static envlog_err open_format2(const uint8_t *z, size_t size, uint8_t **raw, siz
     if (version != ENVLOG_BUNDLE_FORMAT)
         return envlog__fail(ENVLOG_FORMAT, "bundle format %u: this envlog reads formats 1 "
                             "and 2", version);
+    return inflate(z + ENVLOG_BUNDLE_MARK_LEN, size - ENVLOG_BUNDLE_MARK_LEN,
+                   ENVLOG_BUNDLE_MARK_LEN, true, img, n);
+}
+
+/* A format 2 bundle: its mark, its frames, then the snapshot its column
+ * image gives. */
+static envlog_err open_format2(const uint8_t *z, size_t size, uint8_t **raw, size_t *n)
+{
     uint8_t *img;
     size_t in;
-    envlog_err e = inflate(z + ENVLOG_BUNDLE_MARK_LEN, size - ENVLOG_BUNDLE_MARK_LEN,
-                           ENVLOG_BUNDLE_MARK_LEN, true, &img, &in);
+    envlog_err e = envlog_bundle_image(z, size, &img, &in);
     if (e)
         return e;
     e = envlog_cols_decode(img, in, raw, n);
@@ -209,7 +220,7 @@ envlog_err envlog_bundle_open_mem(const void *data, size_t size, bool check_all,
 {
     memset(o, 0, sizeof *o);
     const uint8_t *z = data;
-    o->format = size >= 4 && !memcmp(z, format2_mark, 4) ? 2 : 1;
+    o->format = envlog_bundle_is_format2(data, size) ? 2 : 1;
     envlog_err e = o->format == 2 ? open_format2(z, size, &o->raw, &o->n)
                                   : inflate(data, size, 0, false, &o->raw, &o->n);
     if (e)
@@ -223,9 +234,7 @@ envlog_err envlog_bundle_open_mem(const void *data, size_t size, bool check_all,
 
 envlog_err envlog_bundle_open_to_walk(const void *data, size_t size, envlog_bundle_opened *o)
 {
-    const uint8_t *z = data;
-    bool format2 = size >= 4 && !memcmp(z, format2_mark, 4);
-    return envlog_bundle_open_mem(data, size, !format2, o);
+    return envlog_bundle_open_mem(data, size, !envlog_bundle_is_format2(data, size), o);
 }
 
 void envlog_bundle_close(envlog_bundle_opened *o)

@@ -211,6 +211,18 @@ envlog_err envlog_cols_decode(const uint8_t *img, size_t n, uint8_t **out, size_
 {
     *out = NULL;
     *n_out = 0;
+    uint64_t made;
+    envlog_err e = envlog_cols_decode_to(img, n, NULL, out, &made);
+    if (!e)
+        *n_out = (size_t)made;
+    return e;
+}
+
+envlog_err envlog_cols_decode_to(const uint8_t *img, size_t n, const envlog_cols_out *to,
+                                 uint8_t **out, uint64_t *n_out)
+{
+    *out = NULL;
+    *n_out = 0;
     if (n < ENVLOG_COLS_HDR || memcmp(img, ENVLOG_COLS_MAGIC, 8))
         return envlog__fail(ENVLOG_BAD_DATA, "bundle: no column image inside (%zu bytes)", n);
     uint64_t size = get_le64(img + 8), records = get_le64(img + 48);
@@ -260,6 +272,12 @@ envlog_err envlog_cols_decode(const uint8_t *img, size_t n, uint8_t **out, size_
     uint32_t root;
     if (!e)
         e = envlog_cols_new_ctx(&d.t, 0, &root);
+    /* Written where it will be read while it is written: all its stated
+     * bytes at once, at an address that stays. */
+    if (!e && to && !(snap = to->room(to->ctx, size)))
+        e = envlog__fail(ENVLOG_NOMEM, "reading a bundle");
+    if (to)
+        cap = (size_t)size;
     for (uint64_t r = 0; !e && r < records; r++) {
         d.rec.len = 0;
         if ((e = envlog_cols_walk(&d.t, dec_item, &d)))
@@ -272,10 +290,12 @@ envlog_err envlog_cols_decode(const uint8_t *img, size_t n, uint8_t **out, size_
             break;
         }
         /* (the snapshot takes about what its image does, often less) */
-        if ((e = dec_room(&snap, &cap, d.pos + framed, n < (1u << 18) ? (1u << 20) : 4 * n,
-                          d.size)))
+        if (!to && (e = dec_room(&snap, &cap, d.pos + framed,
+                                 n < (1u << 18) ? (1u << 20) : 4 * n, d.size)))
             break;
         envlog_frame_write(snap, &d.pos, seed, d.rec.p, d.rec.len, NULL);
+        if (to)
+            to->made(to->ctx, d.pos);
     }
     if (!e && d.pos != d.size)
         e = envlog__fail(ENVLOG_BAD_DATA, "bundle: its records take %llu bytes, not the %llu "
@@ -299,10 +319,11 @@ envlog_err envlog_cols_decode(const uint8_t *img, size_t n, uint8_t **out, size_
     envlog_free(d.end);
     envlog_cols_tree_free(&d.t);
     if (e) {
-        envlog_free(snap);
+        if (!to)
+            envlog_free(snap);
         return e;
     }
     *out = snap;
-    *n_out = (size_t)d.pos;
+    *n_out = d.pos;
     return ENVLOG_OK;
 }

@@ -50,4 +50,20 @@ envlog_err envlog_cols_finish(envlog_cols_enc *c, const envlog_sink *out);
  * ENVLOG_TOO_BIG (it states more than ENVLOG_BUNDLE_MAX_SIZE); ENVLOG_NOMEM. */
 envlog_err envlog_cols_decode(const uint8_t *img, size_t n, uint8_t **out, size_t *n_out);
 
+/* Where envlog_cols_decode_to() writes the snapshot while it decodes it,
+ * for a reader that follows it: `room` gives memory for all `size` bytes
+ * the image states (written in order, never moved; NULL: no memory), and
+ * `made` hears how many are written after each record.  The memory stays
+ * the caller's, on failure too. */
+typedef struct envlog_cols_out {
+    uint8_t *(*room)(void *ctx, uint64_t size);
+    void (*made)(void *ctx, uint64_t written);
+    void *ctx;
+} envlog_cols_out;
+
+/* envlog_cols_decode() into `to`'s memory (or, `to` NULL, its own, freed
+ * with envlog_free()): *out, *n_out the snapshot on success. */
+envlog_err envlog_cols_decode_to(const uint8_t *img, size_t n, const envlog_cols_out *to,
+                                 uint8_t **out, uint64_t *n_out);
+
 #endif /* ENVLOG_BUNDLE_COLS_H */

@@ -244,7 +244,7 @@ envlog_err envlog_session_discard(envlog_env *env, const envlog_id128 *id)
     envlog_env_unlock(env, lk);
     if (!e)
         e = envlog_dir_sync(env->sessions_fd, "sessions");
-    return e;
+    return e ? e : envlog_env_state_refold(env);
 }
 
 static envlog_err out_write(void *ctx, const uint8_t *p, size_t n)

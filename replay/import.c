@@ -10,6 +10,7 @@
 
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #define NAME_MAX_LEN ENVLOG_BUNDLE_NAME_MAX
 #define NS_MAX_LEN 1024
@@ -239,17 +240,25 @@ envlog_err envlog_bundle_import_x(envlog_env *env, const void *data, size_t size
     memset(rep, 0, sizeof *rep);
     if (!env || !data)
         return envlog__fail(ENVLOG_INVALID_ARG, "import needs an environment and a bundle");
-    envlog_bundle_opened o;
-    /* The whole bundle is checked before anything is written: an invalid
-     * bundle imports nothing.  (A format 2 bundle's snapshot was checked
-     * whole by its hash; the walk below checks its records, and a content
-     * hash that does not match then undoes what was written.) */
-    envlog_err e = envlog_bundle_open_to_walk(data, size, &o);
+    /* An invalid bundle imports nothing.  A format 1 bundle is checked
+     * whole before anything is written.  A format 2 bundle's snapshot is
+     * checked whole by its hash as its columns are decoded; where there
+     * are CPUs for it that runs on a thread of its own while the walk
+     * below reads, checks and records what is decoded, and a bundle it
+     * then refuses undoes what was written, as a content hash that does
+     * not match does. */
+    int threads = opts ? opts->threads : 0;
+    bool fed = threads >= 2 || (threads == 0 && sysconf(_SC_NPROCESSORS_ONLN) >= 2);
+    envlog_bundle_walk w;
+    envlog_err e = envlog_bundle_walk_open(data, size, fed, &w);
     if (e)
         return e;
+    envlog_bundle_opened o = w.o;
     import_ctx c = {.env = env, .rep = rep, .m = envlog_snap_manifest_get(o.snap)};
+    envlog_err e2 = ENVLOG_OK; /* the decoder's verdict */
+    bool settled = false;
     if (o.format == 1 && !envlog_snap_content_ok(o.snap) && !envlog_snap_bad_records(o.snap)) {
-        envlog_bundle_close(&o);
+        envlog_bundle_walk_close(&w);
         return envlog__fail(ENVLOG_BAD_DATA, "bundle content hash does not match its manifest");
     }
     if ((e = envlog_env_state(env, &c.live)))
@@ -262,7 +271,8 @@ envlog_err envlog_bundle_import_x(envlog_env *env, const void *data, size_t size
     /* Each entry is read and decoded (on a thread of its own where there
      * are CPUs for it) while the one before is checked and recorded. */
     envlog_snap_ahead *ahead;
-    if ((e = envlog_snap_ahead_start(o.snap, opts ? opts->threads : 0, &ahead)))
+    /* A fed walk reads ahead on a thread of its own only given a third. */
+    if ((e = envlog_snap_ahead_start(o.snap, w.fed && threads == 2 ? 1 : threads, &ahead)))
         goto out;
     uint64_t entries = c.m->tunes + c.m->kernels, done = 0;
     while (!e && !(e = envlog_snap_ahead_next(ahead, &it, &rec)))
@@ -274,6 +284,9 @@ envlog_err envlog_bundle_import_x(envlog_env *env, const void *data, size_t size
     envlog_snap_ahead_stop(ahead);
     if (e == ENVLOG_END)
         e = ENVLOG_OK;
+    settled = true;
+    if ((e2 = envlog_bundle_walk_settle(&w)))
+        goto out;
     if (!e && !envlog_snap_content_ok(o.snap) && !envlog_snap_bad_records(o.snap))
         e = envlog__fail(ENVLOG_BAD_DATA, "bundle content hash does not match its manifest");
     /* Records that failed their checksum or decode are rejected too. */
@@ -292,21 +305,31 @@ envlog_err envlog_bundle_import_x(envlog_env *env, const void *data, size_t size
         e = envlog_record_import(c.s, &im, NULL);
     }
 out:
+    /* The decoder's verdict comes first, as if it had run first. */
+    if (!settled)
+        e2 = envlog_bundle_walk_settle(&w);
+    if (e2) {
+        e = e2;
+        rep->skipped = rep->rejected = 0;
+        rep->first_reject[0] = 0;
+    }
+    /* The failure's message, whatever runs after it. */
+    char why[512] = "";
+    if (e)
+        snprintf(why, sizeof why, "%s", envlog_errmsg());
     if (c.s) {
         envlog_session_stats ss;
         envlog_session_stats_get(c.s, &ss);
         envlog_id128 sid = envlog_session_id(c.s);
         envlog_err end = envlog_session_end(c.s);
-        if (!e)
+        if (!e && end) {
             e = end;
-        if (e && ss.on_disk) {
-            /* All or nothing: the entries taken before the failure must not
-             * stand without the rest (a retry takes them all). */
-            char why[512];
             snprintf(why, sizeof why, "%s", envlog_errmsg());
-            envlog_session_discard(env, &sid);
-            envlog__fail(e, "%s", why);
         }
+        /* All or nothing: the entries taken before the failure must not
+         * stand without the rest (a retry takes them all). */
+        if (e && ss.on_disk)
+            envlog_session_discard(env, &sid);
         if (e) {
             rep->taken = rep->foreign = rep->other_version = 0;
             rep->other_versions[0] = 0;
@@ -314,8 +337,8 @@ out:
         }
     }
     envlog_free(c.local_ns);
-    envlog_bundle_close(&o);
-    return e;
+    envlog_bundle_walk_close(&w);
+    return e ? envlog__fail(e, "%s", why) : ENVLOG_OK;
 }
 
 envlog_err envlog_bundle_import(envlog_env *env, const char *path,

@@ -71,8 +71,19 @@ envlog_err envlog_state_from_snap(envlog_snap *snap, void *owned, envlog_state *
 /* Removes the directory of session `id`, which this process wrote and
  * ended and whose records must not stand (an import that failed half way):
  * renamed to <id>.removing first, so no reader lists it half deleted (a
- * crash leaves the .removing for the next compaction to clear). */
+ * crash leaves the .removing for the next compaction to clear); the
+ * environment's live state, which took its records as they were made, is
+ * then folded again without them (envlog_env_state_refold()). */
 envlog_err envlog_session_discard(envlog_env *env, const envlog_id128 *id);
+
+/* Folds the environment's live state (if it has one) again from what is
+ * on disk, after records it took were taken back: the new fold replaces
+ * its contents under its lock, the old contents kept until the environment
+ * closes (lookups gave out their strings).  A record another thread of
+ * this process makes while the new fold reads may be missed by it until
+ * the environment is opened again.  On failure the state is left as it
+ * was. */
+envlog_err envlog_env_state_refold(envlog_env *env);
 
 /* ------------------------------------------------- building snapshots */
 
@@ -185,6 +196,33 @@ envlog_err envlog_bundle_open_mem(const void *data, size_t size, bool check_all,
  * at its end, the SEAL and the content hash (envlog_snap_content_ok()). */
 envlog_err envlog_bundle_open_to_walk(const void *data, size_t size, envlog_bundle_opened *o);
 void envlog_bundle_close(envlog_bundle_opened *o);
+/* Whether `data` begins as a format 2 bundle. */
+bool envlog_bundle_is_format2(const void *data, size_t size);
+/* A format 2 bundle's column image (its mark checked, its frames
+ * decompressed into *img, free with envlog_free()). */
+envlog_err envlog_bundle_image(const void *data, size_t size, uint8_t **img, size_t *n);
+
+/* ---------------------------------------------- fed bundles (bundle_fed.c) */
+
+/* A bundle opened to be walked once (as envlog_bundle_open_to_walk()),
+ * a format 2 one's snapshot decoded from its columns on a thread of its
+ * own while the walk reads what is decoded (envlog_snap_load_fed()). */
+typedef struct envlog_bundle_fed envlog_bundle_fed;
+typedef struct envlog_bundle_walk {
+    envlog_bundle_opened o;  /* o.snap the snapshot to walk */
+    envlog_bundle_fed *fed;  /* NULL: opened whole, as open_to_walk does */
+} envlog_bundle_walk;
+/* `fed`: decode on a thread of its own (a format 2 bundle; format 1 and a
+ * thread that fails to start are opened whole). */
+envlog_err envlog_bundle_walk_open(const void *data, size_t size, bool fed,
+                                   envlog_bundle_walk *w);
+/* The decode's verdict, after the walk: waits for it (its thread ended
+ * when this returns), then checks what the walk could not (the SEAL).  @return ENVLOG_OK, or what envlog_cols_decode()
+ * or the opening of the whole would have refused the bundle for: that
+ * verdict comes before any of the walk's. */
+envlog_err envlog_bundle_walk_settle(envlog_bundle_walk *w);
+/* Waits for the decode (if any) and frees everything. */
+void envlog_bundle_walk_close(envlog_bundle_walk *w);
 /* The bytes of the regular file `path` (ENVLOG_FORMAT for anything else). */
 envlog_err envlog_bundle_read_path(const char *path, envlog_buf *b);
 
@@ -420,6 +458,27 @@ envlog_err envlog_snap_load(const uint8_t *p, size_t n, bool check_all,
  * `check_all`): lookups read by pread, walks the mapping. */
 envlog_err envlog_snap_load_fd(const uint8_t *p, size_t n, int fd, bool check_all,
                                envlog_snap **out);
+/* A snapshot read while it is being written, in order, into memory that
+ * holds all of it at a fixed address: `wait` blocks until more than `have`
+ * of its bytes are written (all of them when `all`), says how many are
+ * (*now, always at the end of a record) and whether that is all (*done),
+ * and returns what failed the writing (then nothing more comes). */
+typedef struct envlog_snap_feed {
+    envlog_err (*wait)(void *ctx, size_t have, bool all, size_t *now, bool *done);
+    void *ctx;
+} envlog_snap_feed;
+/* envlog_snap_load() (without `check_all`) of a snapshot `feed` writes at
+ * `p`: opened once its first bytes are written, each walk then reading a
+ * record once it is written whole.  Nothing is read past what is written:
+ * where a part would be refused or found damaged, the whole is waited for
+ * and read instead, so every verdict is the one on the whole.  The SEAL at
+ * the end is checked by envlog_snap_fed_end(), after the writing. */
+envlog_err envlog_snap_load_fed(const uint8_t *p, const envlog_snap_feed *feed,
+                                envlog_snap **out);
+/* Waits for the rest of a fed snapshot and checks what its opening left
+ * for its end (a no-op for one not fed).  @return the writing's failure, or
+ * ENVLOG_BAD_DATA when no SEAL ends it. */
+envlog_err envlog_snap_fed_end(envlog_snap *s);
 void envlog_snap_free(envlog_snap *s);
 const envlog_snap_manifest *envlog_snap_manifest_get(const envlog_snap *s);
 /* The snapshot's size in bytes. */

@@ -49,6 +49,10 @@ struct envlog_snap {
     bool chain0_known;         /* worked out by the first walk that needs it */
     bool chain_pending;        /* a rewind left the walk's chain to set */
     envlog_frame_reader fr;
+    /* Fed while written (envlog_snap_load_fed()): n and fr.n are what is
+     * written so far until fed_all. */
+    envlog_snap_feed feed;
+    bool fed_all;
     envlog_arena arena;        /* per lookup */
     /* Damage found by walks in file order (the full check, envlog_snap_next),
      * each place counted once however many walks pass it: bad_seen_to is
@@ -147,5 +151,8 @@ envlog_err envlog_snap_index_item(envlog_snap *s, const envlog_snap_item *it,
 /* The stored pairs name exactly the entries read, in the same order. */
 bool envlog_snap_index_agrees(const envlog_buf *stored, uint64_t n_stored,
                               const envlog_buf *read, uint64_t n_read);
+
+/* Whether the snapshot ends in its SEAL (read from its last bytes). */
+envlog_err envlog_snap_check_sealed(envlog_snap *s);
 
 #endif /* ENVLOG_SNAP_INT_H */

@@ -257,9 +257,8 @@ static envlog_err index_ready(envlog_snap *s)
     return ENVLOG_OK;
 }
 
-envlog_err envlog_snap_index_locate(envlog_snap *s)
+envlog_err envlog_snap_check_sealed(envlog_snap *s)
 {
-    /* A file cut short would lose the entries past the cut unseen. */
     uint8_t tail[2 * ENVLOG_SEAL_TAIL];
     size_t tl = s->n < sizeof tail ? s->n : sizeof tail;
     bool sealed;
@@ -271,8 +270,17 @@ envlog_err envlog_snap_index_locate(envlog_snap *s)
     } else {
         sealed = envlog_tail_is_seal(tail, tl, s->n, s->seed);
     }
-    if (!sealed)
-        return envlog__fail(ENVLOG_BAD_DATA, "snapshot is cut short: no seal at its end");
+    return sealed ? ENVLOG_OK
+                  : envlog__fail(ENVLOG_BAD_DATA, "snapshot is cut short: no seal at its end");
+}
+
+envlog_err envlog_snap_index_locate(envlog_snap *s)
+{
+    /* A file cut short would lose the entries past the cut unseen (a fed
+     * one's end is checked once it is written). */
+    envlog_err e = s->feed.wait ? ENVLOG_OK : envlog_snap_check_sealed(s);
+    if (e)
+        return e;
     s->n_claimed = s->m.tunes + s->m.kernels;
     /* In memory (a bundle) it costs no read: found for certain now, so a
      * damaged INDEX refuses the bundle at once. */

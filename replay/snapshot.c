@@ -64,8 +64,59 @@ envlog_err envlog_snap_load(const uint8_t *p, size_t n, bool check_all,
     return envlog_snap_load_fd(p, n, -1, check_all, out);
 }
 
+static envlog_err load(const uint8_t *p, size_t n, int fd, bool check_all,
+                       const envlog_snap_feed *feed, envlog_snap **out);
+
 envlog_err envlog_snap_load_fd(const uint8_t *p, size_t n, int fd, bool check_all,
                                envlog_snap **out)
+{
+    return load(p, n, fd, check_all, NULL, out);
+}
+
+envlog_err envlog_snap_load_fed(const uint8_t *p, const envlog_snap_feed *feed,
+                                envlog_snap **out)
+{
+    *out = NULL;
+    size_t now;
+    bool done;
+    envlog_err e = feed->wait(feed->ctx, 0, false, &now, &done);
+    if (e)
+        return e;
+    if (!done && !load(p, now, -1, false, feed, out))
+        return ENVLOG_OK;
+    /* What the part refused, the whole decides (as if it had never been
+     * fed). */
+    if (!done && (e = feed->wait(feed->ctx, 0, true, &now, &done)))
+        return e;
+    return load(p, now, -1, false, NULL, out);
+}
+
+/* Reads on into what the feed has written since: more than fr.pos, or
+ * (`all`) everything. */
+static envlog_err fed_more(envlog_snap *s, bool all)
+{
+    if (!all && s->fr.pos < s->n)
+        return ENVLOG_OK;
+    size_t now;
+    bool done;
+    envlog_err e = s->feed.wait(s->feed.ctx, s->fr.pos, all, &now, &done);
+    if (!e) {
+        s->n = s->fr.n = now;
+        s->fed_all = done;
+    }
+    return e;
+}
+
+envlog_err envlog_snap_fed_end(envlog_snap *s)
+{
+    if (!s->feed.wait)
+        return ENVLOG_OK;
+    envlog_err e = s->fed_all ? ENVLOG_OK : fed_more(s, true);
+    return e ? e : envlog_snap_check_sealed(s);
+}
+
+static envlog_err load(const uint8_t *p, size_t n, int fd, bool check_all,
+                       const envlog_snap_feed *feed, envlog_snap **out)
 {
     *out = NULL;
     if (fd >= 0 && check_all) {
@@ -81,6 +132,8 @@ envlog_err envlog_snap_load_fd(const uint8_t *p, size_t n, int fd, bool check_al
     s->p = p;
     s->n = n;
     s->fd = fd;
+    if (feed)
+        s->feed = *feed;
     envlog_err e = ENVLOG_OK;
     if (n < ENVLOG_FRAG_HDR) {
         e = envlog__fail(ENVLOG_FORMAT, "too short to be a snapshot (%zu bytes)", n);
@@ -396,11 +449,28 @@ envlog_err envlog_snap_next_in(envlog_snap *s, envlog_arena *a, envlog_buf *copy
         walk_chain(s);
     }
     for (;;) {
+        envlog_err e;
+        bool fed = s->feed.wait && !s->fed_all;
+        if (fed && (e = fed_more(s, false)))
+            return e;
         if (s->fr.pos >= s->n && !s->walk_from_start)
             return ENVLOG_END;
+        size_t pos = s->fr.pos;
+        uint64_t chain = s->fr.chain, chain_start = s->fr.chain_start;
         envlog_fr_status st = envlog_frame_reader_next(&s->fr);
         if (st == ENVLOG_FR_NOMEM)
             return envlog__fail(ENVLOG_NOMEM, "reading a snapshot record");
+        /* A part of a fed snapshot that does not read as a record is read
+         * again in the whole: its damage, and where it ends, are the
+         * whole's. */
+        if (st != ENVLOG_FR_RECORD && fed && !s->fed_all) {
+            s->fr.pos = pos;
+            s->fr.chain = chain;
+            s->fr.chain_start = chain_start;
+            if ((e = fed_more(s, true)))
+                return e;
+            continue;
+        }
         if (st == ENVLOG_FR_END || st == ENVLOG_FR_TAIL) {
             if (st == ENVLOG_FR_TAIL)
                 envlog_snap_note_bad(s, s->fr.bad_off, s->fr.bad_len, s->fr.why);
@@ -436,7 +506,7 @@ envlog_err envlog_snap_next_in(envlog_snap *s, envlog_arena *a, envlog_buf *copy
                 return envlog__fail(ENVLOG_NOMEM, "reading a snapshot record");
             p = copy->p;
         }
-        envlog_err e = envlog_snap_decode_item(a, p, n, s->walk_fold, it, rec);
+        e = envlog_snap_decode_item(a, p, n, s->walk_fold, it, rec);
         if (e == ENVLOG_NOMEM)
             return e; /* not damage: the caller must not skip the record */
         if (!e && s->walk_have_last &&

@@ -11,6 +11,7 @@
  */
 #include "state_int.h"
 
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -90,6 +91,7 @@ void envlog_state_close(envlog_state *st)
     envlog_snap_unmap(st->snap);
     envlog_snap_unmap(st->held);
     envlog_free(st->owned);
+    envlog_state_close(st->retired);
     pthread_mutex_destroy(&st->view_mu);
     pthread_rwlock_destroy(&st->lock);
     envlog_free(st);
@@ -244,6 +246,43 @@ envlog_err envlog_env_state(envlog_env *env, envlog_state **out)
         }
     }
     *out = env->state;
+    pthread_mutex_unlock(&env->state_mu);
+    return e;
+}
+
+static void swap_bytes(void *a, void *b, size_t n)
+{
+    uint8_t t[256], *x = a, *y = b;
+    for (size_t k; n; n -= k, x += k, y += k) {
+        k = n < sizeof t ? n : sizeof t;
+        memcpy(t, x, k);
+        memcpy(x, y, k);
+        memcpy(y, t, k);
+    }
+}
+
+/* Everything two states hold but their locks. */
+static void swap_contents(envlog_state *a, envlog_state *b)
+{
+    size_t from = offsetof(envlog_state, lock) + sizeof a->lock;
+    swap_bytes((uint8_t *)a + from, (uint8_t *)b + from, offsetof(envlog_state, view_mu) - from);
+    from = offsetof(envlog_state, view_mu) + sizeof a->view_mu;
+    swap_bytes((uint8_t *)a + from, (uint8_t *)b + from, sizeof *a - from);
+}
+
+envlog_err envlog_env_state_refold(envlog_env *env)
+{
+    pthread_mutex_lock(&env->state_mu);
+    envlog_state *live = env->state, *fresh;
+    envlog_err e = live ? envlog_state_open(env, NULL, &fresh) : ENVLOG_OK;
+    if (live && !e) {
+        /* A lookup or a session's record waits for the swap; what lookups
+         * were given stays where it is until the environment closes. */
+        pthread_rwlock_wrlock(&live->lock);
+        swap_contents(live, fresh);
+        live->retired = fresh; /* (which holds the older ones) */
+        pthread_rwlock_unlock(&live->lock);
+    }
     pthread_mutex_unlock(&env->state_mu);
     return e;
 }

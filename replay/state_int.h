@@ -82,6 +82,10 @@ struct envlog_state {
                                 point in time): held for the bytes entries
                                 point at, never asked */
     void *owned;             /* a buffer the snapshot lives in, freed at close */
+    /* What the live state held before it was folded again
+     * (envlog_env_state_refold()): kept for what lookups gave out, closed
+     * with it. */
+    envlog_state *retired;
 };
 
 /* What a record brings to the fold: the record (its numbers and flags in

@@ -277,14 +277,22 @@ END_TEST
  * refused, naming why, or reads as the bundle itself (a flip zstd does not
  * look at); an import takes nothing from a refused one and never an entry
  * that the bundle does not hold. */
-START_TEST(test_bundle2_damage_catalogue)
+/* An environment of two tunes and a kernel, recorded in a session
+ * "small". */
+static rp_renv small_env(const char *tag)
 {
-    rp_renv r = rp_renv_new("b2-dmg");
+    rp_renv r = rp_renv_new(tag);
     envlog_session *s = rp_sbegin(r.env, "small", 0);
     rp_rtune(s, NS_A, "k1", 0);
     rp_rtune(s, NS_A, "k2", 2);
     rp_rcompile(s, KNS_A, 5, ENVLOG_COMPILED, false, 9, 40);
     rp_end(s);
+    return r;
+}
+
+START_TEST(test_bundle2_damage_catalogue)
+{
+    rp_renv r = small_env("b2-dmg");
     envlog_bundle_info *info;
     char *p = export_as(&r, "small", 0, ENVLOG_EVIDENCE_NONE, &info);
     envlog_bundle_info_free(info);
@@ -355,25 +363,50 @@ END_TEST
 
 /* ------------------------------------------------- read ahead or not */
 
+/* A kernel `i` of `size` bytes. */
+static void huge_kernel(envlog_session *s, int i, size_t size)
+{
+    uint8_t *bin = malloc(size);
+    for (size_t k = 0; k < size; k++)
+        bin[k] = (uint8_t)(k * 13 + (size_t)i + k / 1000);
+    envlog_compile c = {.ns = KNS_A, .name = "huge",
+                        .kernel_key = rp_kkey((uint8_t)(100 + i / 200)),
+                        .options = "-O3", .compiler_version = "12.4",
+                        .arch = "sm_90", .outcome = ENVLOG_COMPILED,
+                        .duration_ns = 10,
+                        .binary_hash = envlog_hash128_bytes(bin, size),
+                        .binary_size = size, .binary = {bin, size}};
+    ck_assert_ok(envlog_record_compile(s, &c, NULL));
+    free(bin);
+}
+
 /* One import of [z, z+n) into a new environment, `threads` as
  * envlog_import_opts says, and then (when `again`) a second of the same:
  * what each report says, as text, and in *st the environment's state. */
+/* What an import of [z, z+n) into `env` says (its error and report), as
+ * a line of text in `line`. */
+static void import_line(envlog_env *env, const uint8_t *z, size_t n, int threads,
+                        char *line, size_t cap)
+{
+    envlog_import_opts o = {.threads = threads};
+    envlog_import_report rep;
+    envlog_err e = envlog_bundle_import_x(env, z, n, &o, &rep);
+    snprintf(line, cap, "%s %s: taken %llu skipped %llu rejected %llu foreign "
+             "%llu other %llu (%s) first reject: %s\n", envlog_strerror(e),
+             e ? envlog_errmsg() : "", (unsigned long long)rep.taken,
+             (unsigned long long)rep.skipped, (unsigned long long)rep.rejected,
+             (unsigned long long)rep.foreign, (unsigned long long)rep.other_version,
+             rep.other_versions, rep.first_reject);
+}
+
 static char *import_outcome(const uint8_t *z, size_t n, int threads, bool again,
                             rp_renv *t, envlog_state **st)
 {
     envlog_buf out = {0};
     *t = rp_renv_new("b2-threads-in");
-    envlog_import_opts o = {.threads = threads};
     for (int round = 0; round < 1 + again; round++) {
-        envlog_import_report rep;
-        envlog_err e = envlog_bundle_import_x(t->env, z, n, &o, &rep);
         char line[1024];
-        snprintf(line, sizeof line, "%s %s: taken %llu skipped %llu rejected %llu foreign "
-                 "%llu other %llu (%s) first reject: %s\n", envlog_strerror(e),
-                 e ? envlog_errmsg() : "", (unsigned long long)rep.taken,
-                 (unsigned long long)rep.skipped, (unsigned long long)rep.rejected,
-                 (unsigned long long)rep.foreign, (unsigned long long)rep.other_version,
-                 rep.other_versions, rep.first_reject);
+        import_line(t->env, z, n, threads, line, sizeof line);
         ck_assert_ok(envlog_buf_append(&out, line, strlen(line)));
     }
     ck_assert_ok(envlog_buf_append(&out, "", 1));
@@ -395,21 +428,8 @@ START_TEST(test_bundle2_import_threads)
     for (int i = 0; i < 700; i++) {
         snprintf(key, sizeof key, "many-%d", i);
         rp_rtune(s, i % 3 ? NS_A : NS_B, key, i % 2);
-        if (i % 200 == 7) { /* a kernel over 256 KiB */
-            size_t size = 300000 + (size_t)i;
-            uint8_t *bin = malloc(size);
-            for (size_t k = 0; k < size; k++)
-                bin[k] = (uint8_t)(k * 13 + (size_t)i + k / 1000);
-            envlog_compile c = {.ns = KNS_A, .name = "huge",
-                                .kernel_key = rp_kkey((uint8_t)(100 + i / 200)),
-                                .options = "-O3", .compiler_version = "12.4",
-                                .arch = "sm_90", .outcome = ENVLOG_COMPILED,
-                                .duration_ns = 10,
-                                .binary_hash = envlog_hash128_bytes(bin, size),
-                                .binary_size = size, .binary = {bin, size}};
-            ck_assert_ok(envlog_record_compile(s, &c, NULL));
-            free(bin);
-        }
+        if (i % 200 == 7) /* a kernel over 256 KiB */
+            huge_kernel(s, i, 300000 + (size_t)i);
     }
     rp_end(s);
     for (int format = 1; format <= 3; format++) {
@@ -454,6 +474,101 @@ START_TEST(test_bundle2_import_threads)
 }
 END_TEST
 
+/* ------------------------------------------------ decoded while read */
+
+/* Imports of [z, z+n) into `a` by the calling thread alone and into `b`
+ * with the snapshot decoded on a thread of its own while the import reads
+ * it: the same error, message and report (`what` says which bundle). */
+static void fed_agrees(envlog_env *a, envlog_env *b, const uint8_t *z, size_t n,
+                       const char *what, size_t at)
+{
+    char whole[1024], fed[1024];
+    import_line(a, z, n, 1, whole, sizeof whole);
+    import_line(b, z, n, 2, fed, sizeof fed);
+    tu_check(!strcmp(whole, fed), "%s %zu: alone: %s         fed: %s", what, at, whole, fed);
+}
+
+/* The column image inside a format 2 bundle [z, z+n). */
+static envlog_buf image_in(const uint8_t *z, size_t n)
+{
+    unsigned long long in = ZSTD_getFrameContentSize(z + ENVLOG_BUNDLE_MARK_LEN,
+                                                     n - ENVLOG_BUNDLE_MARK_LEN);
+    ck_assert(in != ZSTD_CONTENTSIZE_ERROR && in != ZSTD_CONTENTSIZE_UNKNOWN);
+    envlog_buf img = {0};
+    ck_assert_ok(envlog_buf_reserve(&img, in));
+    img.len = ZSTD_decompress(img.p, in, z + ENVLOG_BUNDLE_MARK_LEN,
+                              n - ENVLOG_BUNDLE_MARK_LEN);
+    ck_assert_uint_eq(img.len, in);
+    return img;
+}
+
+/* fed_agrees() over the bundle of `img` with bit `bit` flipped. */
+static void fed_agrees_flipped(envlog_env *a, envlog_env *b, envlog_buf *img, size_t bit,
+                               const char *what)
+{
+    img->p[bit / 8] ^= (uint8_t)(1u << (bit % 8));
+    envlog_buf z = wrap(img->p, img->len, true, 2);
+    img->p[bit / 8] ^= (uint8_t)(1u << (bit % 8));
+    fed_agrees(a, b, z.p, z.len, what, bit);
+    envlog_buf_free(&z);
+}
+
+/* A bundle import's verdict is the same whether its snapshot is decoded
+ * whole first or on a thread of its own while the import reads and
+ * records what is decoded: every bit of a small bundle flipped and every
+ * cut, every bit of its column image (compressed again, so that the
+ * decoder reads it), then bits across the image of a bundle of 700
+ * entries and kernels over several blocks (where the decoder's refusal
+ * comes after entries were recorded, which are then undone), and the
+ * environments hold the same after all of it. */
+START_TEST(test_bundle2_fed_agrees)
+{
+    rp_renv r = small_env("b2-fed");
+    char *p;
+    size_t n;
+    uint8_t *z = exported(&r, 0, ENVLOG_EVIDENCE_ALL, &p, &n);
+    rp_renv a = rp_renv_new("b2-fed-a"), b = rp_renv_new("b2-fed-b");
+    for (size_t bit = 0; bit < 8 * n; bit++) {
+        z[bit / 8] ^= (uint8_t)(1u << (bit % 8));
+        fed_agrees(a.env, b.env, z, n, "small bundle, bit", bit);
+        z[bit / 8] ^= (uint8_t)(1u << (bit % 8));
+    }
+    for (size_t cut = 0; cut <= n; cut++)
+        fed_agrees(a.env, b.env, z, cut, "small bundle cut at", cut);
+    envlog_buf img = image_in(z, n);
+    for (size_t bit = 0; bit < 8 * img.len; bit++)
+        fed_agrees_flipped(a.env, b.env, &img, bit, "small image, bit");
+    envlog_buf_free(&img);
+    free(z);
+    free(p);
+    envlog_session *s = rp_sbegin(r.env, "many", 0);
+    char key[32];
+    for (int i = 0; i < 700; i++) {
+        snprintf(key, sizeof key, "many-%d", i);
+        rp_rtune(s, i % 3 ? NS_A : NS_B, key, i % 2);
+        if (i % 200 == 7)
+            huge_kernel(s, i, 90000 + (size_t)i);
+    }
+    rp_end(s);
+    z = exported(&r, 0, ENVLOG_EVIDENCE_ALL, &p, &n);
+    img = image_in(z, n);
+    for (size_t k = 0; k < 97; k++)
+        fed_agrees_flipped(a.env, b.env, &img, k * (8 * img.len - 1) / 96,
+                           "700 entries' image, bit");
+    envlog_buf_free(&img);
+    fed_agrees(a.env, b.env, z, n, "700 entries, whole", 0);
+    envlog_state *sa = rp_sopen(a.env, NULL), *sb = rp_sopen(b.env, NULL);
+    ck_assert_uint_ge(sn_compare_states(sa, sb), 707);
+    envlog_state_close(sa);
+    envlog_state_close(sb);
+    rp_renv_free(&a);
+    rp_renv_free(&b);
+    free(z);
+    free(p);
+    rp_renv_free(&r);
+}
+END_TEST
+
 /* --------------------------------------------------------- hostile images */
 
 /* An image with the header fields given and `n_cols` columns. */
@@ -493,11 +608,21 @@ static void refused(envlog_buf img, bool checksum, unsigned version, envlog_err 
     ck_assert_msg(strstr(envlog_errmsg(), why), "want '%s', got '%s'", why, envlog_errmsg());
     rp_renv r = rp_renv_new("b2-hostile");
     envlog_import_report rep;
-    ck_assert_int_eq(envlog_bundle_import_memory(r.env, z.p, z.len, &rep), want);
-    ck_assert_uint_eq(rep.taken, 0);
-    envlog_state *st = rp_sopen(r.env, NULL);
-    ck_assert_uint_eq(rp_stats(st).tunes + rp_stats(st).kernels, 0);
-    envlog_state_close(st);
+    for (int threads = 1; threads <= 2; threads++) {
+        /* Decoded whole first, or while the import records what is
+         * decoded (all of it, when only the hash is wrong), then undone. */
+        envlog_import_opts o = {.threads = threads};
+        ck_assert_int_eq(envlog_bundle_import_x(r.env, z.p, z.len, &o, &rep), want);
+        ck_assert_msg(strstr(envlog_errmsg(), why), "want '%s', got '%s'", why,
+                      envlog_errmsg());
+        ck_assert_uint_eq(rep.taken, 0);
+        envlog_state *st = rp_sopen(r.env, NULL);
+        ck_assert_uint_eq(rp_stats(st).tunes + rp_stats(st).kernels, 0);
+        envlog_state_close(st);
+        /* Nor does the environment's live state hold any of it. */
+        ck_assert_ok(envlog_env_state(r.env, &st));
+        ck_assert_uint_eq(rp_stats(st).tunes + rp_stats(st).kernels, 0);
+    }
     rp_renv_free(&r);
     envlog_buf_free(&z);
     envlog_buf_free(&img);
@@ -620,5 +745,6 @@ void sn_add_bundle2_tcases(Suite *s)
     tcase_add_test(tc, test_bundle2_hostile);
     tcase_add_test(tc, test_bundle2_hash_and_id);
     tcase_add_test(tc, test_bundle2_import_threads);
+    tcase_add_test(tc, test_bundle2_fed_agrees);
     suite_add_tcase(s, tc);
 }
