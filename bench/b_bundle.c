@@ -18,8 +18,10 @@
  *    new, empty environment (every entry checked and recorded as IMPORTED
  *    in an import session, synced at its end), with the defaults (on two
  *    CPUs or more the snapshot decoded from the columns on a thread of its
- *    own while the calling thread records what is decoded), and on the
- *    calling thread alone (threads = 1); SQLite: INSERT OR IGNORE ... SELECT from the
+ *    own while the calling thread records what is decoded), on the
+ *    calling thread alone (threads = 1), and with the decoded records
+ *    read on a third thread (threads = 3, the default on 4 CPUs or
+ *    more); SQLite: INSERT OR IGNORE ... SELECT from the
  *    attached bundle into a new, empty cache (WAL, synchronous=NORMAL).
  *  - size: envlog's bundle file against the SQLite bundle file, and against
  *    that file compressed with zstd -19, which a user could ship instead.
@@ -47,6 +49,7 @@ typedef enum bd_side {
     BD_IMPORT_ENVLOG,
     BD_IMPORT_SQLITE,
     BD_IMPORT_ALONE,  /* envlog, on the calling thread alone */
+    BD_IMPORT_THREE,  /* envlog, the records read on a third thread too */
     BD_SIDES
 } bd_side;
 
@@ -154,10 +157,13 @@ static void run_bundle(void *vctx, double scale, bench_run *out)
         break;
     }
     case BD_IMPORT_ENVLOG:
-    case BD_IMPORT_ALONE: {
+    case BD_IMPORT_ALONE:
+    case BD_IMPORT_THREE: {
         envlog_env *env;
         envlog_import_report rep;
-        envlog_import_opts io = {.threads = c->side == BD_IMPORT_ALONE ? 1 : 0};
+        envlog_import_opts io = {.threads = c->side == BD_IMPORT_ALONE   ? 1
+                                            : c->side == BD_IMPORT_THREE ? 3
+                                                                         : 0};
         bench_fresh_dir(target, sizeof target, "import");
         bench_check(envlog_env_open(target, ENVLOG_OPEN_CREATE, &env), "creating an environment");
         envlog_env_close(env);
@@ -258,7 +264,8 @@ static void bundle_rows(uint64_t n, const char *label)
 
     static const char *const names[BD_SIDES] = {"envlog export", "sqlite export",
                                                 "envlog export f1", "envlog import",
-                                                "sqlite import", "envlog import, one thread"};
+                                                "sqlite import", "envlog import, one thread",
+                                                "envlog import, three threads"};
     bd_ctx ctx[BD_SIDES];
     bench_variant v[BD_SIDES];
     for (int i = 0; i < BD_SIDES; i++) {
@@ -270,7 +277,7 @@ static void bundle_rows(uint64_t n, const char *label)
     }
     /* Exports first: the imports read what they wrote. */
     bench_alternate(v, 3);
-    bench_alternate(v + BD_IMPORT_ENVLOG, 3);
+    bench_alternate(v + BD_IMPORT_ENVLOG, BD_SIDES - BD_IMPORT_ENVLOG);
     double values_z, file_z;
     size_limits(cache.db, sql_bundle, &values_z, &file_z);
 
@@ -302,6 +309,9 @@ static void bundle_rows(uint64_t n, const char *label)
     bench_emit(&r);
     r = bench_row_make("bundle", "ms", BENCH_SECS_MS, &v[BD_IMPORT_ALONE],
                        &v[BD_IMPORT_SQLITE], "import, one thread, %s entries", label);
+    bench_emit(&r);
+    r = bench_row_make("bundle", "ms", BENCH_SECS_MS, &v[BD_IMPORT_THREE],
+                       &v[BD_IMPORT_SQLITE], "import, three threads, %s entries", label);
     bench_emit(&r);
     r = bench_row_make("bundle", "B/entry", BENCH_DISK_PER, &v[BD_IMPORT_ENVLOG],
                        &v[BD_IMPORT_SQLITE], "imported, on disk, %s entries", label);
