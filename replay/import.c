@@ -308,10 +308,9 @@ out:
     /* The decoder's verdict comes first, as if it had run first. */
     if (!settled)
         e2 = envlog_bundle_walk_settle(&w);
-    if (e2) {
+    if (e2) { /* nothing of the walk counts: the report of a refusal */
         e = e2;
-        rep->skipped = rep->rejected = 0;
-        rep->first_reject[0] = 0;
+        memset(rep, 0, sizeof *rep);
     }
     /* The failure's message, whatever runs after it. */
     char why[512] = "";
