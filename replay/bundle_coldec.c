@@ -209,7 +209,6 @@ static envlog_err dec_room(uint8_t **out, size_t *cap, uint64_t need, uint64_t f
 
 envlog_err envlog_cols_decode(const uint8_t *img, size_t n, uint8_t **out, size_t *n_out)
 {
-    *out = NULL;
     *n_out = 0;
     uint64_t made;
     envlog_err e = envlog_cols_decode_to(img, n, NULL, out, &made);
@@ -276,8 +275,6 @@ envlog_err envlog_cols_decode_to(const uint8_t *img, size_t n, const envlog_cols
      * bytes at once, at an address that stays. */
     if (!e && to && !(snap = to->room(to->ctx, size)))
         e = envlog__fail(ENVLOG_NOMEM, "reading a bundle");
-    if (to)
-        cap = (size_t)size;
     for (uint64_t r = 0; !e && r < records; r++) {
         d.rec.len = 0;
         if ((e = envlog_cols_walk(&d.t, dec_item, &d)))

@@ -262,6 +262,9 @@ static void swap_bytes(void *a, void *b, size_t n)
 }
 
 /* Everything two states hold but their locks. */
+_Static_assert(offsetof(envlog_state, lock) == 0 &&
+                   offsetof(envlog_state, view_mu) > sizeof(pthread_rwlock_t),
+               "swap_contents() swaps what follows the rwlock and view_mu");
 static void swap_contents(envlog_state *a, envlog_state *b)
 {
     size_t from = offsetof(envlog_state, lock) + sizeof a->lock;
