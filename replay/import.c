@@ -265,6 +265,12 @@ envlog_err envlog_bundle_import_x(envlog_env *env, const void *data, size_t size
         goto out;
     if ((e = envlog_state_each(c.live, note_ns, &c)))
         goto out;
+    uint64_t entries = c.m->tunes + c.m->kernels, done = 0;
+    /* Room for the entries at once, as many as the manifest says but no
+     * more than the bundle's bytes could hold (a bundle takes about 11
+     * bytes an entry; a hostile count buys nothing). */
+    if ((e = envlog_state_expect(c.live, (size_t)(entries < size / 4 ? entries : size / 4))))
+        goto out;
     const envlog_snap_item *it;
     const envlog_record *rec;
     envlog_snap_rewind(o.snap);
@@ -274,7 +280,6 @@ envlog_err envlog_bundle_import_x(envlog_env *env, const void *data, size_t size
     /* A fed walk reads ahead on a thread of its own only given a third. */
     if ((e = envlog_snap_ahead_start(o.snap, w.fed && threads == 2 ? 1 : threads, &ahead)))
         goto out;
-    uint64_t entries = c.m->tunes + c.m->kernels, done = 0;
     while (!e && !(e = envlog_snap_ahead_next(ahead, &it, &rec)))
         if (it->kind == ENVLOG_KIND_ENTRY && it->table != ENVLOG_TABLE_USER) {
             e = import_entry(&c, it, rec);

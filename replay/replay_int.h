@@ -61,6 +61,11 @@ envlog_err envlog_state_holds(envlog_state *st, envlog_table table, const char *
                               const char *key, uint64_t checksum,
                               const envlog_hash128 *kernel_key, bool *held);
 
+/* Makes room in `st` for `more` keys about to be folded into it (an
+ * import's entries), so that its table grows once, not at every doubling.
+ * ENVLOG_NOMEM leaves it as it was. */
+envlog_err envlog_state_expect(envlog_state *st, size_t more);
+
 /* A state with nothing folded yet. */
 envlog_err envlog_state_new(envlog_state **st);
 /* A state over a snapshot held in memory (a bundle); `owned` (may be NULL)

@@ -345,6 +345,14 @@ envlog_err envlog_state_holds(envlog_state *st, envlog_table table, const char *
     return err;
 }
 
+envlog_err envlog_state_expect(envlog_state *st, size_t more)
+{
+    pthread_rwlock_wrlock(&st->lock);
+    envlog_err e = envlog_table_expect(&st->tab, more);
+    pthread_rwlock_unlock(&st->lock);
+    return e;
+}
+
 envlog_err envlog_state_winner(envlog_state *st, const char *ns, const char *key,
                                uint64_t checksum, envlog_tune_entry *out)
 {

@@ -65,9 +65,9 @@ static void put_slot(envlog_table_slot *slots, size_t n, uint64_t h, envlog_entr
     slots[i].e = e;
 }
 
-static envlog_err grow(envlog_entry_table *t)
+/* The slots moved to a table of `n` (a power of two, more than hold them). */
+static envlog_err resize(envlog_entry_table *t, size_t n)
 {
-    size_t n = t->n_slots * 2;
     envlog_table_slot *v = envlog_malloc_big(n * sizeof *v, true);
     if (!v)
         return envlog__fail(ENVLOG_NOMEM, "growing the state");
@@ -78,6 +78,21 @@ static envlog_err grow(envlog_entry_table *t)
     t->slots = v;
     t->n_slots = n;
     return ENVLOG_OK;
+}
+
+static envlog_err grow(envlog_entry_table *t)
+{
+    return resize(t, t->n_slots * 2);
+}
+
+envlog_err envlog_table_expect(envlog_entry_table *t, size_t more)
+{
+    size_t want = t->n_known + more, n = t->n_slots;
+    if (want > (SIZE_MAX / sizeof *t->slots) / 4)
+        return ENVLOG_OK; /* beyond what could be held: grown as they come */
+    while (2 * want > n)
+        n *= 2;
+    return n > t->n_slots ? resize(t, n) : ENVLOG_OK;
 }
 
 static void count(envlog_entry_table *t, uint8_t table, int d)

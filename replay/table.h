@@ -87,6 +87,9 @@ static inline void envlog_table_prefetch(const envlog_entry_table *t, uint64_t h
  * already (a snapshot's entry, whose count the table began with). */
 envlog_err envlog_table_install(envlog_entry_table *t, envlog_entry_x *e,
                                 envlog_entry_x *old, bool counted);
+/* Grows the table at once to hold `more` new keys besides those it knows
+ * (a table grown step by step moves every slot at each doubling). */
+envlog_err envlog_table_expect(envlog_entry_table *t, size_t more);
 /* Turns a standing entry into a tombstone. */
 void envlog_table_kill(envlog_entry_table *t, envlog_entry_x *e);
 /* Whether entry `e` has key `k`. */

@@ -14,8 +14,10 @@
  * the total order is by time.
  */
 #include "check_replay.h"
+#include "table.h"
 #include "suites.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -1163,10 +1165,67 @@ START_TEST(test_imported_refused_from_callers)
 }
 END_TEST
 
+/* A table made room for at once holds what it was told of without moving,
+ * finds every key, refuses nothing for a count beyond any memory, and is
+ * left as it was when the room cannot be had. */
+START_TEST(test_table_expect)
+{
+    envlog_entry_table t;
+    ck_assert_ok(envlog_table_init(&t));
+    enum { N = 3000 };
+    static envlog_entry_x e[N];
+    static char keys[N][16];
+    ck_assert_ok(envlog_table_expect(&t, N));
+    size_t slots = t.n_slots;
+    ck_assert_uint_ge(slots, 2 * N);
+    ck_assert_uint_eq(slots & (slots - 1), 0);
+    envlog_table_slot *v = t.slots;
+    for (int i = 0; i < N; i++) {
+        snprintf(keys[i], sizeof keys[i], "k%d", i);
+        envlog_key_ref k = {.table = ENVLOG_TABLE_TUNE, .ns = {"ns", 2},
+                            .key = {keys[i], strlen(keys[i])}, .checksum = 7};
+        envlog_key_ref_hash(&k);
+        e[i] = (envlog_entry_x){.hash = k.hash, .ns = "ns", .ns_len = 2, .key = keys[i],
+                                .key_len = (uint32_t)strlen(keys[i]), .k.checksum = 7,
+                                .table = ENVLOG_TABLE_TUNE, .live = true};
+        ck_assert_ok(envlog_table_install(&t, &e[i], NULL, false));
+    }
+    ck_assert_ptr_eq(t.slots, v); /* never moved */
+    ck_assert_uint_eq(t.n_slots, slots);
+    ck_assert_uint_eq(t.n_tunes, N);
+    for (int i = 0; i < N; i++) {
+        envlog_key_ref k = {.table = ENVLOG_TABLE_TUNE, .ns = {"ns", 2},
+                            .key = {keys[i], strlen(keys[i])}, .checksum = 7};
+        envlog_key_ref_hash(&k);
+        ck_assert_ptr_eq(envlog_table_find(&t, &k), &e[i]);
+    }
+    /* Room it has, and a count no memory holds: nothing changes. */
+    ck_assert_ok(envlog_table_expect(&t, 1));
+    ck_assert_ok(envlog_table_expect(&t, SIZE_MAX / 2));
+    ck_assert_uint_eq(t.n_slots, slots);
+    /* No memory for more: refused, the table as it was. */
+    envlog_alloc_fail_after(1);
+    ck_assert_int_eq(envlog_table_expect(&t, 4 * N), ENVLOG_NOMEM);
+    envlog_alloc_fail_reset();
+    ck_assert_ptr_eq(t.slots, v);
+    ck_assert_uint_eq(t.n_slots, slots);
+    ck_assert_ok(envlog_table_expect(&t, 4 * N));
+    ck_assert_uint_ge(t.n_slots, 2 * 5 * N);
+    for (int i = 0; i < N; i++) {
+        envlog_key_ref k = {.table = ENVLOG_TABLE_TUNE, .ns = {"ns", 2},
+                            .key = {keys[i], strlen(keys[i])}, .checksum = 7};
+        envlog_key_ref_hash(&k);
+        ck_assert_ptr_eq(envlog_table_find(&t, &k), &e[i]);
+    }
+    envlog_table_free(&t);
+}
+END_TEST
+
 Suite *suite_replay(void)
 {
     Suite *s = suite_create("replay");
     TCase *t = tcase_create("fold");
+    tcase_add_test(t, test_table_expect);
     tcase_add_test(t, test_first_local_stands);
     tcase_add_test(t, test_local_replaces_imported);
     tcase_add_test(t, test_imported_never_replaces);
