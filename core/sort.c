@@ -99,11 +99,13 @@ void envlog_sort_keyed(void *base, size_t n, size_t size, const envlog_sort_key 
     sorter s = {base, size, keys, n_keys, NULL, NULL, NULL};
     keyed *a = NULL;
     uint8_t *tmp = NULL;
-    /* (without the memory for the keys: qsort(), which needs none) */
-    if (n < SORT_SMALL || !n_keys || !(a = envlog_malloc(n * sizeof *a)) ||
-        !(s.t = envlog_malloc(n * sizeof *s.t)) || !(tmp = envlog_malloc(n * size)) ||
+    /* (without the memory for the keys: qsort(), which needs none; large
+     * ones on huge pages, a fault per 2 MiB of them) */
+    if (n < SORT_SMALL || !n_keys || !(a = envlog_malloc_big(n * sizeof *a, false)) ||
+        !(s.t = envlog_malloc_big(n * sizeof *s.t, false)) ||
+        !(tmp = envlog_malloc_big(n * size, false)) ||
         !(s.count = envlog_malloc(8 * sizeof *s.count)) ||
-        (!exact && !(s.tie = envlog_calloc(n, 1)))) {
+        (!exact && !(s.tie = envlog_malloc_big(n, true)))) {
         envlog_free(a);
         envlog_free(s.t);
         envlog_free(tmp);

@@ -424,7 +424,7 @@ envlog_err envlog_snapshot_build(envlog_env *env, const envlog_build_opts *o,
     if (e)
         goto out;
     /* History records that are an entry's own record are the entry. */
-    if (ic.n && !(entry_stamps = envlog_malloc(ic.n * sizeof *entry_stamps))) {
+    if (ic.n && !(entry_stamps = envlog_malloc_big(ic.n * sizeof *entry_stamps, false))) {
         e = envlog__fail(ENVLOG_NOMEM, "building a snapshot");
         goto out;
     }

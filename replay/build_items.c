@@ -169,7 +169,7 @@ static envlog_err items_namespaces(items_ctx *c)
         n += c->v[i].ns != NULL;
     if (!n)
         return ENVLOG_OK;
-    if (!(c->nss = envlog_malloc(n * sizeof *c->nss)))
+    if (!(c->nss = envlog_malloc_big(n * sizeof *c->nss, false)))
         return envlog__fail(ENVLOG_NOMEM, "building a snapshot");
     for (size_t i = 0; i < c->n; i++)
         if (c->v[i].ns)
@@ -205,7 +205,7 @@ static int item_cmp(const void *a, const void *b)
 /* The items' places in the total order (then by kind). */
 item_key *envlog_build_items_order(const items_ctx *ic)
 {
-    item_key *k = ic->n ? envlog_malloc(ic->n * sizeof *k) : NULL;
+    item_key *k = ic->n ? envlog_malloc_big(ic->n * sizeof *k, false) : NULL;
     if (!k)
         return NULL;
     for (size_t i = 0; i < ic->n; i++) {

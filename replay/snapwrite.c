@@ -22,7 +22,7 @@ static envlog_err add(envlog_snapw *w, const envlog_snap_item *it, bool indexed,
 {
     if (w->n == w->cap) {
         size_t cap = w->cap ? 2 * w->cap : 256;
-        envlog_snapw_rec *v = envlog_realloc(w->v, cap * sizeof *v);
+        envlog_snapw_rec *v = envlog_realloc_big(w->v, w->n * sizeof *v, cap * sizeof *v);
         if (!v)
             return envlog__fail(ENVLOG_NOMEM, "building a snapshot");
         w->v = v;
