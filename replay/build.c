@@ -470,6 +470,8 @@ envlog_err envlog_snapshot_build(envlog_env *env, const envlog_build_opts *o,
         e = envlog__fail(ENVLOG_NOMEM, "building a snapshot");
         goto out;
     }
+    if ((e = envlog_snapw_expect(&w, ic.n)))
+        goto out;
     for (size_t i = 0; i < ic.n; i++) {
         const item_ref *r = &ic.v[order[i].at];
         if ((e = envlog_snapw_add_ref(&w, &r->item, r->indexed && !o->no_index, r->hash)))

@@ -437,6 +437,9 @@ typedef struct envlog_snapw {
 } envlog_snapw;
 #define ENVLOG_SNAPW_HOLD (256u << 20)
 
+/* Makes room for `more` items at once (a writer told how many it will
+ * take moves its table of them no more). */
+envlog_err envlog_snapw_expect(envlog_snapw *w, size_t more);
 /* Adds an item, copying its record. */
 envlog_err envlog_snapw_add(envlog_snapw *w, const envlog_snap_item *it, bool indexed,
                             uint64_t key_hash);

@@ -17,17 +17,36 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* Room for `more` items past those added: doubling, or at once to what is
+ * asked when that is more. */
+static envlog_err room(envlog_snapw *w, size_t more)
+{
+    if (more <= w->cap - w->n)
+        return ENVLOG_OK;
+    size_t cap = w->cap ? 2 * w->cap : 256;
+    if (more > SIZE_MAX / sizeof *w->v / 2 - w->n)
+        return envlog__fail(ENVLOG_NOMEM, "building a snapshot: %zu records", more);
+    if (cap < w->n + more)
+        cap = w->n + more;
+    envlog_snapw_rec *v = envlog_realloc_big(w->v, w->n * sizeof *v, cap * sizeof *v);
+    if (!v)
+        return envlog__fail(ENVLOG_NOMEM, "building a snapshot");
+    w->v = v;
+    w->cap = cap;
+    return ENVLOG_OK;
+}
+
+envlog_err envlog_snapw_expect(envlog_snapw *w, size_t more)
+{
+    return room(w, more);
+}
+
 static envlog_err add(envlog_snapw *w, const envlog_snap_item *it, bool indexed,
                       uint64_t key_hash, bool copy)
 {
-    if (w->n == w->cap) {
-        size_t cap = w->cap ? 2 * w->cap : 256;
-        envlog_snapw_rec *v = envlog_realloc_big(w->v, w->n * sizeof *v, cap * sizeof *v);
-        if (!v)
-            return envlog__fail(ENVLOG_NOMEM, "building a snapshot");
-        w->v = v;
-        w->cap = cap;
-    }
+    envlog_err e = room(w, 1);
+    if (e)
+        return e;
     /* Encoded now for its size (and its checks), and held for the passes
      * that write it while the encodings fit the bound.  Its record is one
      * the fold or a snapshot walk accepted, or one the encoder wrote (a
@@ -36,7 +55,7 @@ static envlog_err add(envlog_snapw *w, const envlog_snap_item *it, bool indexed,
      * one buffer for all of it would copy what it holds, into fresh pages,
      * at each doubling. */
     w->scratch.len = 0;
-    envlog_err e = envlog_struct_encode_trusted(&w->scratch, &envlog_snap_item_schema, it,
+    e = envlog_struct_encode_trusted(&w->scratch, &envlog_snap_item_schema, it,
                                                  ENVLOG_LEVEL_FULL);
     size_t len = w->scratch.len;
     if (!e && len > ENVLOG_RECORD_MAX)
