@@ -118,4 +118,13 @@ bool envlog_retention_keeps_watermark(const retention *rt, const envlog_id128 *i
 envlog_err envlog_keep_under(envlog_env *env, const envlog_build_opts *o, const build_ctx *b,
                              history_cut *cut, envlog_evict_result *ev);
 
+/* Whether the tune record `in` holds no trials and is laid out as envlog
+ * writes one (its trials stripped, it would encode the same bytes): by a
+ * plain path over the shapes a tune record's values take, the walk of
+ * every item deciding the rest; with `walk_only` by the walk alone (the
+ * tests hold the two to the same answer). */
+bool envlog_build_no_trials(const envlog_bytes *in, bool walk_only);
+/* The plain path's yes alone (false: not plain, or not without trials). */
+bool envlog_build_no_trials_plain(const envlog_bytes *in);
+
 #endif

@@ -65,10 +65,8 @@ static bool fields_without_trials(envlog_pull *p, const envlog_tok *t, bool top,
     return true;
 }
 
-/* Whether the tune record `in` (checked when it was read) holds no trials
- * and is laid out as envlog writes one: stripping its trials would encode
- * the very same bytes, so they are taken as they are. */
-static bool no_trials(const envlog_bytes *in)
+/* no_trials() by the walk of every item (pull and skip, each checked). */
+static bool no_trials_walk(const envlog_bytes *in)
 {
     envlog_pull p = {in->data, in->size, 0}, d;
     envlog_tok t;
@@ -81,6 +79,145 @@ static bool no_trials(const envlog_bytes *in)
     d = (envlog_pull){detail.data, detail.size, 0};
     return !envlog_pull_next(&d, &t) && t.u && fields_without_trials(&d, &t, false, &detail) &&
            d.pos == d.n;
+}
+
+/* The head at p[*at] of a definite-length item of major type 0-5 (no
+ * simple value, no float): its major type and argument, *at past it.
+ * False: not such a head, or cut short. */
+static inline bool plain_head(const uint8_t *p, size_t n, size_t *at, unsigned *major,
+                              uint64_t *v)
+{
+    if (*at >= n)
+        return false;
+    uint8_t ib = p[(*at)++];
+    unsigned ai = ib & 31;
+    *major = ib >> 5;
+    *v = ai;
+    if (*major > 5 || ai >= 28)
+        return false;
+    if (ai >= 24) {
+        size_t w = (size_t)1 << (ai - 24);
+        if (w > n - *at)
+            return false;
+        *v = envlog_load_be(p + *at, w);
+        *at += w;
+    }
+    return true;
+}
+
+/* Skips the value at p[*at] when it has one of the shapes a tune record's
+ * values take: an integer, a string, false/true/null/undefined, a float,
+ * and, at depth 0 or 1, an array of such values or a map of them under
+ * small unsigned keys, each key once (a detail's settings).  False for
+ * anything else (a tag, another key, a deeper nesting, a value cut
+ * short): the walk decides it. */
+static bool skip_plain(const uint8_t *p, size_t n, size_t *at, int depth)
+{
+    size_t i = *at;
+    if (i >= n)
+        return false;
+    uint8_t ib = p[i];
+    if (ib >= 0xf4 && ib <= 0xf7) {
+        *at = i + 1;
+        return true;
+    }
+    if (ib >= 0xf9 && ib <= 0xfb) { /* a float of 2, 4 or 8 bytes */
+        size_t w = (size_t)2 << (ib - 0xf9);
+        if (w >= n - i)
+            return false;
+        *at = i + 1 + w;
+        return true;
+    }
+    unsigned major;
+    uint64_t v;
+    if (!plain_head(p, n, &i, &major, &v))
+        return false;
+    if (major == 2 || major == 3) {
+        if (v > n - i)
+            return false;
+        i += (size_t)v;
+    } else if (major == 4) {
+        if (depth >= 2 || v > n - i) /* every item takes a byte at least */
+            return false;
+        for (uint64_t k = 0; k < v; k++)
+            if (!skip_plain(p, n, &i, depth + 1))
+                return false;
+    } else if (major == 5) {
+        if (depth >= 2 || v > (n - i) / 2)
+            return false;
+        uint32_t seen = 0;
+        for (uint64_t k = 0; k < v; k++) {
+            if (i >= n || p[i] >= 24 || (seen & (uint32_t)1 << p[i]))
+                return false;
+            seen |= (uint32_t)1 << p[i++];
+            if (!skip_plain(p, n, &i, depth + 1))
+                return false;
+        }
+    }
+    *at = i;
+    return true;
+}
+
+/* The fields of the map at p[*at] as fields_without_trials() takes them
+ * (top: the record's own map, else its detail), every value of a plain
+ * shape: 1 when all are of that part and none is the trials, *detail the
+ * detail's bytes when the map holds one; 0 when one is not; -1 when a
+ * value is not plain (the walk decides). */
+static int fields_plain(const uint8_t *p, size_t n, size_t *at, bool top,
+                        envlog_bytes *detail)
+{
+    const envlog_schema *s = envlog_schema_of(ENVLOG_KIND_TUNE);
+    unsigned major;
+    uint64_t pairs, k;
+    if (!plain_head(p, n, at, &major, &pairs) || major != 5)
+        return -1;
+    if (!top && !pairs)
+        return 0;
+    for (uint64_t i = 0; i < pairs; i++) {
+        if (!plain_head(p, n, at, &major, &k) || major != 0)
+            return -1;
+        if (top && k == ENVLOG_K_DETAIL && *at < n && p[*at] >> 5 == 2) {
+            uint64_t len;
+            if (!plain_head(p, n, at, &major, &len) || len > n - *at)
+                return -1;
+            *detail = (envlog_bytes){p + *at, (size_t)len};
+            *at += (size_t)len;
+            continue;
+        }
+        if (!top || k > ENVLOG_K_EFFECT) {
+            const envlog_field *f = envlog_schema_field(s, k);
+            if (!f || (f->fold != 0) != top || f->off == offsetof(envlog_tune, trials))
+                return 0;
+        }
+        if (!skip_plain(p, n, at, 0))
+            return -1;
+    }
+    return 1;
+}
+
+bool envlog_build_no_trials_plain(const envlog_bytes *in)
+{
+    size_t at = 0, dat = 0;
+    envlog_bytes detail = {NULL, 0}, inner = {NULL, 0};
+    return fields_plain(in->data, in->size, &at, true, &detail) == 1 && at == in->size &&
+           (!detail.data || (fields_plain(detail.data, detail.size, &dat, false, &inner) == 1 &&
+                             dat == detail.size));
+}
+
+bool envlog_build_no_trials(const envlog_bytes *in, bool walk_only)
+{
+    /* The plain path says yes only where the walk would: anything it does
+     * not take whole (a value of another shape, a field out of its part)
+     * the walk decides, as it always did. */
+    return (!walk_only && envlog_build_no_trials_plain(in)) || no_trials_walk(in);
+}
+
+/* Whether the tune record `in` (checked when it was read) holds no trials
+ * and is laid out as envlog writes one: stripping its trials would encode
+ * the very same bytes, so they are taken as they are. */
+static bool no_trials(const envlog_bytes *in)
+{
+    return envlog_build_no_trials(in, false);
 }
 
 /* The tune record without its trials (--evidence none), appended to

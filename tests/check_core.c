@@ -659,26 +659,6 @@ END_TEST
 
 /* `fn` on [b] with each bit of each byte flipped in turn, and cut short at
  * every length, `what` naming each ("<label>, byte 3 bit 5"). */
-static void each_damage(const envlog_buf *b, const char *label,
-                        void (*fn)(const envlog_buf *, const char *what, void *ctx), void *ctx)
-{
-    envlog_buf m = {0};
-    char what[96];
-    for (size_t at = 0; at < b->len; at++)
-        for (int bit = 0; bit < 8; bit++) {
-            m.len = 0;
-            ck_assert_ok(envlog_buf_append(&m, b->p, b->len));
-            m.p[at] ^= (uint8_t)(1u << bit);
-            snprintf(what, sizeof what, "%s, byte %zu bit %d", label, at, bit);
-            fn(&m, what, ctx);
-        }
-    for (size_t cut = 0; cut < b->len; cut++) {
-        envlog_buf c = {b->p, cut, cut};
-        snprintf(what, sizeof what, "%s, cut at %zu", label, cut);
-        fn(&c, what, ctx);
-    }
-    envlog_buf_free(&m);
-}
 
 /* The fold's memo of the last candidates it checked changes no verdict and
  * no value: a tune record with every bit of every byte flipped in turn, and
@@ -748,7 +728,7 @@ START_TEST(test_fold_memo)
         char what[32];
         snprintf(what, sizeof what, "variant %d", v);
         memo_case mc = {&primed, cand, 0};
-        each_damage(&b, what, memo_agrees, &mc);
+        tu_each_damage(&b, what, memo_agrees, &mc);
         /* Flips in the detail and in values after the candidates leave
          * records that decode. */
         ck_assert_uint_gt(mc.taken, 8);
@@ -824,7 +804,7 @@ START_TEST(test_fold_fast_agrees)
             snprintf(what, sizeof what, "%s variant %d", envlog_kind_name(kinds[k]), v);
             fast_case whole = {0, 0}, damaged = {0, 0};
             fast_agrees(&b, what, &whole);
-            each_damage(&b, what, fast_agrees, &damaged);
+            tu_each_damage(&b, what, fast_agrees, &damaged);
             /* The encoder's records take the path, and so do records
              * damaged in a value that still reads. */
             ck_assert_msg(whole.fast == 2, "%s: not read by the fold's path", what);
@@ -842,68 +822,10 @@ END_TEST
  * length form, bad UTF-8, arrays, maps, a tag): the fold's path and its walk
  * give the same verdict and the same values, and the path takes the values
  * it is written for. */
-typedef struct head_alt {
-    const char *name;
-    uint8_t b[20];
-    size_t n;
-} head_alt;
-
-static const head_alt head_alts[] = {
-    {"0", {0x00}, 1},
-    {"1", {0x01}, 1},
-    {"2", {0x02}, 1},
-    {"23", {0x17}, 1},
-    {"1 in a byte", {0x18, 0x01}, 2},
-    {"1 in 2 bytes", {0x19, 0x00, 0x01}, 3},
-    {"1 in 4 bytes", {0x1a, 0, 0, 0, 0x01}, 5},
-    {"1 in 8 bytes", {0x1b, 0, 0, 0, 0, 0, 0, 0, 0x01}, 9},
-    {"2^32", {0x1b, 0, 0, 0, 0x01, 0, 0, 0, 0}, 9},
-    {"2^63 - 1", {0x1b, 0x7f, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff}, 9},
-    {"2^63", {0x1b, 0x80, 0, 0, 0, 0, 0, 0, 0}, 9},
-    {"2^64 - 1", {0x1b, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff}, 9},
-    {"a reserved head", {0x1c}, 1},
-    {"a reserved head, 16 bytes after", {0x1c, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 1}, 17},
-    {"-1", {0x20}, 1},
-    {"-2 in a byte", {0x38, 0x01}, 2},
-    {"-1 in 8 bytes", {0x3b, 0, 0, 0, 0, 0, 0, 0, 0}, 9},
-    {"-2^63", {0x3b, 0x7f, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff}, 9},
-    {"-2^63 - 1", {0x3b, 0x80, 0, 0, 0, 0, 0, 0, 0}, 9},
-    {"false", {0xf4}, 1},
-    {"true", {0xf5}, 1},
-    {"null", {0xf6}, 1},
-    {"undefined", {0xf7}, 1},
-    {"simple 16", {0xf0}, 1},
-    {"half 1.5", {0xf9, 0x3e, 0x00}, 3},
-    {"single 1.5", {0xfa, 0x3f, 0xc0, 0, 0}, 5},
-    {"single NaN", {0xfa, 0x7f, 0xc0, 0, 0x01}, 5},
-    {"double 1.5", {0xfb, 0x3f, 0xf8, 0, 0, 0, 0, 0, 0}, 9},
-    {"double -0", {0xfb, 0x80, 0, 0, 0, 0, 0, 0, 0}, 9},
-    {"a single cut short", {0xfa, 0x3f, 0xc0}, 3},
-    {"empty text", {0x60}, 1},
-    {"text", {0x63, 'a', 'b', 'c'}, 4},
-    {"text, length in a byte", {0x78, 0x03, 'a', 'b', 'c'}, 5},
-    {"text, length in 8 bytes", {0x7b, 0, 0, 0, 0, 0, 0, 0, 0x01, 'a'}, 10},
-    {"text, not UTF-8", {0x62, 0xc3, 0x28}, 3},
-    {"text with a NUL", {0x62, 'a', 0x00}, 3},
-    {"text, longer than the record", {0x79, 0xff, 0xff, 'a'}, 4},
-    {"indefinite text", {0x7f, 0x61, 'a', 0xff}, 4},
-    {"empty bytes", {0x40}, 1},
-    {"15 bytes", {0x4f, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15}, 16},
-    {"16 bytes", {0x50, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16}, 17},
-    {"16 bytes, length in a byte",
-     {0x58, 0x10, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16}, 18},
-    {"17 bytes", {0x51, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17}, 18},
-    {"empty array", {0x80}, 1},
-    {"an array of a text", {0x81, 0x61, 'x'}, 3},
-    {"an array of two texts, length in a byte", {0x98, 0x02, 0x61, 'x', 0x61, 'y'}, 6},
-    {"an array of a number", {0x81, 0x01}, 2},
-    {"empty map", {0xa0}, 1},
-    {"a tag", {0xc1, 0x01}, 2},
-};
 
 /* `b` with the value of pair `pair` of its top map replaced by `alt`, in
  * `out`; false when it has no such pair. */
-static bool with_value(const envlog_buf *b, size_t pair, const head_alt *alt, envlog_buf *out)
+static bool with_value(const envlog_buf *b, size_t pair, const tu_head_alt *alt, envlog_buf *out)
 {
     envlog_pull p = {b->p, b->len, 0};
     envlog_tok t;
@@ -938,12 +860,12 @@ START_TEST(test_fold_fast_heads)
         fast_case fc = {0, 0};
         size_t pairs = 0;
         /* Pair 0 is the kind, which every reader reads before either way. */
-        for (size_t pair = 1; with_value(&b, pair, &head_alts[0], &m); pair++, pairs++)
-            for (size_t a = 0; a < sizeof head_alts / sizeof head_alts[0]; a++) {
-                ck_assert(with_value(&b, pair, &head_alts[a], &m));
+        for (size_t pair = 1; with_value(&b, pair, &tu_head_alts[0], &m); pair++, pairs++)
+            for (size_t a = 0; a < tu_n_head_alts; a++) {
+                ck_assert(with_value(&b, pair, &tu_head_alts[a], &m));
                 char what[96];
                 snprintf(what, sizeof what, "%s, pair %zu: %s", envlog_kind_name(kinds[k]), pair,
-                         head_alts[a].name);
+                         tu_head_alts[a].name);
                 fast_agrees(&m, what, &fc);
             }
         ck_assert_uint_ge(pairs, 10);
@@ -1060,7 +982,7 @@ START_TEST(test_record_in_place_agrees)
         char what[32];
         snprintf(what, sizeof what, "shape %d", shape);
         in_place_agrees(&b, what, &both);
-        each_damage(&b, what, in_place_agrees, &both);
+        tu_each_damage(&b, what, in_place_agrees, &both);
         envlog_buf_free(&b);
     }
     ck_assert_uint_gt(both, 100);

@@ -7,6 +7,7 @@
  * namespace filters, import twice, local after import, stale entries,
  * import from memory) and hostile bundles that must import nothing.
  */
+#include "build_int.h"
 #include "replay_int.h"
 #include "snap_int.h"
 #include "suites.h"
@@ -2144,6 +2145,132 @@ START_TEST(test_sessions_ids)
 }
 END_TEST
 
+/* The build's plain path over a tune record's values (envlog_build_no_trials)
+ * says a record holds no trials, and is laid out as envlog writes one, only
+ * where the walk of every item says so, and says it for the records envlog
+ * writes: over the sample tunes with their trials and without, every bit
+ * of the typical one flipped and every cut, and each value of the record's map and of its
+ * detail replaced in turn by each item of a catalogue (every head, and the
+ * shapes of a detail's settings: maps in an array, a key twice, a key past
+ * 23, a text key, an array in an array, a map in a map, counts beyond the
+ * bytes left; details of an empty map, of a map cut short). */
+typedef struct trials_case {
+    size_t seen, plain, walk;
+} trials_case;
+
+static void trials_agree(const envlog_buf *b, const char *what, void *ctx)
+{
+    trials_case *c = ctx;
+    envlog_bytes in = {b->p, b->len};
+    bool plain = envlog_build_no_trials_plain(&in), walk = envlog_build_no_trials(&in, true);
+    tu_check(!plain || walk, "%s: the plain path takes a record the walk refuses", what);
+    tu_check(envlog_build_no_trials(&in, false) == walk, "%s: the two ways disagree", what);
+    c->seen++;
+    c->plain += plain;
+    c->walk += walk;
+}
+
+/* The unsigned keys of the map [p, p + n), at most `max`. */
+static size_t map_keys(const uint8_t *p, size_t n, uint64_t *keys, size_t max)
+{
+    envlog_pull pl = {p, n, 0};
+    envlog_tok t, k, v;
+    ck_assert_ok(envlog_pull_next(&pl, &t));
+    size_t got = 0;
+    for (uint64_t i = 0; i < t.u && got < max; i++) {
+        ck_assert_ok(envlog_pull_next(&pl, &k));
+        ck_assert_ok(envlog_pull_next(&pl, &v));
+        ck_assert_ok(envlog_pull_skip_at(&pl, &v, 1));
+        keys[got++] = k.u;
+    }
+    return got;
+}
+
+START_TEST(test_no_trials_plain)
+{
+    static const tu_head_alt shapes[] = {
+        {"settings", {0x82, 0xa2, 0x00, 0x61, 'a', 0x01, 0xf9, 0x3c, 0x00, 0xa0}, 10},
+        {"settings with a key twice", {0x81, 0xa2, 0x00, 0x01, 0x00, 0x02}, 6},
+        {"settings with a key in a byte", {0x81, 0xa1, 0x18, 0x18, 0x01}, 5},
+        {"settings with a text key", {0x81, 0xa1, 0x61, 'k', 0x01}, 5},
+        {"settings with a tag", {0x81, 0xa1, 0x00, 0xc1, 0x01}, 5},
+        {"settings with an array", {0x81, 0xa1, 0x00, 0x81, 0x01}, 5},
+        {"an array in an array", {0x81, 0x81, 0x01}, 3},
+        {"a map of a map", {0xa1, 0x00, 0xa1, 0x00, 0x01}, 5},
+        {"a map claiming more than is left", {0x81, 0xb8, 0xff, 0x00}, 4},
+        {"an array claiming more than is left", {0x9a, 0, 1, 0, 0, 0x01}, 6},
+        {"a half float cut short", {0xf9, 0x3c}, 2},
+        {"a double cut short", {0xfb, 0x3f, 0xf8, 0, 0, 0, 0, 0}, 8},
+        {"a detail of an empty map", {0x41, 0xa0}, 2},
+        {"a detail of a map and more", {0x43, 0xa1, 0x09, 0x01}, 4},
+    };
+    const envlog_stamp st = {{{1, 2, 3}}, 7, 0};
+    trials_case whole = {0}, damaged = {0}, edited = {0};
+    for (int v = TU_EMPTY; v <= TU_UNICODE; v++)
+        for (int trials = 0; trials < 2; trials++) {
+            tu_sample s;
+            tu_sample_make(&s, ENVLOG_KIND_TUNE, (tu_variant)v);
+            if (!trials) {
+                s.u.tune.n_trials = 0;
+                s.u.tune.trials = NULL;
+            }
+            envlog_buf b = {0}, m = {0}, detail = {0};
+            ck_assert_ok(envlog_event_encode(&b, ENVLOG_KIND_TUNE, &st,
+                                             envlog_effect_of(ENVLOG_KIND_TUNE, &s.u.tune),
+                                             ENVLOG_LEVEL_FULL, &s.u.tune));
+            char what[96];
+            snprintf(what, sizeof what, "tune variant %d, %s trials", v,
+                     trials ? "with" : "without");
+            size_t plain_before = whole.plain;
+            trials_agree(&b, what, &whole);
+            /* The encoder's records without trials take the plain path. */
+            if (!trials || !s.u.tune.n_trials)
+                ck_assert_msg(whole.plain == plain_before + 1, "%s: not taken plainly", what);
+            /* (every bit of the typical record's two forms: the others are
+             * of the same fields, more of them) */
+            if (v == TU_TYPICAL)
+                tu_each_damage(&b, what, trials_agree, &damaged);
+            uint64_t keys[64];
+            size_t nk = map_keys(b.p, b.len, keys, 64);
+            for (size_t i = 0; i < nk; i++)
+                for (size_t a = 0; a < tu_n_head_alts + sizeof shapes / sizeof shapes[0]; a++) {
+                    const tu_head_alt *alt =
+                        a < tu_n_head_alts ? &tu_head_alts[a] : &shapes[a - tu_n_head_alts];
+                    m.len = 0;
+                    ck_assert(tu_cbor_edit(b.p, b.len, &keys[i], 1, alt->b, alt->n, false, 0, &m));
+                    snprintf(what, sizeof what, "tune %d/%d, key %llu: %s", v, trials,
+                             (unsigned long long)keys[i], alt->name);
+                    trials_agree(&m, what, &edited);
+                }
+            if (tu_detail_bytes(b.p, b.len, &detail)) {
+                nk = map_keys(detail.p, detail.len, keys, 64);
+                for (size_t i = 0; i < nk; i++)
+                    for (size_t a = 0; a < tu_n_head_alts + sizeof shapes / sizeof shapes[0];
+                         a++) {
+                        const tu_head_alt *alt = a < tu_n_head_alts
+                                                     ? &tu_head_alts[a]
+                                                     : &shapes[a - tu_n_head_alts];
+                        m.len = 0;
+                        ck_assert(tu_detail_edit(b.p, b.len, &keys[i], 1, alt->b, alt->n, false,
+                                                 0, &m));
+                        snprintf(what, sizeof what, "tune %d/%d, detail key %llu: %s", v,
+                                 trials, (unsigned long long)keys[i], alt->name);
+                        trials_agree(&m, what, &edited);
+                    }
+            }
+            envlog_buf_free(&detail);
+            envlog_buf_free(&m);
+            envlog_buf_free(&b);
+        }
+    /* Damaged and edited records still take the plain path where the
+     * damage left a value's shape plain, and the walk decides the rest. */
+    ck_assert_uint_gt(damaged.plain, 100);
+    ck_assert_uint_gt(damaged.walk, damaged.plain);
+    ck_assert_uint_gt(edited.plain, 100);
+    ck_assert_uint_gt(edited.walk, edited.plain);
+}
+END_TEST
+
 Suite *suite_snapshot(void)
 {
     Suite *s = suite_create("snapshot");
@@ -2153,6 +2280,7 @@ Suite *suite_snapshot(void)
     tcase_add_test(tc, test_retire_never_live);
     tcase_add_test(tc, test_fold_walk_skips_detail);
     tcase_add_test(tc, test_trusted_item_encoding);
+    tcase_add_test(tc, test_no_trials_plain);
     tcase_add_test(tc, test_compact_keeps_evidence);
     tcase_add_test(tc, test_index_in_place);
     tcase_add_test(tc, test_first_search);

@@ -180,6 +180,24 @@ bool tu_detail_edit(const uint8_t *p, size_t n, const uint64_t *path, size_t dep
 /* The bytes of key 23 of a record (false when it has none). */
 bool tu_detail_bytes(const uint8_t *p, size_t n, envlog_buf *detail);
 
+/* Calls fn(m, what, ctx) for `b` with each bit of each byte flipped in
+ * turn, then for `b` cut short at every length: a damage catalogue of one
+ * encoded item. */
+void tu_each_damage(const envlog_buf *b, const char *label,
+                    void (*fn)(const envlog_buf *, const char *what, void *ctx), void *ctx);
+
+/* A catalogue of CBOR items of every head: every width of every integer
+ * head at its bounds, the simple values, floats of each width, texts and
+ * byte strings of each length form, bad UTF-8, arrays, maps, a tag, and
+ * items cut short; for putting in place of a value. */
+typedef struct tu_head_alt {
+    const char *name;
+    uint8_t b[20];
+    size_t n;
+} tu_head_alt;
+extern const tu_head_alt tu_head_alts[];
+extern const size_t tu_n_head_alts;
+
 /* A session of `env` written segment by segment, bypassing the recorder:
  * a session record (seq 0), then records[i] (whose seqs must be i + 1),
  * sealed when `seal`.  For records the recorder would refuse. */
