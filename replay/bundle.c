@@ -241,7 +241,10 @@ envlog_err envlog_bundle_open_to_walk(const void *data, size_t size, envlog_bund
 void envlog_bundle_close(envlog_bundle_opened *o)
 {
     envlog_snap_free(o->snap);
-    envlog_free(o->raw);
+    if (o->sparse)
+        envlog_unreserve(o->raw, o->n);
+    else
+        envlog_free(o->raw);
     memset(o, 0, sizeof *o);
 }
 
@@ -538,6 +541,57 @@ static envlog_err bundle_tmp(const char *path, char *tmp, size_t size)
 
 /* The bundle of `env` compressed in *z (*zn bytes), checked as its readers
  * check it, and described in *info. */
+/* A format 2 bundle opened to be described: its snapshot decoded and
+ * checked by its hash as a window of it at a time (envlog_cols_check()),
+ * then loaded from the head and tail that keeps, with every check a load
+ * makes. */
+static envlog_err open_sparse(const uint8_t *z, size_t size, envlog_bundle_opened *o)
+{
+    memset(o, 0, sizeof *o);
+    o->format = 2;
+    o->sparse = true;
+    uint8_t *img;
+    size_t in;
+    uint64_t total;
+    envlog_err e = envlog_bundle_image(z, size, &img, &in);
+    if (e)
+        return e;
+    e = envlog_cols_check(img, in, &o->raw, &total);
+    envlog_free(img);
+    o->n = (size_t)total;
+    if (!e && (e = envlog_snap_load(o->raw, o->n, false, &o->snap)))
+        envlog_bundle_close(o);
+    return e;
+}
+
+/* The export's read-back of the bundle `z` it made, and its description.
+ * A format 2 one (`written` its build) is checked whole as it is decoded,
+ * and described from what was written, the snapshot never held whole (a
+ * large one took as much fresh memory again as the export); where the
+ * description would walk the entries (its namespaces not those written),
+ * and for format 1, it is opened whole. */
+static envlog_err read_back(const envlog_buf *z, const envlog_build_result *written,
+                            envlog_bundle_info **info)
+{
+    envlog_bundle_opened back;
+    envlog_err e;
+    if (written) {
+        if ((e = open_sparse(z->p, z->len, &back)))
+            return e;
+        bool whole = written->n_ns_entries != envlog_snap_manifest_get(back.snap)->n_namespaces;
+        if (!whole)
+            e = describe(&back, z->len, written, info);
+        envlog_bundle_close(&back);
+        if (!whole)
+            return e;
+    }
+    if ((e = envlog_bundle_open_mem(z->p, z->len, false, &back)))
+        return e;
+    e = describe(&back, z->len, written, info);
+    envlog_bundle_close(&back);
+    return e;
+}
+
 static envlog_err export_bytes(envlog_env *env, const envlog_bundle_opts *opts, uint8_t **z,
                                size_t *zn, envlog_bundle_info **info)
 {
@@ -601,11 +655,8 @@ static envlog_err export_bytes(envlog_env *env, const envlog_bundle_opts *opts, 
      * byte for byte, and described from what was laid out; a format 1 one
      * is walked record by record (its INDEX is empty: the walk reads and
      * checks every record, as the full check would). */
-    envlog_bundle_opened back;
-    if (!e && !(e = envlog_bundle_open_mem(zs.z.p, zs.z.len, false, &back))) {
-        e = describe(&back, zs.z.len, f2.enc ? &res : NULL, info);
-        envlog_bundle_close(&back);
-    }
+    if (!e)
+        e = read_back(&zs.z, f2.enc ? &res : NULL, info);
     envlog_build_result_free(&res);
     /* A bundle of no tune and no kernel is a mistake (a mistyped prefix,
      * the wrong environment) to say, not a file to ship. */

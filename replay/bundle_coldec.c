@@ -208,6 +208,93 @@ static envlog_err dec_room(uint8_t **out, size_t *cap, uint64_t used, uint64_t n
     return ENVLOG_OK;
 }
 
+/* A snapshot checked without being kept (envlog_cols_check()): its
+ * records framed into a window used again and again, the hash taken of
+ * each piece before it is written over.  The window starts on a block:
+ * the framing depends on a record's place in its block only, so a record
+ * framed at `pos - base` in it is the bytes it is at `pos` in the
+ * snapshot.  What a load reads (the head: HEADER, MANIFEST, INDEX; the
+ * tail: the SEAL) is kept at its place in memory reserved for the whole,
+ * whose other pages are never touched. */
+#define HEAD_RECORDS 3
+#define WINDOW (1u << 20)
+
+typedef struct cols_window {
+    uint8_t *w;
+    size_t cap;
+    uint64_t base;   /* the snapshot's offset of w[0], a whole block */
+    uint64_t hashed; /* the snapshot's bytes hashed so far */
+    envlog_h128 h;
+    uint8_t *snap;   /* envlog_reserve(size): the head and tail in place */
+    bool head;       /* the head is in `snap` */
+} cols_window;
+
+static uint8_t *win_reserve(void *ctx, uint64_t size)
+{
+    cols_window *w = ctx;
+    return w->snap = envlog_reserve((size_t)size);
+}
+
+/* Room in the window for `framed` bytes at snapshot offset `pos`: what is
+ * written hashed and let go (the block `pos` is in kept, being written),
+ * or, while the head is not yet kept or a record does not fit, the window
+ * grown. */
+static envlog_err win_room(cols_window *w, uint64_t pos, uint64_t framed)
+{
+    if (pos - w->base + framed <= w->cap)
+        return ENVLOG_OK;
+    if (w->head) {
+        envlog_h128_update(&w->h, w->w + (w->hashed - w->base), (size_t)(pos - w->hashed));
+        w->hashed = pos;
+        uint64_t nb = pos / ENVLOG_BLOCK * ENVLOG_BLOCK;
+        memmove(w->w, w->w + (nb - w->base), (size_t)(pos - nb));
+        w->base = nb;
+        if (pos - w->base + framed <= w->cap)
+            return ENVLOG_OK;
+    }
+    uint64_t need = pos - w->base + framed, cap = 2 * (uint64_t)w->cap;
+    if (cap < need)
+        cap = need;
+    uint8_t *p = envlog_realloc_big(w->w, (size_t)(pos - w->base), (size_t)cap);
+    if (!p)
+        return envlog__fail(ENVLOG_NOMEM, "checking a bundle");
+    w->w = p;
+    w->cap = (size_t)cap;
+    return ENVLOG_OK;
+}
+
+static envlog_err decode_into(const uint8_t *img, size_t n, const envlog_cols_out *to,
+                              cols_window *win, uint8_t **out, uint64_t *n_out);
+
+envlog_err envlog_cols_check(const uint8_t *img, size_t n, uint8_t **snap, uint64_t *size)
+{
+    *snap = NULL;
+    *size = 0;
+    cols_window w = {0};
+    envlog_cols_out to = {win_reserve, NULL, &w};
+    uint8_t *none;
+    uint64_t made = 0;
+    envlog_err e = envlog_h128_begin(&w.h);
+    if (!e && !(w.w = envlog_malloc_big(WINDOW, false)))
+        e = envlog__fail(ENVLOG_NOMEM, "checking a bundle");
+    w.cap = WINDOW;
+    if (!e)
+        e = decode_into(img, n, &to, &w, &none, &made);
+    /* The tail: the window holds the last record whole (it starts no
+     * later than the block the last record began in). */
+    if (!e)
+        memcpy(w.snap + w.base, w.w, (size_t)(made - w.base));
+    envlog_free(w.w);
+    envlog_h128_free(&w.h);
+    if (e) {
+        envlog_unreserve(w.snap, (size_t)made);
+        return e;
+    }
+    *snap = w.snap;
+    *size = made;
+    return ENVLOG_OK;
+}
+
 envlog_err envlog_cols_decode(const uint8_t *img, size_t n, uint8_t **out, size_t *n_out)
 {
     *n_out = 0;
@@ -220,6 +307,12 @@ envlog_err envlog_cols_decode(const uint8_t *img, size_t n, uint8_t **out, size_
 
 envlog_err envlog_cols_decode_to(const uint8_t *img, size_t n, const envlog_cols_out *to,
                                  uint8_t **out, uint64_t *n_out)
+{
+    return decode_into(img, n, to, NULL, out, n_out);
+}
+
+static envlog_err decode_into(const uint8_t *img, size_t n, const envlog_cols_out *to,
+                              cols_window *win, uint8_t **out, uint64_t *n_out)
 {
     *out = NULL;
     *n_out = 0;
@@ -287,6 +380,19 @@ envlog_err envlog_cols_decode_to(const uint8_t *img, size_t n, const envlog_cols
                              (unsigned long long)d.size);
             break;
         }
+        if (win) {
+            if ((e = win_room(win, d.pos, framed)))
+                break;
+            uint64_t at = d.pos - win->base;
+            envlog_frame_write(win->w, &at, seed, d.rec.p, d.rec.len, NULL);
+            d.pos = win->base + at;
+            /* The head, whole in the window still (nothing let go yet). */
+            if (!win->head && (r + 1 == HEAD_RECORDS || r + 1 == records)) {
+                memcpy(win->snap, win->w, (size_t)d.pos);
+                win->head = true;
+            }
+            continue;
+        }
         /* (the snapshot takes about what its image does, often less) */
         if (!to && (e = dec_room(&snap, &cap, d.pos, d.pos + framed,
                                  n < (1u << 18) ? (1u << 20) : 4 * n, d.size)))
@@ -305,8 +411,12 @@ envlog_err envlog_cols_decode_to(const uint8_t *img, size_t n, const envlog_cols
             e = envlog__fail(ENVLOG_BAD_DATA, "bundle: column %u holds %llu bytes its records "
                              "do not use", i,
                              (unsigned long long)(d.cols[i].len - d.cols[i].pos));
+    if (!e && win)
+        envlog_h128_update(&win->h, win->w + (win->hashed - win->base),
+                           (size_t)(d.pos - win->hashed));
     if (!e) {
-        envlog_hash128 h = envlog_hash128_bytes(snap, (size_t)d.pos);
+        envlog_hash128 h = win ? envlog_h128_end(&win->h)
+                               : envlog_hash128_bytes(snap, (size_t)d.pos);
         if (memcmp(h.b, img + 16, 16))
             e = envlog__fail(ENVLOG_BAD_DATA, "bundle: the snapshot its columns give does not "
                              "match its hash");

@@ -50,6 +50,16 @@ envlog_err envlog_cols_finish(envlog_cols_enc *c, const envlog_sink *out);
  * ENVLOG_TOO_BIG (it states more than ENVLOG_BUNDLE_MAX_SIZE); ENVLOG_NOMEM. */
 envlog_err envlog_cols_decode(const uint8_t *img, size_t n, uint8_t **out, size_t *n_out);
 
+/* envlog_cols_decode() that keeps of the snapshot only what a load
+ * without the full check reads: the same checks and verdicts, each record
+ * framed into memory used again once its bytes are hashed, so that a
+ * check of a large image touches a window of memory, not the whole
+ * snapshot's.  *snap: *size bytes of address space (free with
+ * envlog_unreserve(*snap, *size)) holding the snapshot's head (HEADER,
+ * MANIFEST, INDEX) and its last block(s) (the SEAL) where they lie, never
+ * a page between them. */
+envlog_err envlog_cols_check(const uint8_t *img, size_t n, uint8_t **snap, uint64_t *size);
+
 /* Where envlog_cols_decode_to() writes the snapshot while it decodes it,
  * for a reader that follows it: `room` gives memory for all `size` bytes
  * the image states (written in order, never moved; NULL: no memory), and

@@ -189,6 +189,8 @@ typedef struct envlog_bundle_opened {
     size_t n;
     envlog_snap *snap;
     int format;      /* the bundle's format: 1 or 2 */
+    bool sparse;     /* raw is envlog_reserve()d, holding the head and the
+                        tail only (an export's read-back) */
 } envlog_bundle_opened;
 
 /* Decompresses `data` (sizes checked before memory is taken) and opens it;

@@ -569,6 +569,120 @@ START_TEST(test_bundle2_fed_agrees)
 }
 END_TEST
 
+
+/* --------------------------------------------------- the export's check */
+
+/* A check of the image `img` (envlog_cols_check(), what an export's
+ * read-back runs) says what the whole decode says, with its message; when
+ * both take it, the load of what the check keeps says what the load of
+ * the whole says, and the two snapshots' head and tail are the same bytes.
+ * Counts the images taken. */
+static void check_agrees(const envlog_buf *img, const char *what, void *ctx)
+{
+    size_t *taken = ctx;
+    uint8_t *whole = NULL, *sparse = NULL;
+    size_t n1 = 0;
+    uint64_t n2 = 0;
+    char m1[512], m2[512];
+    envlog_err e1 = envlog_cols_decode(img->p, img->len, &whole, &n1);
+    snprintf(m1, sizeof m1, "%s", e1 ? envlog_errmsg() : "");
+    envlog_err e2 = envlog_cols_check(img->p, img->len, &sparse, &n2);
+    snprintf(m2, sizeof m2, "%s", e2 ? envlog_errmsg() : "");
+    tu_check(e1 == e2 && !strcmp(m1, m2), "%s: decoded: %s (%s); checked: %s (%s)", what,
+             envlog_strerror(e1), m1, envlog_strerror(e2), m2);
+    if (!e1 && !e2) {
+        tu_check(n1 == n2, "%s: %zu bytes decoded, %llu checked", what, n1,
+                 (unsigned long long)n2);
+        envlog_snap *a = NULL, *b = NULL;
+        e1 = envlog_snap_load(whole, n1, false, &a);
+        snprintf(m1, sizeof m1, "%s", e1 ? envlog_errmsg() : "");
+        e2 = envlog_snap_load(sparse, (size_t)n2, false, &b);
+        snprintf(m2, sizeof m2, "%s", e2 ? envlog_errmsg() : "");
+        tu_check(e1 == e2 && !strcmp(m1, m2), "%s: loads: %s (%s), %s (%s)", what,
+                 envlog_strerror(e1), m1, envlog_strerror(e2), m2);
+        size_t edge = n1 < 200 ? n1 : 200;
+        tu_check(!memcmp(whole, sparse, edge) && !memcmp(whole + n1 - edge,
+                                                         sparse + n1 - edge, edge),
+                 "%s: the head or the tail differs", what);
+        if (!e1 && !e2)
+            tu_check(!memcmp(envlog_snap_manifest_raw(a).data, envlog_snap_manifest_raw(b).data,
+                             envlog_snap_manifest_raw(a).size),
+                     "%s: the manifests differ", what);
+        envlog_snap_free(a);
+        envlog_snap_free(b);
+        ++*taken;
+    }
+    envlog_free(whole);
+    envlog_unreserve(sparse, (size_t)n2);
+}
+
+/* envlog_cols_check() against envlog_cols_decode(): every bit of a small
+ * bundle's image flipped and every cut, then an image of several MiB (its
+ * window used again many times, a record larger than the window) whole,
+ * with bits flipped across it and cut at places across it; and an export
+ * of it describes what an inspection of the file reads. */
+START_TEST(test_cols_check_agrees)
+{
+    rp_renv r = small_env("b2-check");
+    char *p;
+    size_t n, taken = 0;
+    uint8_t *z = exported(&r, 0, ENVLOG_EVIDENCE_ALL, &p, &n);
+    envlog_buf img = image_in(z, n);
+    tu_each_damage(&img, "small image", check_agrees, &taken);
+    ck_assert_uint_gt(taken, 0);
+    envlog_buf_free(&img);
+    free(z);
+    free(p);
+    envlog_session *s = rp_sbegin(r.env, "big", 0);
+    char key[32];
+    for (int i = 0; i < 3000; i++) {
+        snprintf(key, sizeof key, "big-%d", i);
+        rp_rtune(s, i % 3 ? NS_A : NS_B, key, i % 2);
+        if (i % 100 == 7)
+            huge_kernel(s, i, 60000 + (size_t)i);
+    }
+    huge_kernel(s, 5000, (size_t)3 << 19); /* 1.5 MiB: more than the window */
+    rp_end(s);
+    envlog_bundle_info *info, *seen;
+    p = export_as(&r, "big", 0, ENVLOG_EVIDENCE_ALL, &info);
+    ck_assert_ok(envlog_bundle_inspect(p, &seen));
+    ck_assert_uint_gt(info->size, 4u << 20);
+    ck_assert_uint_eq(info->size, seen->size);
+    ck_assert_uint_eq(info->tunes, seen->tunes);
+    ck_assert_uint_eq(info->kernels, seen->kernels);
+    ck_assert_uint_eq(info->sessions, seen->sessions);
+    ck_assert_uint_eq(info->n_namespaces, seen->n_namespaces);
+    for (size_t i = 0; i < info->n_namespaces; i++) {
+        ck_assert_str_eq(info->namespaces[i], seen->namespaces[i]);
+        ck_assert_uint_eq(info->namespace_entries[i], seen->namespace_entries[i]);
+    }
+    ck_assert_int_eq(info->content_ok, seen->content_ok);
+    ck_assert(!memcmp(info->content_hash.b, seen->content_hash.b, 16));
+    envlog_bundle_info_free(info);
+    envlog_bundle_info_free(seen);
+    z = tu_read(p, &n);
+    img = image_in(z, n);
+    taken = 0;
+    check_agrees(&img, "big image", &taken);
+    ck_assert_uint_eq(taken, 1);
+    for (size_t k = 0; k < 64; k++) {
+        size_t bit = k * (8 * img.len - 1) / 63;
+        img.p[bit / 8] ^= (uint8_t)(1u << (bit % 8));
+        char what[64];
+        snprintf(what, sizeof what, "big image, bit %zu", bit);
+        check_agrees(&img, what, &taken);
+        img.p[bit / 8] ^= (uint8_t)(1u << (bit % 8));
+        envlog_buf cut = {img.p, bit / 8, bit / 8};
+        snprintf(what, sizeof what, "big image cut at %zu", bit / 8);
+        check_agrees(&cut, what, &taken);
+    }
+    envlog_buf_free(&img);
+    free(z);
+    free(p);
+    rp_renv_free(&r);
+}
+END_TEST
+
 /* --------------------------------------------------------- hostile images */
 
 /* An image with the header fields given and `n_cols` columns. */
@@ -746,5 +860,6 @@ void sn_add_bundle2_tcases(Suite *s)
     tcase_add_test(tc, test_bundle2_hash_and_id);
     tcase_add_test(tc, test_bundle2_import_threads);
     tcase_add_test(tc, test_bundle2_fed_agrees);
+    tcase_add_test(tc, test_cols_check_agrees);
     suite_add_tcase(s, tc);
 }
