@@ -380,6 +380,26 @@ static void huge_kernel(envlog_session *s, int i, size_t size)
     free(bin);
 }
 
+/* A session `label` of `n` tunes ("<label>-<i>", in two namespaces, every
+ * other one with trials), with a kernel of `kernel` bytes and more at
+ * every `every`-th from the 7th, and one of `last` bytes after them (none
+ * when 0). */
+static void many_tunes(rp_renv *r, const char *label, int n, int every, size_t kernel,
+                       size_t last)
+{
+    envlog_session *s = rp_sbegin(r->env, label, 0);
+    char key[32];
+    for (int i = 0; i < n; i++) {
+        snprintf(key, sizeof key, "%s-%d", label, i);
+        rp_rtune(s, i % 3 ? NS_A : NS_B, key, i % 2);
+        if (i % every == 7)
+            huge_kernel(s, i, kernel + (size_t)i);
+    }
+    if (last)
+        huge_kernel(s, 5000, last);
+    rp_end(s);
+}
+
 /* One import of [z, z+n) into a new environment, `threads` as
  * envlog_import_opts says, and then (when `again`) a second of the same:
  * what each report says, as text, and in *st the environment's state. */
@@ -541,15 +561,7 @@ START_TEST(test_bundle2_fed_agrees)
     envlog_buf_free(&img);
     free(z);
     free(p);
-    envlog_session *s = rp_sbegin(r.env, "many", 0);
-    char key[32];
-    for (int i = 0; i < 700; i++) {
-        snprintf(key, sizeof key, "many-%d", i);
-        rp_rtune(s, i % 3 ? NS_A : NS_B, key, i % 2);
-        if (i % 200 == 7)
-            huge_kernel(s, i, 90000 + (size_t)i);
-    }
-    rp_end(s);
+    many_tunes(&r, "many", 700, 200, 90000, 0);
     z = exported(&r, 0, ENVLOG_EVIDENCE_ALL, &p, &n);
     img = image_in(z, n);
     for (size_t k = 0; k < 97; k++)
@@ -633,16 +645,7 @@ START_TEST(test_cols_check_agrees)
     envlog_buf_free(&img);
     free(z);
     free(p);
-    envlog_session *s = rp_sbegin(r.env, "big", 0);
-    char key[32];
-    for (int i = 0; i < 3000; i++) {
-        snprintf(key, sizeof key, "big-%d", i);
-        rp_rtune(s, i % 3 ? NS_A : NS_B, key, i % 2);
-        if (i % 100 == 7)
-            huge_kernel(s, i, 60000 + (size_t)i);
-    }
-    huge_kernel(s, 5000, (size_t)3 << 19); /* 1.5 MiB: more than the window */
-    rp_end(s);
+    many_tunes(&r, "big", 3000, 100, 60000, (size_t)3 << 19); /* 1.5 MiB: past the window */
     envlog_bundle_info *info, *seen;
     p = export_as(&r, "big", 0, ENVLOG_EVIDENCE_ALL, &info);
     ck_assert_ok(envlog_bundle_inspect(p, &seen));
