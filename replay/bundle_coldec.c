@@ -226,12 +226,14 @@ typedef struct cols_window {
     uint64_t hashed; /* the snapshot's bytes hashed so far */
     envlog_h128 h;
     uint8_t *snap;   /* envlog_reserve(size): the head and tail in place */
+    uint64_t size;   /* what the image states, reserved */
     bool head;       /* the head is in `snap` */
 } cols_window;
 
 static uint8_t *win_reserve(void *ctx, uint64_t size)
 {
     cols_window *w = ctx;
+    w->size = size;
     return w->snap = envlog_reserve((size_t)size);
 }
 
@@ -287,11 +289,11 @@ envlog_err envlog_cols_check(const uint8_t *img, size_t n, uint8_t **snap, uint6
     envlog_free(w.w);
     envlog_h128_free(&w.h);
     if (e) {
-        envlog_unreserve(w.snap, (size_t)made);
+        envlog_unreserve(w.snap, (size_t)w.size);
         return e;
     }
     *snap = w.snap;
-    *size = made;
+    *size = made; /* (what it states: a snapshot of another size is refused) */
     return ENVLOG_OK;
 }
 

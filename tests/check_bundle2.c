@@ -12,6 +12,7 @@
 #include "check_replay.h"
 #include "check_snapshot.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <zstd.h>
@@ -584,6 +585,24 @@ END_TEST
 
 /* --------------------------------------------------- the export's check */
 
+/* The process's address space in bytes (VmSize). */
+static uint64_t vm_size(void)
+{
+    FILE *f = fopen("/proc/self/status", "r");
+    ck_assert_ptr_nonnull(f);
+    char line[256];
+    unsigned long long kb = 0;
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "VmSize: %llu kB", &kb) == 1)
+            break;
+    fclose(f);
+    ck_assert_uint_gt(kb, 0);
+    return kb << 10;
+}
+
+static envlog_buf image(uint64_t size, uint64_t records, uint32_t depth, uint32_t n_cols,
+                        const uint64_t *lens, const char *body, size_t body_len);
+
 /* A check of the image `img` (envlog_cols_check(), what an export's
  * read-back runs) says what the whole decode says, with its message; when
  * both take it, the load of what the check keeps says what the load of
@@ -683,6 +702,21 @@ START_TEST(test_cols_check_agrees)
     free(z);
     free(p);
     rp_renv_free(&r);
+    /* An image that states a gigabyte and is refused after the check took
+     * address space for it gives all of it back, every time. */
+    static const uint64_t one[] = {1};
+    img = image(ENVLOG_BUNDLE_MAX_SIZE, 1, 3, 1, one, "\xa0", 1);
+    check_agrees(&img, "an image stating a gigabyte", &taken);
+    uint64_t before = vm_size();
+    for (int i = 0; i < 8; i++) {
+        uint8_t *sparse;
+        uint64_t got;
+        ck_assert_int_eq(envlog_cols_check(img.p, img.len, &sparse, &got), ENVLOG_BAD_DATA);
+        ck_assert_ptr_null(sparse);
+    }
+    ck_assert_msg(vm_size() < before + (256u << 20), "address space grew from %llu to %llu",
+                  (unsigned long long)before, (unsigned long long)vm_size());
+    envlog_buf_free(&img);
 }
 END_TEST
 
