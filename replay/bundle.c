@@ -119,7 +119,10 @@ static envlog_err inflate(const void *data, size_t size, size_t base, bool check
                 break;
             }
             size_t ncap = cap * 2 > total + 1 ? (size_t)total + 1 : cap * 2;
-            uint8_t *np = envlog_realloc_big(p, got, ncap);
+            /* (grown in place where it can be: memory held at once never
+             * exceeds what the frames gave and twice that, even for a
+             * bundle whose frames hold more than they claim) */
+            uint8_t *np = envlog_realloc(p, ncap);
             if (!np) {
                 e = envlog__fail(ENVLOG_NOMEM, "inflating a bundle");
                 break;

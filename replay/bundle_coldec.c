@@ -188,10 +188,11 @@ static envlog_err dec_item(void *side, uint32_t ctx, envlog_tok *t)
     return dec_other(d, ctx, t);
 }
 
-/* Room in *out, which holds `used` bytes, for `need` bytes, from `first`
- * doubling up to `size` (on huge pages where large: a fault per 2 MiB). */
-static envlog_err dec_room(uint8_t **out, size_t *cap, uint64_t used, uint64_t need,
-                           uint64_t first, uint64_t size)
+/* Room in *out for `need` bytes, from `first` doubling up to `size`: the
+ * first block on huge pages where large (a fault per 2 MiB), the next
+ * grown in place where it can be (never held beside a copy of itself). */
+static envlog_err dec_room(uint8_t **out, size_t *cap, uint64_t need, uint64_t first,
+                           uint64_t size)
 {
     if (need <= *cap)
         return ENVLOG_OK;
@@ -200,7 +201,7 @@ static envlog_err dec_room(uint8_t **out, size_t *cap, uint64_t used, uint64_t n
         c *= 2;
     if (c > size)
         c = size;
-    uint8_t *p = envlog_realloc_big(*out, (size_t)used, (size_t)c);
+    uint8_t *p = *out ? envlog_realloc(*out, (size_t)c) : envlog_malloc_big((size_t)c, false);
     if (!p)
         return envlog__fail(ENVLOG_NOMEM, "reading a bundle");
     *out = p;
@@ -396,7 +397,7 @@ static envlog_err decode_into(const uint8_t *img, size_t n, const envlog_cols_ou
             continue;
         }
         /* (the snapshot takes about what its image does, often less) */
-        if (!to && (e = dec_room(&snap, &cap, d.pos, d.pos + framed,
+        if (!to && (e = dec_room(&snap, &cap, d.pos + framed,
                                  n < (1u << 18) ? (1u << 20) : 4 * n, d.size)))
             break;
         envlog_frame_write(snap, &d.pos, seed, d.rec.p, d.rec.len, NULL);
