@@ -542,8 +542,6 @@ static envlog_err bundle_tmp(const char *path, char *tmp, size_t size)
     return envlog_tmp_name(tmp, size, path);
 }
 
-/* The bundle of `env` compressed in *z (*zn bytes), checked as its readers
- * check it, and described in *info. */
 /* A format 2 bundle opened to be described: its snapshot decoded and
  * checked by its hash as a window of it at a time (envlog_cols_check()),
  * then loaded from the head and tail that keeps, with every check a load
@@ -577,24 +575,23 @@ static envlog_err read_back(const envlog_buf *z, const envlog_build_result *writ
                             envlog_bundle_info **info)
 {
     envlog_bundle_opened back;
-    envlog_err e;
-    if (written) {
-        if ((e = open_sparse(z->p, z->len, &back)))
-            return e;
-        bool whole = written->n_ns_entries != envlog_snap_manifest_get(back.snap)->n_namespaces;
-        if (!whole)
-            e = describe(&back, z->len, written, info);
+    envlog_err e = written ? open_sparse(z->p, z->len, &back) : ENVLOG_OK;
+    if (e)
+        return e;
+    if (written &&
+        written->n_ns_entries != envlog_snap_manifest_get(back.snap)->n_namespaces) {
         envlog_bundle_close(&back);
-        if (!whole)
-            return e;
+        written = NULL; /* never so when the build is right: described whole */
     }
-    if ((e = envlog_bundle_open_mem(z->p, z->len, false, &back)))
+    if (!written && (e = envlog_bundle_open_mem(z->p, z->len, false, &back)))
         return e;
     e = describe(&back, z->len, written, info);
     envlog_bundle_close(&back);
     return e;
 }
 
+/* The bundle of `env` compressed in *z (*zn bytes), checked as its readers
+ * check it, and described in *info. */
 static envlog_err export_bytes(envlog_env *env, const envlog_bundle_opts *opts, uint8_t **z,
                                size_t *zn, envlog_bundle_info **info)
 {

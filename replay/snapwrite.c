@@ -19,7 +19,7 @@
 
 /* Room for `more` items past those added: doubling, or at once to what is
  * asked when that is more. */
-static envlog_err room(envlog_snapw *w, size_t more)
+envlog_err envlog_snapw_expect(envlog_snapw *w, size_t more)
 {
     if (more <= w->cap - w->n)
         return ENVLOG_OK;
@@ -36,15 +36,10 @@ static envlog_err room(envlog_snapw *w, size_t more)
     return ENVLOG_OK;
 }
 
-envlog_err envlog_snapw_expect(envlog_snapw *w, size_t more)
-{
-    return room(w, more);
-}
-
 static envlog_err add(envlog_snapw *w, const envlog_snap_item *it, bool indexed,
                       uint64_t key_hash, bool copy)
 {
-    envlog_err e = room(w, 1);
+    envlog_err e = envlog_snapw_expect(w, 1);
     if (e)
         return e;
     /* Encoded now for its size (and its checks), and held for the passes
@@ -56,7 +51,7 @@ static envlog_err add(envlog_snapw *w, const envlog_snap_item *it, bool indexed,
      * at each doubling. */
     w->scratch.len = 0;
     e = envlog_struct_encode_trusted(&w->scratch, &envlog_snap_item_schema, it,
-                                                 ENVLOG_LEVEL_FULL);
+                                     ENVLOG_LEVEL_FULL);
     size_t len = w->scratch.len;
     if (!e && len > ENVLOG_RECORD_MAX)
         e = envlog__fail(ENVLOG_TOO_BIG, "a snapshot record of %zu bytes", len);

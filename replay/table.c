@@ -80,11 +80,6 @@ static envlog_err resize(envlog_entry_table *t, size_t n)
     return ENVLOG_OK;
 }
 
-static envlog_err grow(envlog_entry_table *t)
-{
-    return resize(t, t->n_slots * 2);
-}
-
 envlog_err envlog_table_expect(envlog_entry_table *t, size_t more)
 {
     size_t want = t->n_known + more, n = t->n_slots;
@@ -124,11 +119,9 @@ envlog_err envlog_table_install(envlog_entry_table *t, envlog_entry_x *e,
         else if (old->live)
             count(t, old->table, -1);
     } else {
-        if (2 * (t->n_known + 1) > t->n_slots) {
-            envlog_err err = grow(t);
-            if (err)
-                return err;
-        }
+        envlog_err err;
+        if (2 * (t->n_known + 1) > t->n_slots && (err = envlog_table_expect(t, 1)))
+            return err;
         put_slot(t->slots, t->n_slots, e->hash, e);
         t->n_known++;
     }
