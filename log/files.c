@@ -200,21 +200,29 @@ envlog_err envlog_out_open_mode(envlog_out *o, int dirfd, const char *name, unsi
     return ENVLOG_OK;
 }
 
-envlog_err envlog_out_write(envlog_out *o, const void *data, size_t n)
+envlog_err envlog_pwrite_all(int fd, const void *data, size_t n, uint64_t off,
+                             const char *name)
 {
     const envlog_io *io = envlog_io_get();
     const uint8_t *p = data;
     size_t done = 0;
     while (done < n) {
-        ssize_t w = io->pwrite(o->fd, p + done, n - done, (off_t)(o->off + done));
+        ssize_t w = io->pwrite(fd, p + done, n - done, (off_t)(off + done));
         if (w < 0 && errno == EINTR)
             continue;
         if (w <= 0)
-            return envlog__fail_errno(w < 0 ? errno : ENOSPC, "writing %s", o->name);
+            return envlog__fail_errno(w < 0 ? errno : ENOSPC, "writing %s", name);
         done += (size_t)w;
     }
-    o->off += n;
     return ENVLOG_OK;
+}
+
+envlog_err envlog_out_write(envlog_out *o, const void *data, size_t n)
+{
+    envlog_err e = envlog_pwrite_all(o->fd, data, n, o->off, o->name);
+    if (!e)
+        o->off += n;
+    return e;
 }
 
 envlog_err envlog_out_close(envlog_out *o, bool keep)

@@ -21,6 +21,8 @@
 #define ENVLOG_SEGMENT_MAX (1u << 30)
 #define ENVLOG_RECORD_MAX (256u << 20)
 #define ENVLOG_PREALLOC_STEP (1u << 20)
+/* A batched segment writer's batch (a multiple of ENVLOG_BLOCK). */
+#define ENVLOG_SEGW_BATCH (256u << 10)
 #define ENVLOG_MAGIC "envlog-log"
 /* The log format written (segments, snapshots and bundles: the HEADER's
  * version, envlog(5) FORMAT VERSIONS); readers take every version from
@@ -92,19 +94,34 @@ typedef struct envlog_segw {
     uint64_t count;
     uint64_t last_seq;
     envlog_sync sync;
+    /* Batched (no map): the records framed into `stage` and written a
+     * batch at a time; the stage holds the file's bytes from stage_off (a
+     * multiple of ENVLOG_BLOCK), those before `written` are in the file. */
+    uint8_t *stage;
+    size_t stage_cap;
+    uint64_t stage_off;
+    uint64_t written;
+    bool failed;          /* a batch's write failed: every later call fails */
     char name[40];
 } envlog_segw;
 
 /* Creates segment `segment` in `dirfd`, writes its HEADER and (unless the
- * policy is NONE) syncs the file and the directory. */
+ * policy is NONE) syncs the file and the directory.  Mapped, each record is
+ * in the page cache when its append returns; `batched`, records are framed
+ * into memory of the writer's and written ENVLOG_SEGW_BATCH bytes at a time
+ * (and at every sync and at the seal): for a writer whose records count
+ * only once it ends (an import), the file's fresh pages are then never
+ * faulted in one by one. */
 envlog_err envlog_segw_create(envlog_segw *w, int dirfd, const envlog_id128 *id,
                               uint32_t segment, uint64_t first_seq,
                               uint64_t prev_chain, uint64_t size,
-                              const char *content, envlog_sync sync);
+                              const char *content, envlog_sync sync, bool batched);
 /* True when a record of `n` bytes and the SEAL after it fit. */
 bool envlog_segw_fits(const envlog_segw *w, size_t n);
 /* Appends an event record.  @return ENVLOG_OK, ENVLOG_NOSPACE or ENVLOG_IO;
- * on failure nothing was written. */
+ * on failure nothing was written (batched: a failed write of a batch takes
+ * the records of that batch with it, and every later call fails: the
+ * segment is to be given up). */
 envlog_err envlog_segw_append(envlog_segw *w, const uint8_t *p, size_t n,
                               uint64_t seq);
 envlog_err envlog_segw_sync(envlog_segw *w);
@@ -265,6 +282,9 @@ envlog_err envlog_out_open(envlog_out *o, int dirfd, const char *name);
  * leave the environment (a bundle), where files inside are 0600. */
 envlog_err envlog_out_open_mode(envlog_out *o, int dirfd, const char *name, unsigned mode);
 envlog_err envlog_out_write(envlog_out *o, const void *p, size_t n);
+/* Writes all `n` bytes at `off` of `fd` (short writes and EINTR retried);
+ * a failure names `name`. */
+envlog_err envlog_pwrite_all(int fd, const void *p, size_t n, uint64_t off, const char *name);
 envlog_err envlog_out_close(envlog_out *o, bool keep);
 /* Writes `n` bytes to a new file `name` under `dirfd` (AT_FDCWD: a path),
  * syncs it and closes it; on any failure the file is removed again, so it
@@ -326,6 +346,12 @@ void envlog_seg_name_format(char out[40], uint32_t segment, uint64_t first_seq);
  * level OFF, so caches still work), with the caller's body struct: the
  * replay module keeps a state current this way without log knowing it. */
 void envlog_session_set_hook(envlog_session *s, envlog_session_hook fn, void *ctx);
+/* Writes `s`'s segments a batch at a time (envlog_segw_create(), batched)
+ * from its next segment on: for a session whose records count only once
+ * it ends, which a killed process or a failed write leaves to be given up
+ * whole (an import).  envlog_session_flush() and the end write every batch
+ * as they sync. */
+void envlog_session_batch(envlog_session *s);
 /* Makes `r` decode only what the fold needs (envlog_event_decode_slices:
  * the text fields of tunes and compiles as slices, envlog_reader_slices). */
 void envlog_reader_set_fold(envlog_reader *r, bool fold);

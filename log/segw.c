@@ -8,6 +8,11 @@
  * recording call returns, so a killed process loses nothing it recorded.
  * Zero-filled preallocation is safe because a zero header means "no more
  * data".  Sealing writes the SEAL record and trims the file to its data.
+ *
+ * A batched segment (an import's) is not mapped: records are framed into
+ * the writer's own memory and written by pwrite a batch at a time, which
+ * costs the kernel a copy where the mapping costs a page fault for every
+ * fresh page of the file.
  */
 #include "log_int.h"
 
@@ -51,15 +56,17 @@ static envlog_err prealloc(envlog_segw *w, uint64_t upto)
         return envlog__fail_errno(rc, "preallocating %s", w->name);
     /* At sync=close the disk writes what is done while recording goes on,
      * so the fdatasync at rotation and at the end finds little left: the
-     * whole pages before pos, at each preallocation step.  Those pages are
-     * never written again, so they are unmapped first: writeback of a page
-     * still mapped writable write-protects it and flushes the TLB page by
-     * page (on a VM, an interrupt to every CPU each time), one munmap
-     * flushes once for the whole range. */
+     * whole pages before pos (batched: before what is written), at each
+     * preallocation step.  Those pages are never written again, so they
+     * are unmapped first: writeback of a page still mapped writable
+     * write-protects it and flushes the TLB page by page (on a VM, an
+     * interrupt to every CPU each time), one munmap flushes once for the
+     * whole range. */
     uint64_t page = envlog_page_size();
-    uint64_t done = w->pos / page * page;
+    uint64_t done = (w->stage ? w->written : w->pos) / page * page;
     if (w->sync == ENVLOG_SYNC_CLOSE && io->writeback && done > w->wb_len) {
-        if (done > w->unmapped && !io->munmap(w->map + w->unmapped, (size_t)(done - w->unmapped)))
+        if (w->map && done > w->unmapped &&
+            !io->munmap(w->map + w->unmapped, (size_t)(done - w->unmapped)))
             w->unmapped = done;
         (void)io->writeback(w->fd, (off_t)w->wb_len, (off_t)(done - w->wb_len));
         w->wb_len = done;
@@ -73,6 +80,68 @@ static envlog_err prealloc(envlog_segw *w, uint64_t upto)
 #endif
     w->alloc_len = to;
     return ENVLOG_OK;
+}
+
+/* Batched: writes what the stage holds past `written`. */
+static envlog_err flush_batch(envlog_segw *w)
+{
+    if (w->failed)
+        return envlog__fail(ENVLOG_IO, "segment %s lost a batch of records to a failed write",
+                            w->name);
+    if (!w->stage || w->pos == w->written)
+        return ENVLOG_OK;
+    envlog_err e = envlog_pwrite_all(w->fd, w->stage + (w->written - w->stage_off),
+                                     (size_t)(w->pos - w->written), w->written, w->name);
+    if (e) {
+        w->failed = true;
+        return e;
+    }
+    w->written = w->pos;
+    return ENVLOG_OK;
+}
+
+static uint8_t *stage_map(size_t size)
+{
+    void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    return p == MAP_FAILED ? NULL : p;
+}
+
+/* Batched: room in the stage for `need` bytes at pos, the batch before it
+ * written first when it has none.  Bytes before `written` are not kept, so
+ * the stage starts again at pos's block. */
+static envlog_err stage_room(envlog_segw *w, uint64_t need)
+{
+    if (!w->stage || w->pos + need <= w->stage_off + w->stage_cap)
+        return ENVLOG_OK;
+    envlog_err e = flush_batch(w);
+    if (e)
+        return e;
+    w->stage_off = w->pos / ENVLOG_BLOCK * ENVLOG_BLOCK;
+    uint64_t want = w->pos - w->stage_off + need;
+    if (want > w->stage_cap) { /* a record larger than a batch */
+        size_t cap = (size_t)((want + ENVLOG_BLOCK - 1) / ENVLOG_BLOCK * ENVLOG_BLOCK);
+        uint8_t *p = stage_map(cap);
+        if (!p)
+            return envlog__fail(ENVLOG_NOMEM, "framing a record of %llu bytes into %s",
+                                (unsigned long long)need, w->name);
+        munmap(w->stage, w->stage_cap);
+        w->stage = p;
+        w->stage_cap = cap;
+    }
+    return ENVLOG_OK;
+}
+
+/* Frames `n` bytes at pos: into the mapping, or into the stage (whose
+ * offset is a multiple of a block, so the blocks fall as in the file). */
+static void frame_put(envlog_segw *w, const uint8_t *p, size_t n, uint64_t *chain)
+{
+    if (!w->stage) {
+        envlog_frame_write(w->map, &w->pos, w->seed, p, n, chain);
+        return;
+    }
+    uint64_t at = w->pos - w->stage_off;
+    envlog_frame_write(w->stage, &at, w->seed, p, n, chain);
+    w->pos = w->stage_off + at;
 }
 
 static envlog_err write_framing(envlog_segw *w, const envlog_schema *s,
@@ -90,16 +159,16 @@ static envlog_err write_framing(envlog_segw *w, const envlog_schema *s,
     uint64_t need = w->pos + envlog_framed_size(w->pos, b.len);
     if (need > w->map_len)
         return envlog__fail(ENVLOG_INVALID_ARG, "segment full");
-    if ((e = prealloc(w, need)))
+    if ((e = prealloc(w, need)) || (e = stage_room(w, need - w->pos)))
         return e;
-    envlog_frame_write(w->map, &w->pos, w->seed, b.p, b.len, NULL);
+    frame_put(w, b.p, b.len, NULL);
     return ENVLOG_OK;
 }
 
 envlog_err envlog_segw_create(envlog_segw *w, int dirfd, const envlog_id128 *id,
                               uint32_t segment, uint64_t first_seq,
                               uint64_t prev_chain, uint64_t size,
-                              const char *content, envlog_sync sync)
+                              const char *content, envlog_sync sync, bool batched)
 {
     const envlog_io *io = envlog_io_get();
     memset(w, 0, sizeof *w);
@@ -139,11 +208,20 @@ envlog_err envlog_segw_create(envlog_segw *w, int dirfd, const envlog_id128 *id,
         e = envlog__fail_errno(wr < 0 ? errno : ENOSPC, "writing the header of %s", w->name);
         goto fail;
     }
-    w->map = io->mmap((size_t)w->map_len, PROT_READ | PROT_WRITE, w->fd);
-    if (w->map == MAP_FAILED) {
-        w->map = NULL;
-        e = envlog__fail_errno(errno, "mapping segment %s", w->name);
-        goto fail;
+    if (batched) {
+        w->stage_cap = ENVLOG_SEGW_BATCH;
+        if (!(w->stage = stage_map(w->stage_cap))) {
+            e = envlog__fail(ENVLOG_NOMEM, "a batch for segment %s", w->name);
+            goto fail;
+        }
+        w->written = w->pos;
+    } else {
+        w->map = io->mmap((size_t)w->map_len, PROT_READ | PROT_WRITE, w->fd);
+        if (w->map == MAP_FAILED) {
+            w->map = NULL;
+            e = envlog__fail_errno(errno, "mapping segment %s", w->name);
+            goto fail;
+        }
     }
     if (sync != ENVLOG_SYNC_NONE) {
         if ((e = envlog_segw_sync(w)) || (e = envlog_dir_sync(dirfd, w->name)))
@@ -168,12 +246,16 @@ envlog_err envlog_segw_append(envlog_segw *w, const uint8_t *p, size_t n,
     uint64_t end = w->pos + envlog_framed_size(w->pos, n);
     /* Room for the SEAL is taken now, so sealing never needs the disk to
      * have space left. */
+    if (w->failed)
+        return flush_batch(w);
     envlog_err e = prealloc(w, end + envlog_framed_size(end, SEAL_MAX));
-    if (e)
+    if (e || (e = stage_room(w, end - w->pos)))
         return e;
     uint64_t pos0 = w->pos, chain0 = w->chain;
-    envlog_frame_write(w->map, &w->pos, w->seed, p, n, &w->chain);
+    frame_put(w, p, n, &w->chain);
     if (w->sync == ENVLOG_SYNC_RECORD && (e = envlog_segw_sync(w))) {
+        if (w->stage)
+            return e; /* written, or lost with its batch: failed either way */
         /* The call fails, so the record must not stay behind: the next
          * record takes its seq, and a reader would see that seq twice. */
         memset(w->map + pos0, 0, (size_t)(w->pos - pos0));
@@ -188,6 +270,9 @@ envlog_err envlog_segw_append(envlog_segw *w, const uint8_t *p, size_t n,
 
 envlog_err envlog_segw_sync(envlog_segw *w)
 {
+    envlog_err e = flush_batch(w);
+    if (e)
+        return e;
     if (w->fd >= 0 && envlog_io_get()->fsync(w->fd))
         return envlog__fail_errno(errno, "syncing segment %s", w->name);
     return ENVLOG_OK;
@@ -200,6 +285,8 @@ envlog_err envlog_segw_seal(envlog_segw *w)
         return ENVLOG_OK;
     envlog_seg_seal s = {ENVLOG_KIND_SEAL, w->count, w->last_seq, w->chain};
     envlog_err e = write_framing(w, &envlog_seg_seal_schema, &s);
+    if (!e)
+        e = flush_batch(w);
     if (!e && w->sync != ENVLOG_SYNC_NONE)
         e = envlog_segw_sync(w);
     /* Trim the zero preallocation; the data before pos stays as written. */
@@ -213,8 +300,11 @@ void envlog_segw_unmap(envlog_segw *w, int (*unmap)(void *, size_t))
 {
     if (w->map && w->unmapped < w->map_len)
         unmap(w->map + w->unmapped, (size_t)(w->map_len - w->unmapped));
+    if (w->stage)
+        unmap(w->stage, w->stage_cap);
     w->map = NULL;
     w->unmapped = 0;
+    w->stage = NULL;
 }
 
 void envlog_segw_abandon(envlog_segw *w)

@@ -29,7 +29,7 @@ envlog_err envlog_session_put(envlog_session *s, const uint8_t *p, size_t n, uin
         if ((e = envlog_segw_create(&next, s->dirfd, &s->id, s->seg.segment + 1,
                                     seq, s->seg.chain,
                                     envlog_segw_size_for(s->seg_size, n),
-                                    "session", s->sync)))
+                                    "session", s->sync, s->batched)))
             return e;
         s->seg = next;
         s->st.segments++;
@@ -125,7 +125,7 @@ envlog_err envlog_session_go_disk(envlog_session *s)
         goto closedir;
     if ((e = envlog_segw_create(&s->seg, s->dirfd, &s->id, 0, 0, 0,
                                 envlog_segw_size_for(s->seg_size, s->scratch.len),
-                                "session", s->sync)))
+                                "session", s->sync, s->batched)))
         goto closedir;
     s->on_disk = true;
     s->st.segments = 1;

@@ -344,6 +344,13 @@ void envlog_session_set_hook(envlog_session *s, envlog_session_hook fn, void *ct
     pthread_mutex_unlock(&s->mu);
 }
 
+void envlog_session_batch(envlog_session *s)
+{
+    pthread_mutex_lock(&s->mu);
+    s->batched = true;
+    pthread_mutex_unlock(&s->mu);
+}
+
 void envlog_session_hand_out(envlog_session *s, envlog_kind kind, const envlog_stamp *st,
                              envlog_effect effect, const void *body,
                              const envlog_buf *payload)

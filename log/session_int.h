@@ -45,6 +45,7 @@ struct envlog_session {
     bool on_disk;
     int dirfd;
     envlog_segw seg;
+    bool batched;          /* segments written a batch at a time */
     uint32_t flushed_seg;  /* segments below this one are synced */
     envlog_buf scratch;
     /* held records: [u32 len][payload] from held_head to held.len */

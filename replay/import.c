@@ -168,9 +168,12 @@ static envlog_err begin_import(import_ctx *c)
     o.runtime_version = ENVLOG_VERSION_STRING;
     o.level = ENVLOG_LEVEL_FULL; /* an entry is taken whole */
     envlog_err e = envlog_session_begin(c->env, &o, &c->s);
-    if (!e)
-        c->rep->session = envlog_session_id(c->s);
-    return e;
+    if (e)
+        return e;
+    c->rep->session = envlog_session_id(c->s);
+    /* Its records count only once it ends (all or nothing, below). */
+    envlog_session_batch(c->s);
+    return ENVLOG_OK;
 }
 
 static void reject(import_ctx *c, const envlog_record *rec, const char *why)

@@ -1175,13 +1175,16 @@ END_TEST
 START_TEST(test_big_records)
 {
     /* A 1 MiB record in a default session, and records larger than the
-     * rotation size (their segment grows to hold them). */
+     * rotation size (their segment grows to hold them); both again in a
+     * session written a batch at a time, the 1 MiB record four batches. */
     char *dir = tu_mkdtemp("big");
     envlog_env *env = tu_env(dir);
-    for (int variant = 0; variant < 2; variant++) {
-        envlog_session_opts o = tu_opts("big", variant ? 2 * ENVLOG_BLOCK : 0);
+    for (int variant = 0; variant < 4; variant++) {
+        envlog_session_opts o = tu_opts("big", variant % 2 ? 2 * ENVLOG_BLOCK : 0);
         envlog_session *s;
         ck_assert_ok(envlog_session_begin(env, &o, &s));
+        if (variant >= 2) /* written a batch at a time, records past a batch */
+            envlog_session_batch(s);
         size_t sizes[] = {1u << 20, 100, 3 * ENVLOG_BLOCK + 1, ENVLOG_BLOCK - 7, 5};
         uint8_t *bin = malloc(1u << 20);
         envlog_stamp st[5];
@@ -1213,6 +1216,196 @@ START_TEST(test_big_records)
         envlog_reader_close(r);
         free(bin);
     }
+    envlog_env_close(env);
+    tu_rmrf(dir);
+    free(dir);
+}
+END_TEST
+
+/* ------------------------------------------------------ batched writers */
+
+/* A session directory in `env` for segment writers of its own; its id in
+ * *id, its descriptor returned. */
+static int raw_session_dir(envlog_env *env, const envlog_id128 *id)
+{
+    char hex[33];
+    envlog_id_format(id, hex);
+    ck_assert_int_eq(mkdirat(env->sessions_fd, hex, 0700), 0);
+    int dfd;
+    ck_assert_ok(envlog_open_dir(env->sessions_fd, hex, &dfd));
+    return dfd;
+}
+
+/* Record `i` (seq i + 1) of the batched writers' tests into `b`: compiles
+ * whose binaries are sizes across a block, a batch, and a batch and a
+ * half, each byte its own. */
+static void batch_rec(size_t i, uint8_t *bin, envlog_buf *b)
+{
+    static const size_t sizes[] = {1,     731,   40,   ENVLOG_BLOCK - 7, 100,
+                                   5000,  ENVLOG_SEGW_BATCH + ENVLOG_SEGW_BATCH / 2,
+                                   17,    ENVLOG_SEGW_BATCH - 3, 2 * ENVLOG_BLOCK + 1};
+    size_t n = sizes[i % (sizeof sizes / sizeof *sizes)];
+    for (size_t k = 0; k < n; k++)
+        bin[k] = (uint8_t)(k * 31 + i * 7 + 1);
+    envlog_compile c = {.ns = "nvrtc/x/sm_90", .name = "batch", .outcome = ENVLOG_COMPILED,
+                        .binary = {bin, n}, .binary_size = n};
+    c.binary_hash = envlog_hash128_bytes(bin, n);
+    b->len = 0;
+    tu_record_with_seq(b, ENVLOG_KIND_COMPILE, i + 1, 0, &c);
+}
+
+/* The session record, then records of batch_rec() until `n` or the
+ * segment is full; @return how many went in after the session record. */
+static size_t batch_fill(envlog_segw *w, const envlog_id128 *id, size_t n, uint8_t *tmp)
+{
+    envlog_session_rec sr = {.id = *id, .start_unix_ns = 1, .label = "batch", .host = "h",
+                             .pid = 1};
+    envlog_stamp st = {*id, 0, 0};
+    envlog_buf b = {0};
+    ck_assert_ok(envlog_event_encode(&b, ENVLOG_KIND_SESSION, &st, ENVLOG_OBSERVED,
+                                     ENVLOG_LEVEL_BASIC, &sr));
+    ck_assert_ok(envlog_segw_append(w, b.p, b.len, 0));
+    envlog_buf_free(&b);
+    size_t i = 0;
+    for (; i < n; i++) {
+        batch_rec(i, tmp, &b);
+        if (!envlog_segw_fits(w, b.len))
+            break;
+        ck_assert_ok(envlog_segw_append(w, b.p, b.len, i + 1));
+    }
+    envlog_buf_free(&b);
+    return i;
+}
+
+/* A segment written a batch at a time is the one the mapped writer
+ * writes, byte for byte, at each sync policy: after every sync (what is
+ * in the file then is the mapped writer's to the same byte) and sealed. */
+START_TEST(test_segw_batched_same_bytes)
+{
+    static const envlog_sync policies[] = {ENVLOG_SYNC_NONE, ENVLOG_SYNC_CLOSE,
+                                           ENVLOG_SYNC_RECORD};
+    envlog_sync sync = policies[_i];
+    char *dir = tu_mkdtemp("batched");
+    envlog_env *env = tu_env(dir);
+    envlog_id128 id;
+    ck_assert_ok(envlog_id_new(&id));
+    char *paths[2];
+    envlog_segw w[2];
+    int dfd[2];
+    uint8_t *tmp = malloc(2 * ENVLOG_SEGW_BATCH);
+    for (int k = 0; k < 2; k++) {
+        /* Two directories, one id: two copies of one session. */
+        envlog_id128 dir_id = id;
+        dir_id.b[0] ^= (uint8_t)k;
+        dfd[k] = raw_session_dir(env, &dir_id);
+        ck_assert_ok(envlog_segw_create(&w[k], dfd[k], &id, 0, 0, 0, 8u << 20, "session", sync,
+                                        k == 1));
+        ck_assert(k == 1 ? w[k].map == NULL && w[k].stage : w[k].map && !w[k].stage);
+        char hex[33];
+        envlog_id_format(&dir_id, hex);
+        paths[k] = strdup(tu_path(tu_path(tu_path(dir, "sessions"), hex), w[k].name));
+    }
+    size_t n[2];
+    for (int k = 0; k < 2; k++)
+        n[k] = batch_fill(&w[k], &id, sync == ENVLOG_SYNC_RECORD ? 12 : 40, tmp);
+    ck_assert_uint_eq(n[0], n[1]);
+    ck_assert_uint_ge(n[0], 10);
+    ck_assert_uint_eq(w[0].pos, w[1].pos);
+    ck_assert_uint_eq(w[0].chain, w[1].chain);
+    /* Synced: the file holds the batched writer's every record. */
+    ck_assert_ok(envlog_segw_sync(&w[1]));
+    size_t la, lb;
+    uint8_t *a = tu_read(paths[0], &la), *b = tu_read(paths[1], &lb);
+    ck_assert_uint_ge(lb, w[1].pos);
+    ck_assert_uint_ge(la, w[0].pos);
+    ck_assert(!memcmp(a, b, (size_t)w[1].pos));
+    free(a);
+    free(b);
+    for (int k = 0; k < 2; k++) {
+        ck_assert_ok(envlog_segw_seal(&w[k]));
+        close(dfd[k]);
+    }
+    a = tu_read(paths[0], &la);
+    b = tu_read(paths[1], &lb);
+    ck_assert_uint_eq(la, lb);
+    ck_assert(!memcmp(a, b, la));
+    free(a);
+    free(b);
+    free(paths[0]);
+    free(paths[1]);
+    free(tmp);
+    envlog_env_close(env);
+    tu_rmrf(dir);
+    free(dir);
+}
+END_TEST
+
+/* A batched writer's write that fails at any call: the append, sync or
+ * seal that made it fails naming the segment, every later one fails too
+ * (the batch's records are lost, so nothing may follow them), and the
+ * file holds whole records, the first ones, with no damage a reader
+ * reports. */
+START_TEST(test_segw_batched_write_fails)
+{
+    char *dir = tu_mkdtemp("batchfail");
+    envlog_env *env = tu_env(dir);
+    uint8_t *tmp = malloc(2 * ENVLOG_SEGW_BATCH);
+    for (long nth = 1;; nth++) {
+        envlog_id128 id;
+        ck_assert_ok(envlog_id_new(&id));
+        int dfd = raw_session_dir(env, &id);
+        envlog_segw w;
+        ck_assert_ok(envlog_segw_create(&w, dfd, &id, 0, 0, 0, 8u << 20, "session",
+                                        ENVLOG_SYNC_CLOSE, true));
+        tu_fault_arm(TU_PWRITE, nth, EIO);
+        envlog_session_rec sr = {.id = id, .start_unix_ns = 1, .label = "b", .host = "h",
+                                 .pid = 1};
+        envlog_stamp st = {id, 0, 0};
+        envlog_buf b = {0};
+        ck_assert_ok(envlog_event_encode(&b, ENVLOG_KIND_SESSION, &st, ENVLOG_OBSERVED,
+                                         ENVLOG_LEVEL_BASIC, &sr));
+        envlog_err e = envlog_segw_append(&w, b.p, b.len, 0);
+        size_t i = 0;
+        for (; !e && i < 24; i++) {
+            batch_rec(i, tmp, &b);
+            e = envlog_segw_append(&w, b.p, b.len, i + 1);
+        }
+        bool sealed = !e;
+        if (sealed)
+            e = envlog_segw_seal(&w); /* closes the segment, failing or not */
+        bool hit = tu_fault_disarm();
+        if (!hit) {
+            ck_assert_ok(e);
+            envlog_buf_free(&b);
+            close(dfd);
+            ck_assert_int_gt(nth, 3); /* the records took several batches */
+            break;
+        }
+        ck_assert_err(e, ENVLOG_IO);
+        ck_assert_msg(strstr(envlog_errmsg(), w.name), "%s", envlog_errmsg());
+        /* Nothing after the lost batch. */
+        ck_assert_err(envlog_segw_append(&w, tmp, 5, 100), ENVLOG_IO);
+        ck_assert_msg(strstr(envlog_errmsg(), "lost a batch"), "%s", envlog_errmsg());
+        ck_assert_err(envlog_segw_sync(&w), ENVLOG_IO);
+        if (!sealed)
+            ck_assert_err(envlog_segw_seal(&w), ENVLOG_IO);
+        close(dfd);
+        tu_readback rb;
+        ck_assert_ok(tu_read_session(env, &id, &rb));
+        ck_assert_msg(rb.n_corrupt == 0, "nth %ld: %zu damaged, the first at %llu: %s", nth,
+                      rb.n_corrupt, (unsigned long long)rb.first_damage.offset,
+                      rb.first_damage.reason);
+        for (size_t k = 1; k < rb.n; k++) {
+            ck_assert_uint_eq(rb.recs[k].seq, k);
+            batch_rec(k - 1, tmp, &b);
+            ck_assert_uint_eq(rb.recs[k].size, b.len);
+            ck_assert(!memcmp(rb.recs[k].payload, b.p, b.len));
+        }
+        ck_assert_uint_lt(rb.n, i + 1);
+        tu_readback_free(&rb);
+        envlog_buf_free(&b);
+    }
+    free(tmp);
     envlog_env_close(env);
     tu_rmrf(dir);
     free(dir);
@@ -1650,6 +1843,8 @@ Suite *suite_log(void)
     tcase_add_test(tc, test_frame_reader_resync);
     tcase_add_test(tc, test_frame_reader_alloc_faults);
     tcase_add_test(tc, test_big_records);
+    tcase_add_loop_test(tc, test_segw_batched_same_bytes, 0, 3);
+    tcase_add_test(tc, test_segw_batched_write_fails);
 
     tc = tu_tcase(s, "damage", 1200);
     add_damage_tests(tc);

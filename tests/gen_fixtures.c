@@ -55,7 +55,7 @@ static void gen_begin(gen *g, envlog_env *env, const char *hex, uint64_t segsize
     snprintf(g->path, sizeof g->path, "%s/sessions/%s", env->path, hex);
     g->segsize = segsize;
     CHECK("segment", envlog_segw_create(&g->w, g->dirfd, &g->id, 0, 0, 0, segsize,
-                                        "session", ENVLOG_SYNC_NONE));
+                                        "session", ENVLOG_SYNC_NONE, false));
 }
 
 static void gen_put(gen *g, envlog_kind kind, uint64_t seq, envlog_effect eff,
@@ -70,7 +70,7 @@ static void gen_put(gen *g, envlog_kind kind, uint64_t seq, envlog_effect eff,
         CHECK("seal", envlog_segw_seal(&g->w));
         CHECK("segment", envlog_segw_create(&g->w, g->dirfd, &g->id, next, seq, chain,
                                             envlog_segw_size_for(g->segsize, b.len),
-                                            "session", ENVLOG_SYNC_NONE));
+                                            "session", ENVLOG_SYNC_NONE, false));
     }
     CHECK("append", envlog_segw_append(&g->w, b.p, b.len, seq));
     envlog_buf_free(&b);

@@ -1271,7 +1271,7 @@ envlog_id128 tu_raw_session(envlog_env *env, const uint8_t *const *recs,
     ck_assert_ok(envlog_open_dir(env->sessions_fd, hex, &dfd));
     envlog_segw w;
     ck_assert_ok(envlog_segw_create(&w, dfd, &id, 0, 0, 0, 1u << 20, "session",
-                                    ENVLOG_SYNC_NONE));
+                                    ENVLOG_SYNC_NONE, false));
     envlog_session_rec sr = {.id = id, .start_unix_ns = envlog_clock_unix_ns(),
                              .label = "raw", .host = "h", .pid = 1};
     envlog_stamp st = {id, 0, 0};
