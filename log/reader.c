@@ -408,9 +408,13 @@ static envlog_err open_segment(envlog_reader *r)
     r->seg_open = true;
     r->seg_sealed = r->seg_header = r->header_ok = false;
     r->seg_count = 0;
-    envlog_frame_reader_free(&r->fr);
+    /* The reassembly buffer goes on from segment to segment: its memory
+     * is touched once a reader, not a fresh huge page for each segment. */
+    envlog_buf rec = r->fr.rec;
+    rec.len = 0;
     envlog_frame_reader_init(&r->fr, r->data, e ? 0 : r->data_len,
                              envlog_seg_seed(&r->id, sn->segment), r->chain);
+    r->fr.rec = rec;
     if (e == ENVLOG_NOMEM || e == ENVLOG_IO)
         return e;
     if (e)
