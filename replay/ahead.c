@@ -353,8 +353,9 @@ envlog_err envlog_ahead_start(envlog_reader *const *readers, size_t n, size_t th
         envlog_reader_set_fold(g->r, fold);
         /* From the segments' mappings: a worker reads on while the taker
          * holds what it read before, and with no worker nothing is copied
-         * (mapping the page cache's pages costs less than copying them
-         * into a window: bench/RESULTS.md). */
+         * (mapping the page cache's pages cost a tenth of copying them
+         * into a window where this was measured, five times as much in
+         * another state of the same VM: bench/RESULTS.md). */
         envlog_reader_set_in_place(g->r, true);
         if (keep)
             envlog_reader_set_keep(g->r, threads ? keep_locked : keep->fn,
