@@ -321,13 +321,13 @@ static envlog_fr_status next_frame(envlog_reader *r, envlog_err *err)
  * maps a whole folio of the page cache (on Linux 6.18 here, 17 MB of a
  * segment in 0.6 ms against 5-7 ms to copy it by pread, though in
  * another state of the same VM 6-7 ms against 0.8-1.1: bench/RESULTS.md,
- * "an import's segment written a batch at a time"), a record stays
- * valid after the next is read (a
- * reader whose records another thread folds), and the pages behind the
- * reader leave the resident set as it goes (drop_behind).  Any other
- * segment may still be written, trimmed or repaired, which would pull pages from
- * under a mapping: it is read whole into memory the keeper takes.  With
- * `last`, *mapped says which was done. */
+ * "an import's segment written a batch at a time"), a record stays valid
+ * after the next is read (a reader whose records another thread folds),
+ * and the pages behind the reader leave the resident set as it goes
+ * (drop_behind).  Any other segment may still be written, trimmed or
+ * repaired, which would pull pages from under a mapping: it is read whole
+ * into memory the keeper takes.  With `last`, *mapped says which was
+ * done. */
 static envlog_err map_segment(envlog_reader *r, const char *name, bool last, bool *mapped)
 {
     const envlog_io *io = envlog_io_get();
