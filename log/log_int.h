@@ -120,7 +120,8 @@ envlog_err envlog_segw_create(envlog_segw *w, int dirfd, const envlog_id128 *id,
 bool envlog_segw_fits(const envlog_segw *w, size_t n);
 /* Appends an event record.  @return ENVLOG_OK, ENVLOG_NOSPACE or ENVLOG_IO;
  * on failure nothing was written (batched: a failed write of a batch takes
- * the records of that batch with it, and every later call fails: the
+ * the records of that batch with it, as a failed sync at the policy
+ * record leaves its record written, and every later call fails: the
  * segment is to be given up). */
 envlog_err envlog_segw_append(envlog_segw *w, const uint8_t *p, size_t n,
                               uint64_t seq);

@@ -86,7 +86,8 @@ static envlog_err prealloc(envlog_segw *w, uint64_t upto)
 static envlog_err flush_batch(envlog_segw *w)
 {
     if (w->failed)
-        return envlog__fail(ENVLOG_IO, "segment %s lost a batch of records to a failed write",
+        return envlog__fail(ENVLOG_IO,
+                            "segment %s lost a batch of records to a failed write or sync",
                             w->name);
     if (!w->stage || w->pos == w->written)
         return ENVLOG_OK;
@@ -243,19 +244,21 @@ bool envlog_segw_fits(const envlog_segw *w, size_t n)
 envlog_err envlog_segw_append(envlog_segw *w, const uint8_t *p, size_t n,
                               uint64_t seq)
 {
+    if (w->failed)
+        return flush_batch(w);
     uint64_t end = w->pos + envlog_framed_size(w->pos, n);
     /* Room for the SEAL is taken now, so sealing never needs the disk to
      * have space left. */
-    if (w->failed)
-        return flush_batch(w);
     envlog_err e = prealloc(w, end + envlog_framed_size(end, SEAL_MAX));
     if (e || (e = stage_room(w, end - w->pos)))
         return e;
     uint64_t pos0 = w->pos, chain0 = w->chain;
     frame_put(w, p, n, &w->chain);
     if (w->sync == ENVLOG_SYNC_RECORD && (e = envlog_segw_sync(w))) {
-        if (w->stage)
-            return e; /* written, or lost with its batch: failed either way */
+        if (w->stage) { /* written, or lost with its batch: given up either way */
+            w->failed = true;
+            return e;
+        }
         /* The call fails, so the record must not stay behind: the next
          * record takes its seq, and a reader would see that seq twice. */
         memset(w->map + pos0, 0, (size_t)(w->pos - pos0));

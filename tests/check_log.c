@@ -1340,11 +1340,21 @@ START_TEST(test_segw_batched_same_bytes)
 }
 END_TEST
 
+/* A batched writer of segment 0 of a new session of `env` at policy
+ * `sync`: its id in *id, the directory's descriptor returned. */
+static int batched_segw(envlog_env *env, envlog_sync sync, envlog_id128 *id, envlog_segw *w)
+{
+    ck_assert_ok(envlog_id_new(id));
+    int dfd = raw_session_dir(env, id);
+    ck_assert_ok(envlog_segw_create(w, dfd, id, 0, 0, 0, 8u << 20, "session", sync, true));
+    return dfd;
+}
+
 /* A batched writer's write that fails at any call: the append, sync or
  * seal that made it fails naming the segment, every later one fails too
  * (the batch's records are lost, so nothing may follow them), and the
  * file holds whole records, the first ones, with no damage a reader
- * reports. */
+ * reports; the same after a failed sync at the policy record. */
 START_TEST(test_segw_batched_write_fails)
 {
     char *dir = tu_mkdtemp("batchfail");
@@ -1352,11 +1362,8 @@ START_TEST(test_segw_batched_write_fails)
     uint8_t *tmp = malloc(2 * ENVLOG_SEGW_BATCH);
     for (long nth = 1;; nth++) {
         envlog_id128 id;
-        ck_assert_ok(envlog_id_new(&id));
-        int dfd = raw_session_dir(env, &id);
         envlog_segw w;
-        ck_assert_ok(envlog_segw_create(&w, dfd, &id, 0, 0, 0, 8u << 20, "session",
-                                        ENVLOG_SYNC_CLOSE, true));
+        int dfd = batched_segw(env, ENVLOG_SYNC_CLOSE, &id, &w);
         tu_fault_arm(TU_PWRITE, nth, EIO);
         envlog_session_rec sr = {.id = id, .start_unix_ns = 1, .label = "b", .host = "h",
                                  .pid = 1};
@@ -1405,6 +1412,30 @@ START_TEST(test_segw_batched_write_fails)
         tu_readback_free(&rb);
         envlog_buf_free(&b);
     }
+    /* At the policy record, a sync that fails after a record: the record
+     * is in the file although its call failed, so every later call fails
+     * too (a record after it would take its seq again). */
+    envlog_id128 id;
+    envlog_segw w;
+    int dfd = batched_segw(env, ENVLOG_SYNC_RECORD, &id, &w);
+    ck_assert_uint_eq(batch_fill(&w, &id, 2, tmp), 2);
+    envlog_buf b = {0};
+    batch_rec(2, tmp, &b);
+    tu_fault_arm(TU_FSYNC, 1, EIO);
+    ck_assert_err(envlog_segw_append(&w, b.p, b.len, 3), ENVLOG_IO);
+    ck_assert(tu_fault_disarm());
+    ck_assert_err(envlog_segw_append(&w, b.p, b.len, 3), ENVLOG_IO);
+    ck_assert_msg(strstr(envlog_errmsg(), "lost a batch") && strstr(envlog_errmsg(), w.name),
+                  "%s", envlog_errmsg());
+    ck_assert_err(envlog_segw_sync(&w), ENVLOG_IO);
+    ck_assert_err(envlog_segw_seal(&w), ENVLOG_IO);
+    close(dfd);
+    tu_readback rb;
+    ck_assert_ok(tu_read_session(env, &id, &rb));
+    ck_assert_uint_eq(rb.n_corrupt, 0);
+    ck_assert_uint_le(rb.n, 4); /* seq 3 once at most */
+    tu_readback_free(&rb);
+    envlog_buf_free(&b);
     free(tmp);
     envlog_env_close(env);
     tu_rmrf(dir);
