@@ -384,6 +384,10 @@ void envlog_reader_set_in_place(envlog_reader *r, bool in_place);
  * caches keep; tests set one block, so that records and damage lie across
  * windows. */
 extern size_t envlog_reader_window;
+/* At most `bytes` of a segment read at a time by `r` (never more than
+ * envlog_reader_window; whole blocks, one at least): a merge of many
+ * sessions holds a window of each.  Set before the first read. */
+void envlog_reader_set_window(envlog_reader *r, size_t bytes);
 
 /* Where a record that spans several fragments of a segment lies, to be put
  * together again from the segment's bytes when it is asked for. */

@@ -40,6 +40,7 @@ struct envlog_reader {
     size_t map_len;
     envlog_buf copy;       /* a window of an earlier segment (map_segment) */
     bool in_place;         /* earlier segments read from their mapping */
+    size_t window;         /* the most read at a time, 0: the default */
     size_t dropped_to;     /* in place: the mapping's pages given back
                               below here (drop_behind) */
     const uint8_t *data;   /* the segment being read: file, map, or a
@@ -73,10 +74,14 @@ static void unmap_segment(envlog_reader *r);
 
 size_t envlog_reader_window = (size_t)1 << 20;
 
-/* envlog_reader_window, whole blocks (one at least). */
-static size_t window_size(void)
+/* envlog_reader_window, or the reader's own window where less, whole
+ * blocks (one at least). */
+static size_t window_size(const envlog_reader *r)
 {
-    size_t w = envlog_reader_window - envlog_reader_window % ENVLOG_BLOCK;
+    size_t w = envlog_reader_window;
+    if (r->window && r->window < w)
+        w = r->window;
+    w -= w % ENVLOG_BLOCK;
     return w ? w : ENVLOG_BLOCK;
 }
 
@@ -160,6 +165,11 @@ void envlog_reader_set_keep(envlog_reader *r, envlog_keep_fn keep, void *ctx)
 void envlog_reader_set_in_place(envlog_reader *r, bool in_place)
 {
     r->in_place = in_place;
+}
+
+void envlog_reader_set_window(envlog_reader *r, size_t bytes)
+{
+    r->window = bytes;
 }
 
 /* Where the keeper holds the segment the reader reads: a window's bytes
@@ -293,8 +303,8 @@ static envlog_fr_status next_frame(envlog_reader *r, envlog_err *err)
         uint64_t at = r->base + pos;
         uint64_t base = at - at % ENVLOG_BLOCK;
         size_t want = base == r->base ? 2 * r->data_len : r->data_len;
-        if (want < window_size())
-            want = window_size();
+        if (want < window_size(r))
+            want = window_size(r);
         envlog_buf rec = r->fr.rec;
         uint64_t seed = r->fr.seed;
         if ((*err = read_window(r, r->seg_fd, r->segs[r->cur].name, base, want)))
@@ -317,11 +327,12 @@ static envlog_fr_status next_frame(envlog_reader *r, envlog_err *err)
  * without being read: a record handed out stays in the mapping at its
  * offset (envlog_reader_kept), and only the pages a later lookup asks for
  * are ever brought in.  With envlog_reader_set_in_place the reader reads
- * the mapping itself (what the merge does): nothing is copied, a fault
- * maps a whole folio of the page cache (on Linux 6.18 here, 17 MB of a
- * segment in 0.6 ms against 5-7 ms to copy it by pread, though in
- * another state of the same VM 6-7 ms against 0.8-1.1: bench/RESULTS.md,
- * "an import's segment written a batch at a time"), a record stays valid
+ * the mapping itself (what the merge's worker threads do): nothing is
+ * copied, a fault maps a whole folio of the page cache (on Linux 6.18
+ * here, 17 MB of a segment in 0.6 ms against 5-7 ms to copy it by pread,
+ * though in another state of the same VM 6-7 ms against 0.8-1.1, which
+ * is why a merge read by one thread reads windows: bench/RESULTS.md,
+ * "the fold reads windows"), a record stays valid
  * after the next is read (a reader whose records another thread folds),
  * and the pages behind the reader leave the resident set as it goes
  * (drop_behind).  Any other segment may still be written, trimmed or
@@ -364,7 +375,7 @@ static envlog_err map_segment(envlog_reader *r, const char *name, bool last, boo
             r->data = r->map;
             r->data_len = n;
         } else {
-            e = read_window(r, fd, name, 0, window_size());
+            e = read_window(r, fd, name, 0, window_size(r));
         }
     }
     /* A segment the first window does not hold whole keeps its descriptor

@@ -28,6 +28,9 @@
 /* Memory for the rings of all sessions together; each ring has at least
  * MIN_RING slots, at most MAX_RING. */
 #define RING_BUDGET ((size_t)8 << 20)
+/* Memory for the windows of all sessions together, read by the taker
+ * alone (envlog_reader_set_window). */
+#define WINDOW_BUDGET ((size_t)32 << 20)
 #define MIN_RING 4
 #define MAX_RING 256
 #define MAX_THREADS 8
@@ -302,9 +305,9 @@ size_t envlog_ahead_threads(size_t sessions, int asked)
     if (asked < 0 || sessions < 2)
         return 0;
     /* With fewer than 4 CPUs the calling thread alone is faster: on 2, a
-     * reader beside it made the fold 0.72x as fast (make bench, replay:
-     * 696k against 960k tune records a second), each record decoded on one
-     * CPU and folded on the other. */
+     * reader beside it made the fold 0.47x as fast (make bench, replay:
+     * 907k against 1.92M tune records a second), each record decoded on one
+     * CPU and folded on the other, read from the segments' mappings. */
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
     size_t t = cpus >= 4 ? (size_t)cpus - 1 : 0;
     if (t > sessions)
@@ -351,12 +354,19 @@ envlog_err envlog_ahead_start(envlog_reader *const *readers, size_t n, size_t th
             return envlog__fail(ENVLOG_NOMEM, "reading sessions");
         }
         envlog_reader_set_fold(g->r, fold);
-        /* From the segments' mappings: a worker reads on while the taker
-         * holds what it read before, and with no worker nothing is copied
-         * (mapping the page cache's pages cost a tenth of copying them
-         * into a window where this was measured, five times as much in
-         * another state of the same VM: bench/RESULTS.md). */
-        envlog_reader_set_in_place(g->r, true);
+        /* With workers, from the segments' mappings: a worker reads on
+         * while the taker holds what it read before.  The taker reading
+         * alone reads a window at a time: a record is folded before its
+         * session's next is read, and a copy by pread costs what the
+         * bench's limit counts for reading (memcpy), where touching a
+         * mapping's pages costs what the machine's page tables make it
+         * (five times the copy on the VM of bench/RESULTS.md, "the fold
+         * reads windows"; a tenth of it in another state of that VM).
+         * The keeper maps the segments either way and takes records from
+         * the mapping (envlog_reader_kept): their pages come in only when
+         * a lookup reads them. */
+        envlog_reader_set_in_place(g->r, threads > 0);
+        envlog_reader_set_window(g->r, WINDOW_BUDGET / n);
         if (keep)
             envlog_reader_set_keep(g->r, threads ? keep_locked : keep->fn,
                                    threads ? (void *)a : keep->ctx);

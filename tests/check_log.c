@@ -1697,17 +1697,21 @@ static void trace_add(char **t, size_t *len, const char *fmt, ...)
 /* Everything one read of the session says, in order: each record's seq,
  * offsets and bytes, each damage's place and reason, the end state; with a
  * keeper, where the keeper has each record: the same bytes, at the
- * record's offset. */
-static char *read_trace(sess *x, bool in_place, size_t window, bool keep)
+ * record's offset.  The window is the reader's own with `own`
+ * (envlog_reader_set_window, as a merge sets it), else everyone's. */
+static char *read_trace(sess *x, bool in_place, size_t window, bool keep, bool own)
 {
     size_t was = envlog_reader_window;
-    envlog_reader_window = window;
+    if (!own)
+        envlog_reader_window = window;
     kept_list kl = {.n = 0};
     char *t = NULL;
     size_t len = 0;
     envlog_reader *r;
     ck_assert_ok(envlog_reader_open(x->env, &x->id, &r));
     envlog_reader_set_in_place(r, in_place);
+    if (own)
+        envlog_reader_set_window(r, window);
     if (keep)
         envlog_reader_set_keep(r, keep_into, &kl);
     const envlog_record *rec;
@@ -1761,17 +1765,20 @@ static char *read_trace(sess *x, bool in_place, size_t window, bool keep)
 
 /* The reader reads a segment that nothing changes a window at a time:
  * what it says of any session, damaged or not, is what it says reading
- * the segment's mapping, whatever the window, with and without a keeper,
- * and the keeper has each record at its offset. */
+ * the segment's mapping, whatever the window (everyone's, or the reader's
+ * own as a merge gives it one), with and without a keeper, and the keeper
+ * has each record at its offset. */
 static void windows_match(sess *x, const char *what)
 {
-    char *ref = read_trace(x, true, 0, true);
+    char *ref = read_trace(x, true, 0, true, false);
     static const size_t windows[] = {ENVLOG_BLOCK, 3 * ENVLOG_BLOCK, (size_t)1 << 20};
     for (size_t w = 0; w < 3; w++)
-        for (int keep = 0; keep < 2; keep++) {
-            char *t = read_trace(x, false, windows[w], keep);
-            ck_assert_msg(!strcmp(t, ref), "%s, window %zu, keeper %d:\n%s\nmapped:\n%s", what,
-                          windows[w], keep, t, ref);
+        for (int way = 0; way < 3; way++) {
+            bool keep = way > 0, own = way == 2;
+            char *t = read_trace(x, false, windows[w], keep, own);
+            ck_assert_msg(!strcmp(t, ref),
+                          "%s, window %zu, keeper %d, own window %d:\n%s\nmapped:\n%s", what,
+                          windows[w], keep, own, t, ref);
             free(t);
         }
     free(ref);
