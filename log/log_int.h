@@ -388,6 +388,15 @@ extern size_t envlog_reader_window;
  * envlog_reader_window; whole blocks, one at least): a merge of many
  * sessions holds a window of each.  Set before the first read. */
 void envlog_reader_set_window(envlog_reader *r, size_t bytes);
+/* Holds the record `r` returned last: its payload's bytes stay where they
+ * are through any number of reads after it, until the next hold (a
+ * reader reading windows reads the next ones into a second window; a
+ * mapping a keeper takes, or a segment read whole, stays anyway).  False
+ * when they cannot (a record put together from fragments, one with no
+ * bytes, one read in place with no keeper to take its mapping).  Only
+ * the bytes: the record's fields and text slices are the reader's, and
+ * change with the next read. */
+bool envlog_reader_hold(envlog_reader *r);
 
 /* Where a record that spans several fragments of a segment lies, to be put
  * together again from the segment's bytes when it is asked for. */

@@ -38,7 +38,11 @@ struct envlog_reader {
     envlog_buf file;       /* the last segment, read */
     uint8_t *map;          /* an earlier segment, mapped */
     size_t map_len;
-    envlog_buf copy;       /* a window of an earlier segment (map_segment) */
+    envlog_buf copy[2];    /* windows of an earlier segment (map_segment):
+                              the second only while one is held */
+    int win_at;            /* the window data is in (windowed) */
+    int win_held;          /* the window a held record is in, -1: none
+                              (envlog_reader_hold) */
     bool in_place;         /* earlier segments read from their mapping */
     size_t window;         /* the most read at a time, 0: the default */
     size_t dropped_to;     /* in place: the mapping's pages given back
@@ -116,6 +120,7 @@ envlog_err envlog_reader_open(envlog_env *env, const envlog_id128 *id,
         return envlog__fail(ENVLOG_NOMEM, "opening a reader");
     r->id = *id;
     r->dirfd = r->seg_fd = -1;
+    r->win_held = -1;
     envlog_id_format(id, r->name);
     envlog_err e = envlog_open_dir(env->sessions_fd, r->name, &r->dirfd);
     if (e == ENVLOG_NOT_FOUND)
@@ -145,7 +150,8 @@ void envlog_reader_close(envlog_reader *r)
         r->file = (envlog_buf){0};
     }
     envlog_buf_free(&r->file);
-    envlog_buf_free(&r->copy);
+    envlog_buf_free(&r->copy[0]);
+    envlog_buf_free(&r->copy[1]);
     envlog_frame_reader_free(&r->fr);
     envlog_arena_free(&r->arena);
     envlog_free(r);
@@ -170,6 +176,20 @@ void envlog_reader_set_in_place(envlog_reader *r, bool in_place)
 void envlog_reader_set_window(envlog_reader *r, size_t bytes)
 {
     r->window = bytes;
+}
+
+bool envlog_reader_hold(envlog_reader *r)
+{
+    const uint8_t *p = r->rec.payload.data;
+    size_t n = r->rec.payload.size;
+    r->win_held = -1;
+    if (!n || !r->data || p < r->data || p + n > r->data + r->data_len)
+        return false; /* put together from fragments, or no bytes */
+    if (r->data == r->map && !r->keep)
+        return false; /* read in place: unmapped at the segment's end */
+    if (r->windowed)
+        r->win_held = r->win_at;
+    return true;
 }
 
 /* Where the keeper holds the segment the reader reads: a window's bytes
@@ -247,14 +267,18 @@ static envlog_err read_window(envlog_reader *r, int fd, const char *name, uint64
                               size_t want)
 {
     size_t n = r->seg_size - base < want ? (size_t)(r->seg_size - base) : want;
-    r->copy.len = 0;
-    envlog_err e = envlog_buf_reserve(&r->copy, n);
+    /* Never into the window a held record is in. */
+    int w = r->win_held >= 0 ? !r->win_held : r->win_at;
+    envlog_buf *b = &r->copy[w];
+    b->len = 0;
+    envlog_err e = envlog_buf_reserve(b, n);
     if (e)
         return e;
-    if (envlog_pread_full(fd, r->copy.p, n, (off_t)base))
+    r->win_at = w;
+    if (envlog_pread_full(fd, b->p, n, (off_t)base))
         return envlog__fail_errno(errno, "reading %s", name);
-    r->copy.len = n;
-    r->data = r->copy.p;
+    b->len = n;
+    r->data = b->p;
     r->data_len = n;
     r->base = base;
     r->windowed = true;

@@ -17,7 +17,10 @@
  * A record handed out stays valid until the taker asks for that session's
  * next one: its bytes are in a segment the keeper takes (kept), or in a
  * copy the ring holds; the strings of the kinds decoded whole (session,
- * forget, user) are in the ring slot's own arena.
+ * forget, user) are in the ring slot's own arena.  With no worker, the
+ * taker may hold a record of the fold's kinds (envlog_ahead_hold): it
+ * then stays valid through its session's next reads, its fields copied
+ * and its bytes left where the reader read them (envlog_reader_hold).
  */
 #include "replay_int.h"
 
@@ -45,6 +48,7 @@ typedef struct ring {
     bool claimed;           /* a worker fills it (under mu) */
     bool taking;            /* the taker holds the item at head */
     envlog_dec_memo memo;   /* its items' decoding (whoever fills it) */
+    envlog_ahead_item held; /* the item taken last, held (envlog_ahead_hold) */
 } ring;
 
 struct envlog_ahead {
@@ -296,6 +300,29 @@ envlog_err envlog_ahead_next(envlog_ahead *a, size_t i, const envlog_ahead_item 
     g->taking = true;
     *out = &g->slot[h % g->cap];
     return ENVLOG_OK;
+}
+
+const envlog_ahead_item *envlog_ahead_hold(envlog_ahead *a, size_t i)
+{
+    ring *g = &a->rings[i];
+    const envlog_ahead_item *it = &g->slot[0];
+    if (a->threads || !a->fold || it->code || !it->r)
+        return NULL;
+    /* The kinds decoded whole have their strings in the reader's arena,
+     * which the next record takes again. */
+    const envlog_schema *s = envlog_schema_of(it->r->kind);
+    if (!s || !s->detail || !envlog_reader_hold(g->r))
+        return NULL;
+    envlog_ahead_item *h = &g->held;
+    h->code = ENVLOG_OK;
+    h->rec = *it->r;
+    h->r = &h->rec;
+    memcpy(h->slices, it->sl, s->n_fields * sizeof *h->slices);
+    h->sl = h->slices;
+    h->kept = it->kept;
+    h->has_loc = it->has_loc;
+    h->loc = it->loc;
+    return h;
 }
 
 size_t envlog_ahead_threads(size_t sessions, int asked)

@@ -501,10 +501,18 @@ envlog_err envlog_replay_merge(const envlog_merge_src *src, size_t n_src,
             break;
         bool again = n_src > 1 && any && last_ns == c->key_ns && last_seq == c->rec->stamp.seq &&
                      !memcmp(last_id.b, c->id.b, 16);
+        /* A record of a session read alone is folded after its session's
+         * next is read, when it can be held: the hint for that next one
+         * then asks for its key's memory a fold ahead of its use. */
+        envlog_merge_rec mr;
+        const envlog_ahead_item *held = NULL;
         if (!again) {
-            envlog_merge_rec mr;
+            if (fold && hint && !c->snap && (held = envlog_ahead_hold(m.ahead, c->ring))) {
+                c->it = held;
+                c->rec = held->r;
+            }
             merge_rec_of(&m, c, fold, &mr);
-            if ((e = fn(ctx, &mr)))
+            if (!held && (e = fn(ctx, &mr)))
                 break;
             any = true;
             last_ns = c->key_ns;
@@ -512,6 +520,8 @@ envlog_err envlog_replay_merge(const envlog_merge_src *src, size_t n_src,
             last_id = c->id;
         }
         if ((e = advance_hinted(&m, c, fold, hint, ctx)))
+            break;
+        if (held && (e = fn(ctx, &mr)))
             break;
         if (!c->rec)
             m.heap[0] = m.heap[--m.hn];

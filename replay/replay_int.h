@@ -629,11 +629,12 @@ typedef struct envlog_merge_rec {
     bool has_hinted;
 } envlog_merge_rec;
 typedef envlog_err (*envlog_merge_fn)(void *ctx, const envlog_merge_rec *m);
-/* A record the merge will hand out later, told as soon as it is read (it
- * stays valid until handed out): a fold asks for the memory it will touch
- * then, while the records before it are folded.  A value it gives (true,
- * *value) comes back with the record (hinted): what it worked out to ask
- * is not worked out again. */
+/* A record the merge will hand out later, told as soon as it is read (its
+ * payload stays where it is until handed out; its fields may be handed
+ * out from a copy, envlog_ahead_hold): a fold asks for the memory it will
+ * touch then, while the records before it are folded.  A value it gives
+ * (true, *value) comes back with the record (hinted): what it worked out
+ * to ask is not worked out again. */
 typedef bool (*envlog_merge_hint_fn)(void *ctx, const envlog_merge_rec *m, uint64_t *value);
 
 /* Folds the record the merge handed out into `st` (write lock held): its
@@ -685,6 +686,13 @@ typedef struct envlog_ahead_item {
 
 typedef struct envlog_ahead envlog_ahead;
 
+/* The item session `i` handed out last, made to stand through that
+ * session's next reads until its next hold, or NULL when it cannot (worker
+ * threads read ahead, the merge is not a fold, a kind decoded whole, a
+ * record put together from fragments): the fold of a record read alone
+ * can then wait until its session's next record is read, whose key's
+ * memory the fold's hint asks for meanwhile. */
+const envlog_ahead_item *envlog_ahead_hold(envlog_ahead *a, size_t i);
 /* How many threads read ahead for `sessions` sessions when `asked` (the
  * replay option `threads`: 0 as the machine allows, 1 none, N: N - 1). */
 size_t envlog_ahead_threads(size_t sessions, int asked);

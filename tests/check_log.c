@@ -1843,6 +1843,92 @@ START_TEST(test_windows_segment_removed)
 }
 END_TEST
 
+/* A record held (envlog_reader_hold) keeps its bytes through every read
+ * after it, whatever windows those read and whatever damage they report,
+ * until the next hold; one put together from fragments cannot be held,
+ * nor one read in place from a mapping no keeper takes.  Every third
+ * record is held, so a held one outlives several reads and, in windows of
+ * one block, several windows.  Returns the holds made. */
+static size_t hold_through(sess *x, bool in_place, bool keep, size_t window, const char *what)
+{
+    size_t was = envlog_reader_window;
+    envlog_reader_window = window;
+    kept_list kl = {.n = 0};
+    envlog_reader *r;
+    ck_assert_ok(envlog_reader_open(x->env, &x->id, &r));
+    envlog_reader_set_in_place(r, in_place);
+    if (keep)
+        envlog_reader_set_keep(r, keep_into, &kl);
+    const uint8_t *hp = NULL;
+    size_t hn = 0, held = 0, refused = 0, n = 0;
+    uint64_t hh = 0, hseq = 0;
+    const envlog_record *rec;
+    envlog_err e;
+    while ((e = envlog_reader_next(r, &rec)) != ENVLOG_END) {
+        if (hp)
+            ck_assert_msg(envlog_xxh64(hp, hn, 0) == hh,
+                          "%s: the bytes of held seq %llu changed (window %zu, in place %d, "
+                          "keeper %d)", what, (unsigned long long)hseq, window, in_place, keep);
+        if (e == ENVLOG_CORRUPT || e == ENVLOG_TRUNCATED)
+            continue;
+        ck_assert_msg(e == ENVLOG_OK, "%s", envlog_errmsg());
+        if (n++ % 3)
+            continue;
+        hp = NULL;
+        if (!envlog_reader_hold(r)) {
+            refused++;
+            continue;
+        }
+        held++;
+        hp = rec->payload.data;
+        hn = rec->payload.size;
+        hh = envlog_xxh64(hp, hn, 0);
+        hseq = rec->stamp.seq;
+    }
+    envlog_reader_close(r);
+    for (size_t i = 0; i < kl.n; i++) {
+        if (kl.v[i].mapped)
+            munmap(kl.v[i].p, kl.v[i].n);
+        else
+            envlog_free(kl.v[i].p);
+    }
+    envlog_reader_window = was;
+    if (in_place && !keep) {
+        /* Only the last segment, read whole, holds. */
+        ck_assert_uint_gt(refused, 3 * held);
+        return held;
+    }
+    /* Records of up to 2900 bytes in blocks of 32 KiB: some lie across
+     * two blocks, most in one. */
+    ck_assert_uint_gt(held, 3 * refused);
+    return held;
+}
+
+START_TEST(test_reader_hold)
+{
+    sess x;
+    sess_make(&x, "hold", 8 * ENVLOG_BLOCK, 3, 3000);
+    static const size_t windows[] = {ENVLOG_BLOCK, 3 * ENVLOG_BLOCK, (size_t)1 << 20};
+    for (size_t w = 0; w < 3; w++)
+        for (int way = 0; way < 4; way++)
+            if (way != 2) /* in place with no keeper */
+                ck_assert_uint_gt(hold_through(&x, way / 2, way % 2, windows[w], "intact"), 20);
+    hold_through(&x, true, false, ENVLOG_BLOCK, "in place, no keeper");
+    for (size_t k = 0; k < x.nseg; k++) {
+        seg *g = &x.s[k];
+        for (size_t at = 29 + k; at < g->size; at += 4999) {
+            tu_view_set(g->name, UINT64_MAX, (int64_t)at, 0x10);
+            char what[64];
+            snprintf(what, sizeof what, "segment %zu byte %zu flipped", k, at);
+            hold_through(&x, false, false, ENVLOG_BLOCK, what);
+            hold_through(&x, false, true, ENVLOG_BLOCK, what);
+            tu_view_clear();
+        }
+    }
+    sess_free(&x);
+}
+END_TEST
+
 /* The reader reads a segment a window at a time (envlog_reader_window):
  * one block at a time, every record and every damage of the catalogue
  * lies across windows, and what comes back must be the same. */
@@ -1890,6 +1976,7 @@ Suite *suite_log(void)
     tc = tu_tcase(s, "damage in windows", 1200);
     tcase_add_test(tc, test_windows_read_as_mapping);
     tcase_add_test(tc, test_windows_segment_removed);
+    tcase_add_test(tc, test_reader_hold);
     tcase_add_checked_fixture(tc, window_one_block, window_default);
     add_damage_tests(tc);
     tcase_add_test(tc, test_big_records);

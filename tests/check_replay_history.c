@@ -739,16 +739,28 @@ START_TEST(test_state_open_read_faults)
 }
 END_TEST
 
-/* The merge's hint: every record it hands out was told of first, once, at
- * the same address, with the value the hint gave for it (here one for
- * every record of an odd seq, none for the others), and the fold of a state
- * (which asks for its slots then, and takes the key's hash the hint worked
- * out) is the fold without it. */
+/* The merge's hint: every record it hands out was told of first, once,
+ * its payload at the same address (the record's fields may come from a
+ * copy: a record read alone is held while its session's next is read),
+ * with the value the hint gave for it (here one for every record of an
+ * odd seq, none for the others), and the fold of a state (which asks for
+ * its slots then, and takes the key's hash the hint worked out) is the
+ * fold without it. */
+typedef struct told_rec {
+    envlog_id128 session;
+    uint64_t seq;
+    const uint8_t *payload;
+} told_rec;
 typedef struct hinted {
-    const envlog_record *told[64]; /* told of and not handed out yet */
+    told_rec told[64]; /* told of and not handed out yet */
     size_t n_told, hints, handed, valued;
     bool fail;
 } hinted;
+
+static told_rec told_of(const envlog_record *rec)
+{
+    return (told_rec){rec->stamp.session, rec->stamp.seq, rec->payload.data};
+}
 
 static uint64_t hint_value(const envlog_record *rec)
 {
@@ -764,7 +776,7 @@ static bool hint_one(void *ctx, const envlog_merge_rec *m, uint64_t *value)
     if (h->n_told == sizeof h->told / sizeof h->told[0])
         h->fail = true;
     else
-        h->told[h->n_told++] = m->r.rec;
+        h->told[h->n_told++] = told_of(m->r.rec);
     *value = hint_value(m->r.rec);
     return m->r.rec->stamp.seq % 2;
 }
@@ -777,8 +789,10 @@ static envlog_err hand_one(void *ctx, const envlog_merge_rec *m)
     if (m->has_hinted != odd || (odd && m->hinted != hint_value(m->r.rec)))
         h->fail = true; /* not the value the hint gave for this record */
     h->valued += m->has_hinted;
+    told_rec t = told_of(m->r.rec);
     for (size_t i = 0; i < h->n_told; i++)
-        if (h->told[i] == m->r.rec) {
+        if (!memcmp(h->told[i].session.b, t.session.b, 16) && h->told[i].seq == t.seq &&
+            h->told[i].payload == t.payload) {
             h->told[i] = h->told[--h->n_told];
             return ENVLOG_OK;
         }
