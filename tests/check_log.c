@@ -1679,6 +1679,17 @@ static void keep_into(void *ctx, void *p, size_t n, bool mapped)
     k->v[k->n++].mapped = mapped;
 }
 
+static void kept_free(kept_list *k)
+{
+    for (size_t i = 0; i < k->n; i++) {
+        if (k->v[i].mapped)
+            munmap(k->v[i].p, k->v[i].n);
+        else
+            envlog_free(k->v[i].p);
+    }
+    k->n = 0;
+}
+
 static void trace_add(char **t, size_t *len, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 static void trace_add(char **t, size_t *len, const char *fmt, ...)
@@ -1753,12 +1764,7 @@ static char *read_trace(sess *x, bool in_place, size_t window, bool keep, bool o
     }
     trace_add(&t, &len, "state %s\n", envlog_session_state_name(envlog_reader_state(r)));
     envlog_reader_close(r);
-    for (size_t i = 0; i < kl.n; i++) {
-        if (kl.v[i].mapped)
-            munmap(kl.v[i].p, kl.v[i].n);
-        else
-            envlog_free(kl.v[i].p);
-    }
+    kept_free(&kl);
     envlog_reader_window = was;
     return t;
 }
@@ -1886,12 +1892,7 @@ static size_t hold_through(sess *x, bool in_place, bool keep, size_t window, con
         hseq = rec->stamp.seq;
     }
     envlog_reader_close(r);
-    for (size_t i = 0; i < kl.n; i++) {
-        if (kl.v[i].mapped)
-            munmap(kl.v[i].p, kl.v[i].n);
-        else
-            envlog_free(kl.v[i].p);
-    }
+    kept_free(&kl);
     envlog_reader_window = was;
     if (in_place && !keep) {
         /* Only the last segment, read whole, holds. */
