@@ -40,7 +40,6 @@ struct envlog_reader {
     size_t map_len;
     envlog_buf copy[2];    /* windows of an earlier segment (map_segment):
                               the second only while one is held */
-    int win_at;            /* the window data is in (windowed) */
     int win_held;          /* the window a held record is in, -1: none
                               (envlog_reader_hold) */
     bool in_place;         /* earlier segments read from their mapping */
@@ -178,6 +177,12 @@ void envlog_reader_set_window(envlog_reader *r, size_t bytes)
     r->window = bytes;
 }
 
+/* The window data is in: the second only once a hold made one. */
+static int win_at(const envlog_reader *r)
+{
+    return r->copy[1].p && r->data == r->copy[1].p;
+}
+
 bool envlog_reader_hold(envlog_reader *r)
 {
     const uint8_t *p = r->rec.payload.data;
@@ -188,7 +193,7 @@ bool envlog_reader_hold(envlog_reader *r)
     if (r->data == r->map && !r->keep)
         return false; /* read in place: unmapped at the segment's end */
     if (r->windowed)
-        r->win_held = r->win_at;
+        r->win_held = win_at(r);
     return true;
 }
 
@@ -268,13 +273,12 @@ static envlog_err read_window(envlog_reader *r, int fd, const char *name, uint64
 {
     size_t n = r->seg_size - base < want ? (size_t)(r->seg_size - base) : want;
     /* Never into the window a held record is in. */
-    int w = r->win_held >= 0 ? !r->win_held : r->win_at;
+    int w = r->win_held >= 0 ? !r->win_held : win_at(r);
     envlog_buf *b = &r->copy[w];
     b->len = 0;
     envlog_err e = envlog_buf_reserve(b, n);
     if (e)
         return e;
-    r->win_at = w;
     if (envlog_pread_full(fd, b->p, n, (off_t)base))
         return envlog__fail_errno(errno, "reading %s", name);
     b->len = n;

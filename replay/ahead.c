@@ -314,7 +314,6 @@ const envlog_ahead_item *envlog_ahead_hold(envlog_ahead *a, size_t i)
     if (!s || !s->detail || !envlog_reader_hold(g->r))
         return NULL;
     envlog_ahead_item *h = &g->held;
-    h->code = ENVLOG_OK;
     h->rec = *it->r;
     h->r = &h->rec;
     memcpy(h->slices, it->sl, s->n_fields * sizeof *h->slices);

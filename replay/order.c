@@ -507,7 +507,7 @@ envlog_err envlog_replay_merge(const envlog_merge_src *src, size_t n_src,
         envlog_merge_rec mr;
         const envlog_ahead_item *held = NULL;
         if (!again) {
-            if (fold && hint && !c->snap && (held = envlog_ahead_hold(m.ahead, c->ring))) {
+            if (hint && !c->snap && (held = envlog_ahead_hold(m.ahead, c->ring))) {
                 c->it = held;
                 c->rec = held->r;
             }

@@ -745,7 +745,9 @@ END_TEST
  * with the value the hint gave for it (here one for every record of an
  * odd seq, none for the others), and the fold of a state (which asks for
  * its slots then, and takes the key's hash the hint worked out) is the
- * fold without it. */
+ * fold without it.  Read by the calling thread alone, a tune is handed
+ * out after its session's next record was told of (held); read by
+ * workers, never. */
 typedef struct told_rec {
     envlog_id128 session;
     uint64_t seq;
@@ -754,6 +756,7 @@ typedef struct told_rec {
 typedef struct hinted {
     told_rec told[64]; /* told of and not handed out yet */
     size_t n_told, hints, handed, valued;
+    size_t ahead;      /* handed out after its session's next was told of */
     bool fail;
 } hinted;
 
@@ -790,6 +793,11 @@ static envlog_err hand_one(void *ctx, const envlog_merge_rec *m)
         h->fail = true; /* not the value the hint gave for this record */
     h->valued += m->has_hinted;
     told_rec t = told_of(m->r.rec);
+    for (size_t i = 0; i < h->n_told; i++)
+        if (!memcmp(h->told[i].session.b, t.session.b, 16) && h->told[i].seq > t.seq) {
+            h->ahead++;
+            break;
+        }
     for (size_t i = 0; i < h->n_told; i++)
         if (!memcmp(h->told[i].session.b, t.session.b, 16) && h->told[i].seq == t.seq &&
             h->told[i].payload == t.payload) {
@@ -915,14 +923,20 @@ START_TEST(test_merge_hint)
         int gen;
         ck_assert_ok(envlog_snap_pick(r.env, false, NULL, NULL, &sn, &gen));
         envlog_merge_src src = {r.env, sn};
-        hinted h = {0};
-        ck_assert_ok(envlog_replay_merge(&src, 1, NULL, true, true, NULL, hand_one, hint_one,
-                                         &h));
-        ck_assert(!h.fail);
-        ck_assert_uint_eq(h.n_told, 0);
-        ck_assert_uint_eq(h.hints, h.handed);
-        ck_assert_uint_ge(h.handed, 200);
-        ck_assert_uint_ge(h.valued, 100);
+        for (int threads = 1; threads <= 2; threads++) {
+            hinted h = {0};
+            ck_assert_ok(envlog_replay_merge(&src, 1, &(envlog_replay_opts){.threads = threads},
+                                             true, true, NULL, hand_one, hint_one, &h));
+            ck_assert(!h.fail);
+            ck_assert_uint_eq(h.n_told, 0);
+            ck_assert_uint_eq(h.hints, h.handed);
+            ck_assert_uint_ge(h.handed, 200);
+            ck_assert_uint_ge(h.valued, 100);
+            if (threads == 2)
+                ck_assert_uint_eq(h.ahead, 0);
+            else if (!snap)
+                ck_assert_uint_ge(h.ahead, 150);
+        }
         envlog_snap_unmap(sn);
     }
     rp_renv_free(&r);
