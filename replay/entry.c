@@ -14,62 +14,68 @@
 #include <string.h>
 #include <sys/mman.h>
 
-/* ------------------------------------------------------ namespaces */
+/* ------------------------------------------------ interned strings */
 
-static uint64_t ns_hash(const char *p, size_t n)
+static uint64_t intern_hash(const char *p, size_t n)
 {
     return envlog_xxh64(p, n, 0x6e73);
 }
 
-static envlog_err ns_grow(envlog_state *st)
+static envlog_err intern_grow(envlog_intern *set)
 {
-    size_t n = st->ns_slots ? 2 * st->ns_slots : 64;
+    size_t n = set->slots ? 2 * set->slots : 64;
     const char **v = envlog_calloc(n, sizeof *v);
     if (!v)
-        return envlog__fail(ENVLOG_NOMEM, "interning a namespace");
-    for (size_t i = 0; i < st->ns_slots; i++) {
-        const char *s = st->ns_set[i];
+        return envlog__fail(ENVLOG_NOMEM, "interning a name");
+    for (size_t i = 0; i < set->slots; i++) {
+        const char *s = set->set[i];
         if (!s)
             continue;
-        size_t j = ns_hash(s, strlen(s)) & (n - 1);
+        size_t j = intern_hash(s, envlog_interned_len(s)) & (n - 1);
         while (v[j])
             j = (j + 1) & (n - 1);
         v[j] = s;
     }
-    envlog_free(st->ns_set);
-    st->ns_set = v;
-    st->ns_slots = n;
+    envlog_free(set->set);
+    set->set = v;
+    set->slots = n;
     return ENVLOG_OK;
 }
 
-envlog_err envlog_state_intern(envlog_state *st, envlog_text ns, const char **out)
+envlog_err envlog_state_intern(envlog_state *st, envlog_intern *set, const void *p, size_t n,
+                               const char **out)
 {
-    if (st->last_ns && st->last_ns_len == ns.n && !memcmp(st->last_ns, ns.p, ns.n)) {
-        *out = st->last_ns;
+    if (set->last && set->last_len == n && !memcmp(set->last, p, n)) {
+        *out = set->last;
         return ENVLOG_OK;
     }
-    if (2 * (st->ns_n + 1) > st->ns_slots) {
-        envlog_err e = ns_grow(st);
+    if (n > UINT32_MAX)
+        return envlog__fail(ENVLOG_NOMEM, "interning a name of %zu bytes", n);
+    if (2 * (set->n + 1) > set->slots) {
+        envlog_err e = intern_grow(set);
         if (e)
             return e;
     }
-    size_t mask = st->ns_slots - 1, i = ns_hash(ns.p, ns.n) & mask;
-    for (; st->ns_set[i]; i = (i + 1) & mask) {
-        const char *s = st->ns_set[i];
-        if (!strncmp(s, ns.p, ns.n) && !s[ns.n])
+    size_t mask = set->slots - 1, i = intern_hash(p, n) & mask;
+    for (; set->set[i]; i = (i + 1) & mask) {
+        const char *s = set->set[i];
+        if (envlog_interned_len(s) == n && !memcmp(s, p, n))
             break;
     }
-    if (!st->ns_set[i]) {
-        char *d = envlog_arena_alloc(&st->mem, ns.n + 1);
+    if (!set->set[i]) {
+        uint32_t len = (uint32_t)n;
+        char *d = envlog_arena_alloc(&st->mem, sizeof len + n + 1);
         if (!d)
-            return envlog__fail(ENVLOG_NOMEM, "interning a namespace");
-        memcpy(d, ns.p, ns.n);
-        d[ns.n] = 0;
-        st->ns_set[i] = d;
-        st->ns_n++;
+            return envlog__fail(ENVLOG_NOMEM, "interning a name");
+        memcpy(d, &len, sizeof len);
+        d += sizeof len;
+        memcpy(d, p, n);
+        d[n] = 0;
+        set->set[i] = d;
+        set->n++;
     }
-    st->last_ns = *out = st->ns_set[i];
-    st->last_ns_len = ns.n;
+    set->last = *out = set->set[i];
+    set->last_len = n;
     return ENVLOG_OK;
 }
 
@@ -81,15 +87,16 @@ static envlog_entry_x *new_entry(envlog_state *st, const envlog_key_ref *k)
     if (!e)
         return NULL;
     memset(e, 0, sizeof *e);
-    e->hash = k->hash;
     e->table = (uint8_t)k->table;
-    e->ns_len = (uint32_t)k->ns.n;
     if (k->table == ENVLOG_TABLE_TUNE)
         e->k.checksum = k->checksum;
     else
         e->k.kernel_key = *k->kernel_key;
-    if (envlog_state_intern(st, k->ns, &e->ns))
+    if (envlog_state_intern(st, &st->ns, k->ns.p, k->ns.n, &e->ns))
         return NULL;
+    /* A known miss has no stamp: all zeros. */
+    static const envlog_id128 none;
+    e->session = &none;
     return e;
 }
 
@@ -113,27 +120,35 @@ envlog_err envlog_entry_from(envlog_state *st, const envlog_fold_in *in,
     e->live = true;
     e->origin = (uint8_t)origin;
     e->rule = (uint8_t)rule;
-    e->stamp = rec->stamp;
+    const char *session;
+    if (envlog_state_intern(st, &st->sessions, rec->stamp.session.b, sizeof rec->stamp.session,
+                            &session))
+        return envlog__fail(ENVLOG_NOMEM, "folding a record");
+    e->session = (const envlog_id128 *)(const void *)session;
+    e->seq = rec->stamp.seq;
+    e->offset_ns = rec->stamp.offset_ns;
     e->unix_ns = in->unix_ns;
-    e->rec_len = in->loc && !in->kept ? in->loc->size : rec->payload.size;
+    /* Records are ENVLOG_RECORD_MAX bytes at most. */
+    e->rec_len = (uint32_t)(in->loc && !in->kept ? in->loc->size : rec->payload.size);
     const uint8_t *p = rec->payload.data;
     if (in->kept) {
-        e->rec = in->kept;
+        e->at.rec = in->kept;
     } else if (in->loc) {
         envlog_frag_loc *l = envlog_arena_alloc(&st->mem, sizeof *l);
         if (!l)
             return envlog__fail(ENVLOG_NOMEM, "folding a record");
         *l = *in->loc;
-        e->loc = l;
-    } else if (!(e->rec = own_copy(st, p, rec->payload.size))) {
+        e->at.loc = l;
+        e->at_loc = true;
+    } else if (!(e->at.rec = own_copy(st, p, rec->payload.size))) {
         return envlog__fail(ENVLOG_NOMEM, "keeping a record");
     }
     if (k->table == ENVLOG_TABLE_TUNE) {
         const char *kp = k->key.p;
-        bool inside = e->rec && (const uint8_t *)kp >= p &&
+        bool inside = !e->at_loc && (const uint8_t *)kp >= p &&
                       (const uint8_t *)kp + k->key.n <= p + rec->payload.size;
-        if (e->rec && inside)
-            e->key = (const char *)e->rec + ((const uint8_t *)kp - p);
+        if (inside)
+            e->key = (const char *)e->at.rec + ((const uint8_t *)kp - p);
         else if (!(e->key = (const char *)own_copy(st, kp, k->key.n)))
             return envlog__fail(ENVLOG_NOMEM, "keeping a key");
         e->key_len = (uint32_t)k->key.n;
@@ -214,11 +229,11 @@ void envlog_state_keep(void *ctx, void *p, size_t n, bool mapped)
 
 envlog_err envlog_entry_bytes(envlog_state *st, envlog_entry_x *e, envlog_bytes *out)
 {
-    if (e->rec || !e->loc) {
-        *out = (envlog_bytes){e->rec, e->rec ? e->rec_len : 0};
+    if (!e->at_loc) {
+        *out = (envlog_bytes){e->at.rec, e->at.rec ? e->rec_len : 0};
         return ENVLOG_OK;
     }
-    const envlog_frag_loc *l = e->loc;
+    const envlog_frag_loc *l = e->at.loc;
     envlog_frame_reader fr;
     envlog_frame_reader_init(&fr, l->seg, l->seg_len, l->seed, 0);
     fr.pos = (size_t)l->offset;
@@ -230,9 +245,16 @@ envlog_err envlog_entry_bytes(envlog_state *st, envlog_entry_x *e, envlog_bytes 
         /* A segment kept unchanged reads as it did: only a file changed
          * under its mapping reads otherwise. */
         err = envlog__fail(ENVLOG_CORRUPT, "a record read back from its segment differs");
-    else if (!(e->rec = own_copy(st, fr.out, fr.out_len)))
+    const uint8_t *rec = err ? NULL : own_copy(st, fr.out, fr.out_len);
+    if (!err && !rec)
         err = envlog__fail(ENVLOG_NOMEM, "reading a record back");
     envlog_frame_reader_free(&fr);
-    *out = (envlog_bytes){e->rec, e->rec ? e->rec_len : 0};
-    return err;
+    if (err) {
+        *out = (envlog_bytes){NULL, 0};
+        return err;
+    }
+    e->at.rec = rec;
+    e->at_loc = false;
+    *out = (envlog_bytes){rec, e->rec_len};
+    return ENVLOG_OK;
 }

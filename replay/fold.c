@@ -75,7 +75,7 @@ static envlog_err set(envlog_state *st, const envlog_fold_in *in, const envlog_k
     /* A record recorded at level off has no bytes: its view is made now. */
     if (!in->rec->payload.size && (err = envlog_entry_view_of(st, e, in->rec)))
         return err;
-    return envlog_table_install(&st->tab, e, old, false);
+    return envlog_table_install(&st->tab, e, k->hash, old, false);
 }
 
 /* The key a tune or compile record sets, hashed, and whether it sets one
@@ -157,10 +157,6 @@ envlog_err envlog_state_fold_in(envlog_state *st, const envlog_fold_in *in)
     const envlog_record *rec = in->rec;
     pthread_once(&fields_once, find_fields);
     st->st.records++;
-    if (!st->any_session || memcmp(st->last_session.b, rec->stamp.session.b, 16)) {
-        st->any_session = true;
-        st->last_session = rec->stamp.session;
-    }
     if (rec->kind == ENVLOG_KIND_SESSION)
         st->st.sessions++;
     if (rec->effect == ENVLOG_CHANGED && in->unix_ns > st->st.last_change_unix_ns)

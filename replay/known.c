@@ -67,12 +67,12 @@ static envlog_err materialize(envlog_state *st, const envlog_key_ref *k, envlog_
     if (e == ENVLOG_NOT_FOUND || e == ENVLOG_CORRUPT) {
         /* A damaged snapshot entry is a miss; the damage shows in verify. */
         if (!(e = envlog_entry_miss(st, k, &n)))
-            e = envlog_table_install(&st->tab, n, NULL, true);
+            e = envlog_table_install(&st->tab, n, k->hash, NULL, true);
     } else if (!e) {
         envlog_fold_in in = snap_in(st, &it, &rec);
         e = envlog_entry_from(st, &in, k, (envlog_origin)it.origin, (envlog_rule)it.rule, &n);
         if (!e)
-            e = envlog_table_install(&st->tab, n, NULL, true);
+            e = envlog_table_install(&st->tab, n, k->hash, NULL, true);
     }
     if (!e)
         *out = n;
@@ -111,7 +111,7 @@ envlog_err envlog_state_load_all(envlog_state *st)
         envlog_fold_in in = snap_in(st, &it, &rec);
         if (!(e = envlog_entry_from(st, &in, &k, (envlog_origin)it.origin,
                                     (envlog_rule)it.rule, &n)))
-            e = envlog_table_install(&st->tab, n, old, true);
+            e = envlog_table_install(&st->tab, n, k.hash, old, true);
     }
     if (e == ENVLOG_END)
         e = ENVLOG_OK;

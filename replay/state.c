@@ -80,7 +80,8 @@ void envlog_state_close(envlog_state *st)
     envlog_arena_free(&st->mem);
     envlog_arena_free(&st->bytes);
     envlog_arena_free(&st->views);
-    envlog_free(st->ns_set);
+    envlog_free(st->ns.set);
+    envlog_free(st->sessions.set);
     for (size_t i = 0; i < st->n_kept; i++) {
         if (st->kept[i].mapped)
             envlog_io_get()->munmap(st->kept[i].p, st->kept[i].n);

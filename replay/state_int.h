@@ -47,17 +47,23 @@ typedef struct envlog_cands_ref {
     uint64_t checksum;
 } envlog_cands_ref;
 
+/* Strings (or ids) the state keeps once, however many entries hold them:
+ * a set by hash, and the last one asked for (most records share it).
+ * Each is kept after its length (envlog_interned_len) and before a NUL. */
+typedef struct envlog_intern {
+    const char **set;
+    size_t slots, n;
+    const char *last;
+    size_t last_len;
+} envlog_intern;
+
 struct envlog_state {
     pthread_rwlock_t lock;   /* the table; lookups read, folds write */
     envlog_entry_table tab;
     envlog_arena mem;        /* entries, interned namespaces, keys of misses */
     envlog_arena bytes;      /* records nothing else keeps (live ones, ...) */
-    /* Interned namespaces: a set by hash, and the last one (most records
-     * share it). */
-    const char **ns_set;
-    size_t ns_slots, ns_n;
-    const char *last_ns;
-    size_t last_ns_len;
+    envlog_intern ns;        /* namespaces, interned */
+    envlog_intern sessions;  /* the ids of the sessions entries came from */
     envlog_kept *kept;
     size_t n_kept, cap_kept;
     bool keep_failed;        /* a segment could not be listed as kept: the
@@ -70,8 +76,6 @@ struct envlog_state {
     envlog_user_rec *users;
     size_t n_users, cap_users;
     envlog_state_stats st;
-    envlog_id128 last_session;
-    bool any_session;
     envlog_snap *snap;       /* the checkpoint under the folded sessions */
     bool snap_loaded;        /* every snapshot entry is in the table */
     int snap_gen;            /* which generation snap is (ENVLOG_GEN_*) */
@@ -111,8 +115,10 @@ envlog_text envlog_fold_text(const envlog_fold_in *in, size_t index, const char 
 
 /* ------------------------------------------------------------ entry.c */
 
-/* The interned copy of namespace `ns` (ENVLOG_NOMEM). */
-envlog_err envlog_state_intern(envlog_state *st, envlog_text ns, const char **out);
+/* The copy in `set` of the `n` bytes at `p`, made the first time
+ * (ENVLOG_NOMEM). */
+envlog_err envlog_state_intern(envlog_state *st, envlog_intern *set, const void *p, size_t n,
+                               const char **out);
 /* A new entry for the record of `in` (its bytes referenced when kept,
  * else copied), of key `k`, as origin and rule say. */
 envlog_err envlog_entry_from(envlog_state *st, const envlog_fold_in *in,

@@ -229,10 +229,10 @@ envlog_err envlog_state_items_x(envlog_state *st, bool canonical,
             .table = (int)x->table,
             .origin = (int)x->origin,
             .rule = (int)x->rule,
-            .stamp = x->stamp,
+            .stamp = envlog_entry_stamp(x),
             .unix_ns = x->unix_ns,
             .ns = x->ns,
-            .key_hash = x->hash,
+            .key_hash = envlog_entry_key(x).hash,
             .payload = b,
         };
         if (!e)

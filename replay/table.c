@@ -37,9 +37,24 @@ void envlog_table_free(envlog_entry_table *t)
     t->slots = NULL;
 }
 
+envlog_key_ref envlog_entry_key(const envlog_entry_x *e)
+{
+    envlog_key_ref k = {.table = (envlog_table)e->table,
+                        .ns = {e->ns, envlog_interned_len(e->ns)}};
+    if (e->table == ENVLOG_TABLE_TUNE) {
+        k.key = (envlog_text){e->key, e->key_len};
+        k.checksum = e->k.checksum;
+    } else {
+        k.kernel_key = &e->k.kernel_key;
+    }
+    envlog_key_ref_hash(&k);
+    return k;
+}
+
 bool envlog_entry_has_key(const envlog_entry_x *e, const envlog_key_ref *k)
 {
-    if (e->table != k->table || e->ns_len != k->ns.n || memcmp(e->ns, k->ns.p, k->ns.n))
+    if (e->table != k->table || envlog_interned_len(e->ns) != k->ns.n ||
+        memcmp(e->ns, k->ns.p, k->ns.n))
         return false;
     if (k->table == ENVLOG_TABLE_KERNEL)
         return !memcmp(e->k.kernel_key.b, k->kernel_key->b, 16);
@@ -105,12 +120,12 @@ void envlog_table_kill(envlog_entry_table *t, envlog_entry_x *e)
     e->live = false;
 }
 
-envlog_err envlog_table_install(envlog_entry_table *t, envlog_entry_x *e,
+envlog_err envlog_table_install(envlog_entry_table *t, envlog_entry_x *e, uint64_t hash,
                                 envlog_entry_x *old, bool counted)
 {
     if (old) {
         /* Same key, same hash: the new entry takes the old one's slot. */
-        size_t mask = t->n_slots - 1, i = old->hash & mask;
+        size_t mask = t->n_slots - 1, i = hash & mask;
         while (t->slots[i].e != old)
             i = (i + 1) & mask;
         t->slots[i].e = e;
@@ -122,7 +137,7 @@ envlog_err envlog_table_install(envlog_entry_table *t, envlog_entry_x *e,
         envlog_err err;
         if (2 * (t->n_known + 1) > t->n_slots && (err = envlog_table_expect(t, 1)))
             return err;
-        put_slot(t->slots, t->n_slots, e->hash, e);
+        put_slot(t->slots, t->n_slots, hash, e);
         t->n_known++;
     }
     if (e->live && !counted)

@@ -74,7 +74,7 @@ static envlog_err tune_view(envlog_state *st, const envlog_entry_x *e, const env
         .winner_cost_ns = t->winner_ns,
         .origin = (envlog_origin)e->origin,
         .rule = (envlog_rule)e->rule,
-        .stamp = e->stamp,
+        .stamp = envlog_entry_stamp(e),
     };
     *out = v;
     return ENVLOG_OK;
@@ -100,7 +100,7 @@ static envlog_err kernel_view(envlog_state *st, const envlog_entry_x *e,
         .binary = c->binary,
         .origin = (envlog_origin)e->origin,
         .rule = (envlog_rule)e->rule,
-        .stamp = e->stamp,
+        .stamp = envlog_entry_stamp(e),
     };
     if (oom)
         return envlog__fail(ENVLOG_NOMEM, "looking up an entry");

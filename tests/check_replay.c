@@ -1175,6 +1175,12 @@ START_TEST(test_table_expect)
     enum { N = 3000 };
     static envlog_entry_x e[N];
     static char keys[N][16];
+    /* "ns" as the state interns it: its length before it. */
+    static char ns_kept[8];
+    uint32_t ns_len = 2;
+    memcpy(ns_kept, &ns_len, sizeof ns_len);
+    memcpy(ns_kept + sizeof ns_len, "ns", 3);
+    const char *ns = ns_kept + sizeof ns_len;
     ck_assert_ok(envlog_table_expect(&t, N));
     size_t slots = t.n_slots;
     ck_assert_uint_ge(slots, 2 * N);
@@ -1185,10 +1191,10 @@ START_TEST(test_table_expect)
         envlog_key_ref k = {.table = ENVLOG_TABLE_TUNE, .ns = {"ns", 2},
                             .key = {keys[i], strlen(keys[i])}, .checksum = 7};
         envlog_key_ref_hash(&k);
-        e[i] = (envlog_entry_x){.hash = k.hash, .ns = "ns", .ns_len = 2, .key = keys[i],
+        e[i] = (envlog_entry_x){.ns = ns, .key = keys[i],
                                 .key_len = (uint32_t)strlen(keys[i]), .k.checksum = 7,
                                 .table = ENVLOG_TABLE_TUNE, .live = true};
-        ck_assert_ok(envlog_table_install(&t, &e[i], NULL, false));
+        ck_assert_ok(envlog_table_install(&t, &e[i], k.hash, NULL, false));
     }
     ck_assert_ptr_eq(t.slots, v); /* never moved */
     ck_assert_uint_eq(t.n_slots, slots);
@@ -1221,11 +1227,52 @@ START_TEST(test_table_expect)
 }
 END_TEST
 
+/* An entry keeps its namespace and its record's session interned, each
+ * kept once: namespaces that begin alike stay apart, and entries from
+ * more sessions than the first set holds keep their own stamps. */
+START_TEST(test_interned_names_and_sessions)
+{
+    rp_renv r = rp_renv_new("interned");
+    static const char *const ns[] = {"a", "ab", "abc", "ab/c"};
+    enum { SESSIONS = 80 };
+    envlog_stamp want[SESSIONS][4];
+    for (int i = 0; i < SESSIONS; i++) {
+        char label[16];
+        snprintf(label, sizeof label, "s%d", i);
+        envlog_session *s = rp_sbegin(r.env, label, 0);
+        char key[16];
+        snprintf(key, sizeof key, "k%d", i);
+        for (int j = 0; j < 4; j++)
+            want[i][j] = rp_rtune(s, ns[j], key, (i + j) % 3);
+        rp_end(s);
+    }
+    envlog_state *st = rp_sopen(r.env, NULL);
+    for (int i = 0; i < SESSIONS; i++) {
+        char key[16];
+        snprintf(key, sizeof key, "k%d", i);
+        for (int j = 0; j < 4; j++) {
+            envlog_tune_entry e = rp_winner(st, ns[j], key);
+            ck_assert_str_eq(e.ns, ns[j]);
+            ck_assert_int_eq(e.winner_index, (i + j) % 3);
+            rp_assert_stamp(e.stamp, want[i][j]);
+        }
+        envlog_tune_entry none;
+        ck_assert_err(envlog_state_winner(st, "", key, rp_csum(SET_A), &none), ENVLOG_NOT_FOUND);
+        ck_assert_err(envlog_state_winner(st, "abcd", key, rp_csum(SET_A), &none),
+                      ENVLOG_NOT_FOUND);
+    }
+    ck_assert_uint_eq(rp_stats(st).tunes, 4 * SESSIONS);
+    envlog_state_close(st);
+    rp_renv_free(&r);
+}
+END_TEST
+
 Suite *suite_replay(void)
 {
     Suite *s = suite_create("replay");
     TCase *t = tcase_create("fold");
     tcase_add_test(t, test_table_expect);
+    tcase_add_test(t, test_interned_names_and_sessions);
     tcase_add_test(t, test_first_local_stands);
     tcase_add_test(t, test_local_replaces_imported);
     tcase_add_test(t, test_imported_never_replaces);
