@@ -17,7 +17,16 @@
  *    key, then decoding the value as far as envlog's fold reads it, so both
  *    sides end holding the winner's name;
  *  - the limit: open the snapshot file, read the 4 KiB page an entry is in,
- *    close: one open and one read, what any file-backed lookup pays.
+ *    close: one open and one read, what any file-backed lookup pays;
+ *  - envlog's system calls alone (a row of their own): the calls envlog's
+ *    open and first lookup make (an strace of it lists them), on the same
+ *    files with the same sizes, and nothing between them: what a lookup
+ *    made of these calls costs before any of its own work.  Each call is
+ *    there for a reason envlog(5) gives: FORMAT read (an environment of
+ *    another format is refused), the shared lock held while the snapshot
+ *    is opened and the sessions listed (no compaction in between), the
+ *    snapshot's size, head and tail (its MANIFEST and where its INDEX
+ *    lies), two reads of the INDEX and one of the ENTRY.
  * Each is followed (untimed) by closing everything.  Keys are drawn at
  * random, a different one each operation, from a warm page cache.
  */
@@ -30,10 +39,12 @@
 #include <sqlite3.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
-typedef enum lk_side { LK_ENVLOG, LK_SQLITE, LK_LIMIT, LK_SIDES } lk_side;
+typedef enum lk_side { LK_ENVLOG, LK_SQLITE, LK_LIMIT, LK_CALLS, LK_SIDES } lk_side;
 
 typedef struct lk_ctx {
     lk_side side;
@@ -190,6 +201,41 @@ uint64_t bench_first_select(const char *db_path, const bench_tune *bt, const cha
     return ns;
 }
 
+/* envlog's system calls for an open and a first lookup (see the top),
+ * reading at `pick`'s place in the snapshot of `size` bytes; returns the
+ * nanoseconds they took. */
+static uint64_t lookup_calls(const char *env, off_t size, uint64_t pick)
+{
+    static uint8_t buf[32768];
+    uint64_t t0 = bench_now_ns();
+    int d = open(env, O_RDONLY | O_CLOEXEC | O_DIRECTORY);
+    int f = openat(d, "FORMAT", O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC);
+    if (d < 0 || f < 0)
+        bench_die("opening %s: %s", env, strerror(errno));
+    (void)!pread(f, buf, 4097, 0);
+    close(f);
+    int s = openat(d, "sessions", O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_DIRECTORY);
+    (void)flock(d, LOCK_SH);
+    int c = openat(d, "snapshot/current", O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC);
+    struct stat st;
+    if (s < 0 || c < 0 || fstat(c, &st))
+        bench_die("opening %s's snapshot: %s", env, strerror(errno));
+    (void)!pread(c, buf, 4096, 0);
+    (void)!pread(c, buf, 142, size - 142);
+    while (syscall(SYS_getdents64, s, buf, sizeof buf) > 0)
+        ;
+    (void)flock(d, LOCK_UN);
+    off_t at = (off_t)(pick % (uint64_t)(size / 4096)) * 4096;
+    (void)!pread(c, buf, 512, at / 3);
+    (void)!pread(c, buf, 2048, at / 3 + 4096);
+    (void)!pread(c, buf, 1024, at);
+    uint64_t ns = bench_now_ns() - t0;
+    close(c);
+    close(s);
+    close(d);
+    return ns;
+}
+
 static void run_lookup(void *vctx, double scale, bench_run *out)
 {
     lk_ctx *c = vctx;
@@ -207,6 +253,8 @@ static void run_lookup(void *vctx, double scale, bench_run *out)
             secs += (double)bench_first_lookup(c->env, &bt, want) / 1e9;
         } else if (c->side == LK_SQLITE) {
             secs += (double)bench_first_select(c->db, &bt, want) / 1e9;
+        } else if (c->side == LK_CALLS) {
+            secs += (double)lookup_calls(c->env, c->snap_size, pick) / 1e9;
         } else {
             static uint8_t page[4096];
             uint64_t t0 = bench_now_ns();
@@ -232,7 +280,7 @@ static void lookup_rows(uint64_t n, const char *label)
     snprintf(snap, sizeof snap, "%s/snapshot/current", cache.env);
     if (stat(snap, &st))
         bench_die("no snapshot at %s", snap);
-    static const char *const names[LK_SIDES] = {"envlog", "sqlite", "limit"};
+    static const char *const names[LK_SIDES] = {"envlog", "sqlite", "limit", "calls"};
     lk_ctx ctx[LK_SIDES];
     bench_variant v[LK_SIDES];
     for (int i = 0; i < LK_SIDES; i++) {
@@ -246,8 +294,13 @@ static void lookup_rows(uint64_t n, const char *label)
     bench_alternate(v, LK_SIDES);
     bench_row r = bench_row_make("lookup", "us", BENCH_US_PER, &v[LK_ENVLOG], &v[LK_SQLITE],
                                  "cold open + first lookup, %s entries", label);
-    bench_row_limit(&r, bench_variant_stat(&v[LK_LIMIT], BENCH_US_PER).median, "open+pread");
+    double limit = bench_variant_stat(&v[LK_LIMIT], BENCH_US_PER).median;
+    bench_row_limit(&r, limit, "open+pread");
     bench_emit(&r);
+    bench_row calls = bench_row_make("lookup", "us", BENCH_US_PER, &v[LK_CALLS], NULL,
+                                     "its system calls alone, %s entries", label);
+    bench_row_limit(&calls, limit, "open+pread");
+    bench_emit(&calls);
     bench_rmtree(cache.dir);
 }
 
