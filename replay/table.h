@@ -49,10 +49,9 @@ typedef struct envlog_entry_x {
     bool at_loc;             /* at.loc, not at.rec */
     uint8_t origin, rule;    /* envlog_origin, envlog_rule */
 } envlog_entry_x;
-/* A million standing entries are this many megabytes of fresh memory, the
- * most of what a fold of many keys costs: the fields are laid out without
- * holes, and what other fields or the table give (the key's hash, the
- * namespace's length) is not kept twice. */
+/* A million standing entries are this many megabytes of resident memory:
+ * the fields are laid out without holes, and what other fields or the
+ * table give (the key's hash, the namespace's length) is not kept twice. */
 _Static_assert(sizeof(envlog_entry_x) <= 96, "an entry is 96 bytes at most");
 
 /* The length of a string the state interned (kept before it). */
