@@ -49,8 +49,6 @@ envlog_err envlog_state_intern(envlog_state *st, envlog_intern *set, const void 
         *out = set->last;
         return ENVLOG_OK;
     }
-    if (n > UINT32_MAX)
-        return envlog__fail(ENVLOG_NOMEM, "interning a name of %zu bytes", n);
     if (2 * (set->n + 1) > set->slots) {
         envlog_err e = intern_grow(set);
         if (e)
@@ -63,6 +61,7 @@ envlog_err envlog_state_intern(envlog_state *st, envlog_intern *set, const void 
             break;
     }
     if (!set->set[i]) {
+        /* A name comes from a record: ENVLOG_RECORD_MAX bytes at most. */
         uint32_t len = (uint32_t)n;
         char *d = envlog_arena_alloc(&st->mem, sizeof len + n + 1);
         if (!d)
